@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/localpg"
+	"github.com/walrelay/walrelay/pkg/relay"
+	"github.com/walrelay/walrelay/pkg/setup"
+	sqlfiles "github.com/walrelay/walrelay/sql"
+)
+
+func demoCommand(stdout, stderr io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "demo",
+		Short: "Run the relay end to end on a private Postgres and an in-process Kafka broker",
+		Long: `Starts a throwaway Postgres cluster (from the local PostgreSQL installation) and an
+in-process Kafka-protocol broker (franz-go's kfake), creates the schema, runs the
+relay, writes sample orders in real transactions, prints what lands on each topic,
+shuts down cleanly and removes everything it created.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return demo(cmd.Context(), stdout, stderr)
+		},
+	}
+}
+
+func demo(ctx context.Context, stdout, stderr io.Writer) error {
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	step := func(format string, args ...any) { fmt.Fprintf(stdout, "==> "+format+"\n", args...) }
+
+	step("starting a private Postgres cluster")
+	pg, err := localpg.Start(ctx, localpg.Options{Logger: log})
+	if err != nil {
+		return fmt.Errorf("starting postgres: %w", err)
+	}
+	defer pg.Close()
+
+	step("starting an in-process Kafka broker (kfake)")
+	broker, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		return fmt.Errorf("starting kafka broker: %w", err)
+	}
+	defer broker.Close()
+
+	cfg := config.Default()
+	cfg.Postgres.DSN = pg.DSN("postgres")
+	cfg.Kafka.Brokers = broker.ListenAddrs()
+	cfg.Kafka.TopicPartitions = 3
+	cfg.Relay.ShutdownTimeout = 10 * time.Second
+
+	conn, err := pgx.Connect(ctx, cfg.Postgres.DSN)
+	if err != nil {
+		return fmt.Errorf("connecting to postgres: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	step("walrelay setup")
+	steps, err := setup.Run(ctx, conn, setup.Names{Schema: "public", Table: "outbox", Publication: cfg.Postgres.Publications[0], Slot: cfg.Postgres.Slot})
+	if err != nil {
+		return err
+	}
+	for _, s := range steps {
+		fmt.Fprintln(stdout, "    "+s.String())
+	}
+
+	r, err := relay.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	relayCtx, stopRelay := context.WithCancel(ctx)
+	defer stopRelay()
+	var g errgroup.Group
+	g.Go(func() error { return r.Run(relayCtx) })
+
+	step("writing sample orders in real transactions (sql/example_transactions.sql and more)")
+	want, err := writeSampleOrders(ctx, conn)
+	if err != nil {
+		stopRelay()
+		return errors.Join(err, g.Wait())
+	}
+
+	step("reading what landed on Kafka")
+	records, err := consume(ctx, cfg.Kafka.Brokers, []string{"outbox.event.order", "outbox.event.customer"}, want)
+	for _, rec := range records {
+		fmt.Fprintf(stdout, "    topic=%s partition=%d offset=%d key=%s headers=%s\n      value=%s\n",
+			rec.Topic, rec.Partition, rec.Offset, rec.Key, formatHeaders(rec.Headers), rec.Value)
+	}
+	if err != nil {
+		stopRelay()
+		return errors.Join(err, g.Wait())
+	}
+
+	step("stopping the relay (as on SIGTERM)")
+	stopRelay()
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	var confirmed, current string
+	if err := conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text, pg_current_wal_lsn()::text FROM pg_replication_slots WHERE slot_name = $1`, cfg.Postgres.Slot).Scan(&confirmed, &current); err != nil {
+		return fmt.Errorf("reading slot: %w", err)
+	}
+	step("done: %d events relayed; slot %q confirmed_flush_lsn=%s (server WAL at %s)", len(records), cfg.Postgres.Slot, confirmed, current)
+	return nil
+}
+
+// writeSampleOrders runs the example SQL and a few more orders, each in
+// its own transaction, and returns how many events they publish.
+func writeSampleOrders(ctx context.Context, conn *pgx.Conn) (int, error) {
+	if _, err := conn.Exec(ctx, sqlfiles.ExampleTransactions); err != nil {
+		return 0, fmt.Errorf("running example transactions: %w", err)
+	}
+	events := 2
+	for i, customer := range []string{"c-7", "c-8", "c-7"} {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			var id int64
+			if err := tx.QueryRow(ctx, `INSERT INTO orders (customer_id, total_cents) VALUES ($1, $2) RETURNING id`, customer, 1000*(i+1)).Scan(&id); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES
+				('order', $1, 'OrderCreated', jsonb_build_object('orderId', $2::bigint, 'customerId', $3::text)),
+				('customer', $3, 'CustomerOrdered', jsonb_build_object('customerId', $3::text, 'orders', $4::int))`, fmt.Sprint(id), id, customer, i+1)
+			return err
+		})
+		if err != nil {
+			return 0, fmt.Errorf("writing order for %s: %w", customer, err)
+		}
+		events += 2
+	}
+	return events, nil
+}
+
+// consume reads want records from topics, from the start.
+func consume(ctx context.Context, brokers, topics []string, want int) ([]*kgo.Record, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return nil, fmt.Errorf("creating consumer: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < want {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return out, fmt.Errorf("read %d of %d events before timing out", len(out), want)
+		}
+		fetches.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+	}
+	return out, nil
+}
+
+func formatHeaders(hs []kgo.RecordHeader) string {
+	parts := make([]string, len(hs))
+	for i, h := range hs {
+		parts[i] = h.Key + "=" + string(h.Value)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}

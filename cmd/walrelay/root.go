@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/walrelay/walrelay/pkg/config"
+)
+
+// run executes the command line in args and returns what main turns into
+// an exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	root := &cobra.Command{
+		Use:           "walrelay",
+		Short:         "Relay transactional outbox events from Postgres to Kafka",
+		Long:          "walrelay streams the outbox table's INSERTs from a Postgres logical replication slot to Kafka,\nrouted like Debezium's Outbox Event Router, and confirms WAL to Postgres only after Kafka acknowledged it.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(
+		runCommand(stderr),
+		setupCommand(stdout, stderr),
+		configCommand(stdout),
+		demoCommand(stdout, stderr),
+		versionCommand(stdout),
+	)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err != nil && cmd != nil && !cmd.HasParent() {
+		return usageError{err} // unknown command or flag at the top level
+	}
+	return err
+}
+
+// loadConfig reads the config for cmd: defaults, file, environment, flags.
+func loadConfig(fs *pflag.FlagSet) (config.Config, error) {
+	cfg, err := config.Load(fs, os.Environ())
+	if err != nil {
+		return config.Config{}, usageError{err}
+	}
+	return cfg, nil
+}
+
+// newLogger builds the process logger from the log config.
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level)) // validated by config
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func versionCommand(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			rev := "unknown"
+			if bi, ok := debug.ReadBuildInfo(); ok {
+				for _, s := range bi.Settings {
+					if s.Key == "vcs.revision" {
+						rev = s.Value
+					}
+				}
+				fmt.Fprintf(stdout, "walrelay %s (commit %s, %s)\n", version, rev, bi.GoVersion)
+				return nil
+			}
+			fmt.Fprintf(stdout, "walrelay %s\n", version)
+			return nil
+		},
+	}
+}

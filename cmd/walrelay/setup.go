@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+
+	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/setup"
+)
+
+func setupCommand(stdout, stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "setup",
+		Short: "Create the outbox table, publication and slot (idempotent)",
+		Long: `Creates what is missing of postgres.table (from sql/001_outbox_table.sql),
+the first of postgres.publications (INSERTs only) and postgres.slot (pgoutput),
+and reports what it created and what already existed. The role needs to be
+able to create tables and publications and to have REPLICATION.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			schema, table, _ := config.SplitTable(cfg.Postgres.Table) // validated
+			conn, err := pgx.Connect(cmd.Context(), cfg.Postgres.DSN)
+			if err != nil {
+				return fmt.Errorf("connecting to postgres: %w", err)
+			}
+			defer conn.Close(cmd.Context())
+			steps, err := setup.Run(cmd.Context(), conn, setup.Names{
+				Schema: schema, Table: table,
+				Publication: cfg.Postgres.Publications[0],
+				Slot:        cfg.Postgres.Slot,
+			})
+			for _, s := range steps {
+				fmt.Fprintln(stdout, s)
+			}
+			return err
+		},
+	}
+	config.BindFlags(cmd.Flags())
+	_ = stderr
+	return cmd
+}

@@ -1,0 +1,260 @@
+// Package config is walrelay's one configuration struct: its fields, their
+// defaults, how they are read and how they are validated.
+//
+// In: an optional YAML file, WALRELAY_* environment variables and command
+// line flags, applied in that order over the defaults (a flag beats the
+// environment, which beats the file). Out: a validated Config, or an error
+// naming the bad field and value.
+//
+// Every field has a YAML key, an environment variable and a flag derived
+// from the same path: router."route.topic.replacement" is the YAML key
+// route.topic.replacement under router:, the variable
+// WALRELAY_ROUTER_ROUTE_TOPIC_REPLACEMENT and the flag
+// --router.route.topic.replacement. Fields() lists them all with their
+// defaults and help, which is what the README's table is generated from.
+//
+// Secrets (the password in postgres.dsn) never appear in errors or in
+// String(): see Redact.
+//
+// It does not connect to anything.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/walrelay/walrelay/pkg/router"
+)
+
+// Config is everything walrelay run needs.
+type Config struct {
+	Postgres Postgres      `yaml:"postgres"`
+	Kafka    Kafka         `yaml:"kafka"`
+	Router   router.Config `yaml:"router"`
+	Relay    Relay         `yaml:"relay"`
+	Log      Log           `yaml:"log"`
+}
+
+// Postgres is where events come from.
+type Postgres struct {
+	DSN            string        `yaml:"dsn" help:"Postgres connection string (URL or key=value); the role needs REPLICATION and SELECT on the outbox" secret:"true"`
+	Slot           string        `yaml:"slot" help:"logical replication slot (plugin pgoutput) to stream from"`
+	Publications   []string      `yaml:"publications" help:"pgoutput publications to stream (comma-separated)"`
+	Table          string        `yaml:"table" help:"outbox table, schema-qualified; used by setup and the startup column check"`
+	CreateSlot     bool          `yaml:"create_slot" help:"create the slot at startup if it does not exist"`
+	StatusInterval time.Duration `yaml:"status_interval" help:"how often the confirmed LSN is reported to Postgres"`
+	MinBackoff     time.Duration `yaml:"min_backoff" help:"first delay before reconnecting after a lost connection"`
+	MaxBackoff     time.Duration `yaml:"max_backoff" help:"longest delay between reconnect attempts"`
+}
+
+// Kafka is where events go.
+type Kafka struct {
+	Brokers                []string          `yaml:"brokers" help:"seed brokers, host:port (comma-separated)"`
+	ClientID               string            `yaml:"client_id" help:"Kafka client id"`
+	CreateTopics           bool              `yaml:"create_topics" help:"create a routed topic with kadm the first time it is used"`
+	TopicPartitions        int32             `yaml:"topic_partitions" help:"partitions of created topics (-1: broker default)"`
+	TopicReplicationFactor int16             `yaml:"topic_replication_factor" help:"replication factor of created topics (-1: broker default)"`
+	TopicConfigs           map[string]string `yaml:"topic_configs" help:"configs of created topics, key=value (comma-separated)"`
+	Linger                 time.Duration     `yaml:"linger" help:"how long a partition waits to fill a batch"`
+	BatchMaxBytes          int32             `yaml:"batch_max_bytes" help:"largest record batch sent to a partition"`
+}
+
+// Relay is how walrelay moves events between the two.
+type Relay struct {
+	MaxInFlightRecords int           `yaml:"max_in_flight_records" help:"records produced but not yet acknowledged before reading from the slot pauses"`
+	MaxInFlightBytes   int64         `yaml:"max_in_flight_bytes" help:"bytes produced but not yet acknowledged before reading from the slot pauses"`
+	ShutdownTimeout    time.Duration `yaml:"shutdown_timeout" help:"on SIGTERM, how long to wait for in-flight records to be acknowledged"`
+	DeadLetterTopic    string        `yaml:"dead_letter_topic" help:"topic for rows walrelay cannot publish (policy dlq)"`
+	OnRoutingError     string        `yaml:"on_routing_error" help:"a row the router rejects (missing routing value, invalid topic, unparsable value): dlq, stop or log"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `yaml:"level" help:"debug, info, warn or error"`
+	Format string `yaml:"format" help:"text or json"`
+}
+
+// Error policies for rows walrelay cannot publish (GUIDE invariant 4).
+const (
+	PolicyDLQ  = "dlq"  // publish the row to the dead-letter topic
+	PolicyStop = "stop" // stop the relay without confirming the row
+	PolicyLog  = "log"  // log it with its LSN and id, count it, and move on
+)
+
+// Default returns the defaults: a local Postgres and Kafka, Debezium's
+// router defaults, and caps that keep memory in the tens of megabytes.
+func Default() Config {
+	return Config{
+		Postgres: Postgres{
+			DSN:            "postgres://walrelay@localhost:5432/postgres",
+			Slot:           "walrelay",
+			Publications:   []string{"walrelay_outbox"},
+			Table:          "public.outbox",
+			CreateSlot:     true,
+			StatusInterval: time.Second,
+			MinBackoff:     250 * time.Millisecond,
+			MaxBackoff:     30 * time.Second,
+		},
+		Kafka: Kafka{
+			Brokers:                []string{"localhost:9092"},
+			ClientID:               "walrelay",
+			CreateTopics:           true,
+			TopicPartitions:        -1,
+			TopicReplicationFactor: -1,
+			TopicConfigs:           map[string]string{},
+			Linger:                 5 * time.Millisecond,
+			BatchMaxBytes:          1 << 20,
+		},
+		Router: router.DefaultConfig(),
+		Relay: Relay{
+			MaxInFlightRecords: 20000,
+			MaxInFlightBytes:   16 << 20,
+			ShutdownTimeout:    30 * time.Second,
+			DeadLetterTopic:    "walrelay.deadletter",
+			OnRoutingError:     PolicyDLQ,
+		},
+		Log: Log{Level: "info", Format: "text"},
+	}
+}
+
+// FieldError names a configuration field and the value it rejected.
+type FieldError struct {
+	Field  string // YAML path, e.g. postgres.slot
+	Value  string // the offending value, redacted if secret
+	Reason string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("config %s=%q: %s", e.Field, e.Value, e.Reason)
+}
+
+var identRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// Validate checks every field; the error joins one *FieldError per problem.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, value, reason string) {
+		errs = append(errs, &FieldError{Field: field, Value: value, Reason: reason})
+	}
+	if c.Postgres.DSN == "" {
+		bad("postgres.dsn", "", "required")
+	} else if _, err := pgconn.ParseConfig(c.Postgres.DSN); err != nil {
+		bad("postgres.dsn", Redact(c.Postgres.DSN), "not a valid connection string")
+	}
+	if !identRe.MatchString(c.Postgres.Slot) {
+		bad("postgres.slot", c.Postgres.Slot, "slot names are 1-63 lowercase letters, digits and underscores")
+	}
+	if len(c.Postgres.Publications) == 0 {
+		bad("postgres.publications", "", "at least one publication is required")
+	}
+	for _, p := range c.Postgres.Publications {
+		if p == "" || len(p) > 63 {
+			bad("postgres.publications", p, "publication names are 1-63 characters")
+		}
+	}
+	if _, _, err := SplitTable(c.Postgres.Table); err != nil {
+		bad("postgres.table", c.Postgres.Table, err.Error())
+	}
+	if c.Postgres.StatusInterval < 10*time.Millisecond || c.Postgres.StatusInterval > time.Minute {
+		bad("postgres.status_interval", c.Postgres.StatusInterval.String(), "must be between 10ms and 1m (below the server's wal_sender_timeout)")
+	}
+	if c.Postgres.MinBackoff <= 0 || c.Postgres.MaxBackoff < c.Postgres.MinBackoff {
+		bad("postgres.min_backoff", c.Postgres.MinBackoff.String(), "must be positive and at most postgres.max_backoff")
+	}
+	if len(c.Kafka.Brokers) == 0 {
+		bad("kafka.brokers", "", "at least one broker is required")
+	}
+	for _, b := range c.Kafka.Brokers {
+		if !strings.Contains(b, ":") {
+			bad("kafka.brokers", b, "brokers are host:port")
+		}
+	}
+	if c.Kafka.TopicPartitions == 0 || c.Kafka.TopicPartitions < -1 {
+		bad("kafka.topic_partitions", fmt.Sprint(c.Kafka.TopicPartitions), "must be positive or -1 for the broker default")
+	}
+	if c.Kafka.TopicReplicationFactor == 0 || c.Kafka.TopicReplicationFactor < -1 {
+		bad("kafka.topic_replication_factor", fmt.Sprint(c.Kafka.TopicReplicationFactor), "must be positive or -1 for the broker default")
+	}
+	if c.Kafka.BatchMaxBytes < 1024 {
+		bad("kafka.batch_max_bytes", fmt.Sprint(c.Kafka.BatchMaxBytes), "must be at least 1024")
+	}
+	if c.Kafka.Linger < 0 {
+		bad("kafka.linger", c.Kafka.Linger.String(), "must not be negative")
+	}
+	if _, err := router.New(c.Router); err != nil {
+		errs = append(errs, fmt.Errorf("config router: %w", err))
+	}
+	if c.Relay.MaxInFlightRecords < 1 {
+		bad("relay.max_in_flight_records", fmt.Sprint(c.Relay.MaxInFlightRecords), "must be at least 1")
+	}
+	if c.Relay.MaxInFlightBytes < 1024 {
+		bad("relay.max_in_flight_bytes", fmt.Sprint(c.Relay.MaxInFlightBytes), "must be at least 1024")
+	}
+	if c.Relay.ShutdownTimeout < 0 {
+		bad("relay.shutdown_timeout", c.Relay.ShutdownTimeout.String(), "must not be negative")
+	}
+	switch c.Relay.OnRoutingError {
+	case PolicyDLQ, PolicyStop, PolicyLog:
+	default:
+		bad("relay.on_routing_error", c.Relay.OnRoutingError, "must be dlq, stop or log")
+	}
+	if c.Relay.OnRoutingError == PolicyDLQ && !validTopic(c.Relay.DeadLetterTopic) {
+		bad("relay.dead_letter_topic", c.Relay.DeadLetterTopic, "not a valid Kafka topic name")
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", c.Log.Level, "must be debug, info, warn or error")
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		bad("log.format", c.Log.Format, "must be text or json")
+	}
+	return errors.Join(errs...)
+}
+
+var topicRe = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+func validTopic(t string) bool { return topicRe.MatchString(t) && t != "." && t != ".." }
+
+// SplitTable splits "schema.table" (or "table", meaning public) into its
+// parts. Names are taken as written (case-sensitive), without quotes.
+func SplitTable(s string) (schema, table string, err error) {
+	schema, table, ok := strings.Cut(s, ".")
+	if !ok {
+		schema, table = "public", s
+	}
+	if schema == "" || table == "" || strings.ContainsAny(table, ".\"") || strings.Contains(schema, `"`) {
+		return "", "", errors.New(`must be "schema.table" or "table"`)
+	}
+	return schema, table, nil
+}
+
+// Redact returns dsn with any password replaced by "xxxxx", in URL and in
+// key=value form. It is what walrelay prints wherever a DSN appears.
+func Redact(dsn string) string {
+	if !strings.Contains(dsn, "://") {
+		return passwordKV.ReplaceAllString(dsn, "${1}xxxxx")
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "<unparsable URL, redacted>"
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+var passwordKV = regexp.MustCompile(`(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)`)

@@ -1,0 +1,272 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"gopkg.in/yaml.v3"
+)
+
+// EnvPrefix starts every environment variable walrelay reads.
+const EnvPrefix = "WALRELAY_"
+
+// ConfigFlag names the flag (and, as WALRELAY_CONFIG, the variable) that
+// points at the YAML file.
+const ConfigFlag = "config"
+
+// Field describes one leaf option of Config.
+type Field struct {
+	Path    string // YAML path: postgres.slot, router.route.by.field
+	Env     string // WALRELAY_POSTGRES_SLOT
+	Flag    string // postgres.slot (as --postgres.slot)
+	Help    string
+	Default string // the default, formatted as the environment would give it
+	Secret  bool   // redacted wherever it is shown
+
+	value reflect.Value
+}
+
+// Fields lists every option of c, in declaration order, with c's values
+// as the defaults.
+func Fields(c *Config) []Field {
+	var out []Field
+	walk(reflect.ValueOf(c).Elem(), "", &out)
+	return out
+}
+
+func walk(v reflect.Value, prefix string, out *[]Field) {
+	t := v.Type()
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		name := strings.Split(sf.Tag.Get("yaml"), ",")[0]
+		if name == "" || name == "-" {
+			continue
+		}
+		path := name
+		if prefix != "" {
+			path = prefix + "." + name
+		}
+		fv := v.Field(i)
+		if sf.Type.Kind() == reflect.Struct && sf.Type != reflect.TypeFor[time.Duration]() {
+			walk(fv, path, out)
+			continue
+		}
+		*out = append(*out, Field{
+			Path:    path,
+			Env:     EnvPrefix + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(path)),
+			Flag:    path,
+			Help:    helpOf(sf),
+			Default: format(fv),
+			Secret:  sf.Tag.Get("secret") == "true",
+			value:   fv,
+		})
+	}
+}
+
+// helpOf is the help tag, or for the router's Debezium options a pointer
+// to Debezium's documentation of the same name.
+func helpOf(sf reflect.StructField) string {
+	if h := sf.Tag.Get("help"); h != "" {
+		return h
+	}
+	return "Debezium Outbox Event Router option of the same name"
+}
+
+// BindFlags registers one flag per field (as a string, parsed like the
+// environment) plus --config.
+func BindFlags(fs *pflag.FlagSet) {
+	def := Default()
+	fs.String(ConfigFlag, "", "YAML config file (also "+EnvPrefix+"CONFIG)")
+	for _, f := range Fields(&def) {
+		d := f.Default
+		if f.Secret {
+			d = ""
+		}
+		fs.String(f.Flag, d, f.Help)
+	}
+}
+
+// Load builds a Config: defaults, then the YAML file named by --config or
+// WALRELAY_CONFIG, then WALRELAY_* variables from environ, then the flags
+// set on fs (fs may be nil). It validates the result.
+func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
+	c := Default()
+	env := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, EnvPrefix) {
+			env[k] = v
+		}
+	}
+	path := env[EnvPrefix+"CONFIG"]
+	if fs != nil && fs.Changed(ConfigFlag) {
+		path, _ = fs.GetString(ConfigFlag)
+	}
+	if path != "" {
+		if err := loadFile(&c, path); err != nil {
+			return Config{}, err
+		}
+	}
+	fields := Fields(&c)
+	known := map[string]bool{EnvPrefix + "CONFIG": true}
+	for _, f := range fields {
+		known[f.Env] = true
+		if v, ok := env[f.Env]; ok {
+			if err := set(f, v, f.Env); err != nil {
+				return Config{}, err
+			}
+		}
+	}
+	if unknown := unknownEnv(env, known); len(unknown) > 0 {
+		return Config{}, fmt.Errorf("unknown environment variables %s (run `walrelay config` to list the valid ones)", strings.Join(unknown, ", "))
+	}
+	if fs != nil {
+		for _, f := range fields {
+			if fs.Changed(f.Flag) {
+				v, _ := fs.GetString(f.Flag)
+				if err := set(f, v, "--"+f.Flag); err != nil {
+					return Config{}, err
+				}
+			}
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// loadFile decodes the YAML at path over c, rejecting unknown keys.
+func loadFile(c *Config, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading config file: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) { // io.EOF: empty file
+		return fmt.Errorf("parsing config file %s: %w", path, err)
+	}
+	return nil
+}
+
+func unknownEnv(env map[string]string, known map[string]bool) []string {
+	var out []string
+	for k := range env {
+		if !known[k] && !notConfig(k) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// notConfig reports the WALRELAY_ variables that are not config fields:
+// the test harness's and the Postgres binary lookup's.
+func notConfig(name string) bool {
+	return strings.HasPrefix(name, EnvPrefix+"TEST_") || name == EnvPrefix+"PG_BIN"
+}
+
+// set parses s into f's value; source names where s came from for the error.
+func set(f Field, s, source string) error {
+	shown := s
+	if f.Secret {
+		shown = Redact(s)
+	}
+	fail := func(reason string) error {
+		return &FieldError{Field: f.Path, Value: shown, Reason: reason + " (from " + source + ")"}
+	}
+	v := f.value
+	switch {
+	case v.Type() == reflect.TypeFor[time.Duration]():
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fail("not a duration like 500ms or 30s")
+		}
+		v.SetInt(int64(d))
+	case v.Kind() == reflect.String:
+		v.SetString(s)
+	case v.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fail("not a boolean (true or false)")
+		}
+		v.SetBool(b)
+	case v.CanInt():
+		n, err := strconv.ParseInt(s, 10, v.Type().Bits())
+		if err != nil {
+			return fail(fmt.Sprintf("not an integer of %d bits", v.Type().Bits()))
+		}
+		v.SetInt(n)
+	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.String:
+		v.Set(reflect.ValueOf(splitList(s)))
+	case v.Kind() == reflect.Map:
+		m := map[string]string{}
+		for _, kv := range splitList(s) {
+			k, val, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return fail("entries are key=value, comma-separated")
+			}
+			m[k] = val
+		}
+		v.Set(reflect.ValueOf(m))
+	default:
+		return fail("unsupported field type " + v.Type().String())
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	out := []string{}
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// format renders a value the way the environment would give it.
+func format(v reflect.Value) string {
+	switch {
+	case v.Type() == reflect.TypeFor[time.Duration]():
+		return time.Duration(v.Int()).String()
+	case v.Kind() == reflect.Slice:
+		parts := make([]string, v.Len())
+		for i := range parts {
+			parts[i] = v.Index(i).String()
+		}
+		return strings.Join(parts, ",")
+	case v.Kind() == reflect.Map:
+		keys := make([]string, 0, v.Len())
+		for _, k := range v.MapKeys() {
+			keys = append(keys, k.String())
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = k + "=" + v.MapIndex(reflect.ValueOf(k)).String()
+		}
+		return strings.Join(parts, ",")
+	default:
+		return fmt.Sprint(v.Interface())
+	}
+}
+
+// String renders c as YAML with secrets redacted.
+func (c Config) String() string {
+	c.Postgres.DSN = Redact(c.Postgres.DSN)
+	out, err := yaml.Marshal(c)
+	if err != nil {
+		return fmt.Sprintf("<config: %v>", err)
+	}
+	return string(out)
+}

@@ -1,0 +1,232 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/pkg/checkpoint"
+	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/publisher"
+	"github.com/walrelay/walrelay/pkg/router"
+)
+
+// ErrStopped is returned (wrapped) when a row's configured behaviour is to
+// stop the relay: relay.on_routing_error=stop or
+// table.op.invalid.behavior=fatal.
+var ErrStopped = errors.New("relay stopped by configured behaviour")
+
+// handler implements replication.Handler. Its methods run on the stream's
+// goroutine; only the produce callbacks run elsewhere.
+type handler struct {
+	r     *Relay
+	pub   *publisher.Publisher
+	log   *slog.Logger
+	plans map[uint32]*router.Plan
+
+	// The transaction being read.
+	tx    *checkpoint.Tx
+	begin *pglogrepl.BeginMessage // its commit time stamps the records
+
+	// replaying is set while the stream re-sends a transaction this process
+	// has already handed to the producer (after a reconnect). Its records are
+	// in flight or acknowledged, and tracked, so it is skipped: fewer
+	// duplicates, same guarantee.
+	replaying bool
+	// through is the end LSN of the last transaction handed to the tracker.
+	through pglogrepl.LSN
+}
+
+func newHandler(r *Relay, pub *publisher.Publisher) *handler {
+	return &handler{r: r, pub: pub, log: r.log, plans: make(map[uint32]*router.Plan)}
+}
+
+func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
+	if m.FinalLSN < h.through {
+		h.replaying = true
+		return nil
+	}
+	h.tx = h.r.tracker.Begin()
+	h.begin = m
+	return nil
+}
+
+func (h *handler) Commit(_ context.Context, m *pglogrepl.CommitMessage) error {
+	if h.replaying {
+		h.replaying = false
+		return nil
+	}
+	if h.tx == nil {
+		return fmt.Errorf("commit at %s without a begin", m.CommitLSN)
+	}
+	h.r.tracker.Commit(h.tx, m.TransactionEndLSN)
+	h.tx, h.begin = nil, nil
+	h.through = m.TransactionEndLSN
+	return nil
+}
+
+func (h *handler) SessionLost() {
+	if h.tx != nil {
+		h.r.tracker.Abort(h.tx)
+		h.tx, h.begin = nil, nil
+	}
+	h.replaying = false
+}
+
+func (h *handler) Relation(_ context.Context, rel *pglogrepl.RelationMessage) error {
+	plan, err := h.r.router.Bind(relationOf(rel))
+	if err != nil {
+		return fmt.Errorf("outbox table changed: %w", err)
+	}
+	h.plans[rel.RelationID] = plan
+	return nil
+}
+
+func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.InsertMessage, lsn pglogrepl.LSN) error {
+	if h.replaying {
+		return nil
+	}
+	plan := h.plans[rel.RelationID]
+	if plan == nil || h.tx == nil {
+		return fmt.Errorf("insert into %s.%s at %s outside a transaction or before its relation", rel.Namespace, rel.RelationName, lsn)
+	}
+	msg, err := plan.Route(m.Tuple.Columns, h.begin.CommitTime)
+	if err != nil {
+		return h.rejected(ctx, rel, plan, m.Tuple.Columns, lsn, err)
+	}
+	return h.produce(ctx, recordOf(&msg), lsn)
+}
+
+// rejected applies relay.on_routing_error to a row the router refused.
+func (h *handler) rejected(ctx context.Context, rel *pglogrepl.RelationMessage, plan *router.Plan, cols []*pglogrepl.TupleDataColumn, lsn pglogrepl.LSN, rerr error) error {
+	class, _ := router.ClassOf(rerr)
+	policy := h.r.cfg.Relay.OnRoutingError
+	attrs := []any{
+		"lsn", lsn.String(),
+		"outbox_id", plan.EventID(cols),
+		"table", plan.Table(),
+		"class", class.String(),
+		"policy", policy,
+		"err", rerr,
+	}
+	switch policy {
+	case config.PolicyStop:
+		h.log.Error("cannot route outbox row; stopping", attrs...)
+		return fmt.Errorf("%w: outbox row %s at %s: %w", ErrStopped, plan.EventID(cols), lsn, rerr)
+	case config.PolicyLog:
+		h.log.Error("cannot route outbox row; skipped", attrs...)
+		return nil
+	default:
+		h.log.Error("cannot route outbox row; sending it to the dead-letter topic", append(attrs, "topic", h.r.cfg.Relay.DeadLetterTopic)...)
+		rec, err := deadLetter(h.r.cfg.Relay.DeadLetterTopic, rel, cols, lsn, plan.EventID(cols), class.String(), rerr)
+		if err != nil {
+			return fmt.Errorf("building dead-letter record for row at %s: %w", lsn, err)
+		}
+		return h.produce(ctx, rec, lsn)
+	}
+}
+
+// produce tracks rec in the current transaction and hands it to the
+// producer. The tracker counts it until its ack; a failed record stops
+// the relay and is never acked, so its LSN is never confirmed.
+func (h *handler) produce(ctx context.Context, rec *kgo.Record, lsn pglogrepl.LSN) error {
+	if err := h.pub.EnsureTopic(ctx, rec.Topic); err != nil {
+		return err
+	}
+	tx, size := h.tx, recordSize(rec)
+	h.r.tracker.Add(tx, size)
+	h.pub.Produce(rec, func(rec *kgo.Record, err error) {
+		if err != nil {
+			h.log.Error("kafka gave up on a record; stopping", "topic", rec.Topic, "lsn", lsn.String(), "outbox_id", headerValue(rec, "id"), "err", err)
+			h.r.fail.set(fmt.Errorf("producing outbox event %s (lsn %s) to %q: %w", headerValue(rec, "id"), lsn, rec.Topic, err))
+			return
+		}
+		h.r.tracker.Ack(tx, size)
+	})
+	return nil
+}
+
+func (h *handler) Update(_ context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.UpdateMessage, lsn pglogrepl.LSN) error {
+	if h.replaying {
+		return nil
+	}
+	id := ""
+	if plan := h.plans[rel.RelationID]; plan != nil && m.NewTuple != nil {
+		id = plan.EventID(m.NewTuple.Columns)
+	}
+	attrs := []any{"lsn", lsn.String(), "outbox_id", id, "table", rel.Namespace + "." + rel.RelationName, "behavior", h.r.router.InvalidOpBehavior().String()}
+	const msg = "UPDATE on the outbox table ignored: outbox rows are insert-only"
+	switch h.r.router.InvalidOpBehavior() {
+	case router.OpFatal:
+		h.log.Error("UPDATE on the outbox table; stopping (table.op.invalid.behavior=fatal)", attrs...)
+		return fmt.Errorf("%w: UPDATE of outbox row %q at %s", ErrStopped, id, lsn)
+	case router.OpError:
+		h.log.Error(msg, attrs...)
+	default:
+		h.log.Warn(msg, attrs...)
+	}
+	return nil
+}
+
+func (h *handler) Delete(_ context.Context, rel *pglogrepl.RelationMessage, _ *pglogrepl.DeleteMessage, lsn pglogrepl.LSN) error {
+	h.log.Debug("DELETE on the outbox table ignored", "lsn", lsn.String(), "table", rel.Namespace+"."+rel.RelationName)
+	return nil
+}
+
+func (h *handler) Truncate(_ context.Context, rels []*pglogrepl.RelationMessage, _ *pglogrepl.TruncateMessage, lsn pglogrepl.LSN) error {
+	for _, rel := range rels {
+		h.log.Info("TRUNCATE of the outbox table ignored", "lsn", lsn.String(), "table", rel.Namespace+"."+rel.RelationName)
+	}
+	return nil
+}
+
+func (h *handler) Message(_ context.Context, m *pglogrepl.LogicalDecodingMessage, lsn pglogrepl.LSN) error {
+	h.log.Debug("logical decoding message", "lsn", lsn.String(), "prefix", m.Prefix, "transactional", m.Transactional)
+	return nil
+}
+
+// relationOf converts a pgoutput Relation message for the router.
+func relationOf(rel *pglogrepl.RelationMessage) router.Relation {
+	cols := make([]router.Column, len(rel.Columns))
+	for i, c := range rel.Columns {
+		cols[i] = router.Column{Name: c.Name, TypeOID: c.DataType}
+	}
+	return router.Relation{ID: rel.RelationID, Namespace: rel.Namespace, Name: rel.RelationName, Columns: cols}
+}
+
+// recordOf turns a routed message into a franz-go record.
+func recordOf(m *router.Message) *kgo.Record {
+	rec := &kgo.Record{Topic: m.Topic, Key: m.Key, Value: m.Value, Timestamp: m.Timestamp}
+	if len(m.Headers) > 0 {
+		rec.Headers = make([]kgo.RecordHeader, len(m.Headers))
+		for i, hd := range m.Headers {
+			rec.Headers[i] = kgo.RecordHeader{Key: hd.Key, Value: hd.Value}
+		}
+	}
+	if m.HasPartition {
+		publisher.SetPartition(rec, m.Partition)
+	}
+	return rec
+}
+
+// recordSize is what a record counts against relay.max_in_flight_bytes.
+func recordSize(r *kgo.Record) int {
+	n := len(r.Key) + len(r.Value) + len(r.Topic)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+func headerValue(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,139 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/pkg/router"
+)
+
+// Startup errors. Each is returned wrapped with the names involved.
+var (
+	// ErrSlotMissing: the slot does not exist and postgres.create_slot is off.
+	ErrSlotMissing = errors.New("replication slot does not exist")
+	// ErrSlotMismatch: the slot belongs to another plugin or database.
+	ErrSlotMismatch = errors.New("replication slot is not usable by walrelay")
+	// ErrPublicationMissing: a configured publication does not exist.
+	ErrPublicationMissing = errors.New("publication does not exist")
+)
+
+// prepare checks the database before streaming: the slot (created when
+// missing and allowed), the publications, and the columns the router needs
+// in every published table. It seeds the tracker with the slot's confirmed
+// position.
+func (r *Relay) prepare(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, r.cfg.Postgres.DSN)
+	if err != nil {
+		return fmt.Errorf("connecting to postgres: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+
+	confirmed, err := r.ensureSlot(ctx, conn)
+	if err != nil {
+		return err
+	}
+	r.tracker.SetStart(confirmed)
+	return r.checkPublications(ctx, conn)
+}
+
+func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, error) {
+	slot := r.cfg.Postgres.Slot
+	var (
+		plugin, database, current string
+		confirmed                 *string
+	)
+	err := conn.QueryRow(ctx, `
+		SELECT s.plugin, s.database, current_database(), s.confirmed_flush_lsn::text
+		FROM pg_replication_slots s WHERE s.slot_name = $1`, slot).Scan(&plugin, &database, &current, &confirmed)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if !r.cfg.Postgres.CreateSlot {
+			return 0, fmt.Errorf("%w: %q (run `walrelay setup`, or set postgres.create_slot=true)", ErrSlotMissing, slot)
+		}
+		var lsn string
+		if err := conn.QueryRow(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, slot).Scan(&lsn); err != nil {
+			return 0, fmt.Errorf("creating replication slot %q: %w", slot, err)
+		}
+		r.log.Info("created replication slot", "slot", slot, "lsn", lsn)
+		return pglogrepl.ParseLSN(lsn)
+	case err != nil:
+		return 0, fmt.Errorf("reading replication slot %q: %w", slot, err)
+	case plugin != "pgoutput":
+		return 0, fmt.Errorf("%w: slot %q uses plugin %q, walrelay needs pgoutput", ErrSlotMismatch, slot, plugin)
+	case database != current:
+		return 0, fmt.Errorf("%w: slot %q belongs to database %q, not %q", ErrSlotMismatch, slot, database, current)
+	case confirmed == nil:
+		return 0, nil
+	}
+	lsn, err := pglogrepl.ParseLSN(*confirmed)
+	if err != nil {
+		return 0, fmt.Errorf("parsing confirmed_flush_lsn of slot %q: %w", slot, err)
+	}
+	r.log.Info("found replication slot", "slot", slot, "confirmed_flush_lsn", lsn.String())
+	return lsn, nil
+}
+
+func (r *Relay) checkPublications(ctx context.Context, conn *pgx.Conn) error {
+	pubs := r.cfg.Postgres.Publications
+	var missing []string
+	err := conn.QueryRow(ctx, `
+		SELECT coalesce(array_agg(p), '{}') FROM unnest($1::text[]) p
+		WHERE NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = p)`, pubs).Scan(&missing)
+	if err != nil {
+		return fmt.Errorf("reading publications: %w", err)
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %q (run `walrelay setup`, or fix postgres.publications)", ErrPublicationMissing, missing)
+	}
+	rows, err := conn.Query(ctx, `
+		SELECT DISTINCT t.schemaname, t.tablename, c.oid::int8
+		FROM pg_publication_tables t
+		JOIN pg_namespace n ON n.nspname = t.schemaname
+		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.tablename
+		WHERE t.pubname = ANY($1)`, pubs)
+	if err != nil {
+		return fmt.Errorf("reading published tables: %w", err)
+	}
+	type table struct {
+		schema, name string
+		oid          int64
+	}
+	tables, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (table, error) {
+		var t table
+		return t, row.Scan(&t.schema, &t.name, &t.oid)
+	})
+	if err != nil {
+		return fmt.Errorf("reading published tables: %w", err)
+	}
+	if len(tables) == 0 {
+		r.log.Warn("the publications contain no table; nothing will be relayed", "publications", pubs)
+	}
+	for _, t := range tables {
+		rows, err := conn.Query(ctx, `
+			SELECT attname, atttypid::int8 FROM pg_attribute
+			WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, t.oid)
+		if err != nil {
+			return fmt.Errorf("reading columns of %s.%s: %w", t.schema, t.name, err)
+		}
+		cols, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (router.Column, error) {
+			var (
+				c   router.Column
+				oid int64
+			)
+			err := row.Scan(&c.Name, &oid)
+			c.TypeOID = uint32(oid)
+			return c, err
+		})
+		if err != nil {
+			return fmt.Errorf("reading columns of %s.%s: %w", t.schema, t.name, err)
+		}
+		if _, err := r.router.Bind(router.Relation{ID: uint32(t.oid), Namespace: t.schema, Name: t.name, Columns: cols}); err != nil {
+			return fmt.Errorf("checking outbox table against the router config: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,178 @@
+// Package relay wires walrelay together: it is the replication Handler that
+// routes each outbox INSERT with the router, produces it with the
+// publisher, and tracks it in the checkpoint so the stream confirms an LSN
+// only once Kafka has acknowledged everything up to it.
+//
+// In: a validated config.Config. Out: records on Kafka and confirmed
+// positions on the slot; Run returns nil after a clean stop and an error
+// naming the cause otherwise.
+//
+// Before streaming, Run checks the database (the slot exists with plugin
+// pgoutput in this database, or creates it; the publications exist; every
+// column the router needs is in every published table) so a bad config
+// fails at startup, not at the first row.
+//
+// Rows the router rejects follow relay.on_routing_error: dlq (publish the row
+// to the dead-letter topic, confirmed like any record once acknowledged),
+// stop (return an error; the row's LSN is never confirmed) or log. Every
+// one is logged with its LSN and outbox id. UPDATEs on the outbox follow
+// table.op.invalid.behavior; DELETEs are ignored (insert-then-delete is the
+// usual outbox practice). A record franz-go gives up on stops the relay.
+//
+// It does not parse pgoutput, talk the Kafka protocol or compute
+// watermarks: those are pkg/replication, pkg/publisher and pkg/checkpoint.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/walrelay/walrelay/pkg/checkpoint"
+	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/publisher"
+	"github.com/walrelay/walrelay/pkg/replication"
+	"github.com/walrelay/walrelay/pkg/router"
+)
+
+// Relay moves outbox events from one slot to Kafka. Create it with New and
+// call Run once.
+type Relay struct {
+	cfg     config.Config
+	log     *slog.Logger
+	router  *router.Router
+	tracker *checkpoint.Tracker
+	fail    failure
+}
+
+// New validates cfg and builds the relay. It does not connect.
+func New(cfg config.Config, log *slog.Logger) (*Relay, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	rt, err := router.New(cfg.Router)
+	if err != nil {
+		return nil, fmt.Errorf("configuring router: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Relay{
+		cfg:    cfg,
+		log:    log,
+		router: rt,
+		tracker: checkpoint.New(checkpoint.Limits{
+			MaxRecords: cfg.Relay.MaxInFlightRecords,
+			MaxBytes:   cfg.Relay.MaxInFlightBytes,
+		}),
+		fail: failure{done: make(chan struct{})},
+	}, nil
+}
+
+// Tracker exposes the checkpoint (for status and metrics).
+func (r *Relay) Tracker() *checkpoint.Tracker { return r.tracker }
+
+// Run checks the database, then streams until ctx is done (returns nil
+// after draining in-flight records and confirming them) or until an error
+// stops the relay (returns it; nothing unacknowledged is confirmed).
+func (r *Relay) Run(ctx context.Context) error {
+	if err := r.prepare(ctx); err != nil {
+		return err
+	}
+	pub, err := publisher.New(publisher.Config{
+		Brokers:                r.cfg.Kafka.Brokers,
+		ClientID:               r.cfg.Kafka.ClientID,
+		CreateTopics:           r.cfg.Kafka.CreateTopics,
+		TopicPartitions:        r.cfg.Kafka.TopicPartitions,
+		TopicReplicationFactor: r.cfg.Kafka.TopicReplicationFactor,
+		TopicConfigs:           r.cfg.Kafka.TopicConfigs,
+		Linger:                 r.cfg.Kafka.Linger,
+		BatchMaxBytes:          r.cfg.Kafka.BatchMaxBytes,
+		MaxBufferedRecords:     r.cfg.Relay.MaxInFlightRecords + 1,
+	}, r.log)
+	if err != nil {
+		return err
+	}
+	defer pub.Close()
+
+	streamCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		// A failed record stops reading at once; the stream then skips the
+		// drain (failure-aware WaitDrained) and reports what is confirmed.
+		select {
+		case <-r.fail.done:
+			stop()
+		case <-streamCtx.Done():
+		}
+	}()
+
+	h := newHandler(r, pub)
+	stream := replication.New(replication.Config{
+		DSN:             r.cfg.Postgres.DSN,
+		Slot:            r.cfg.Postgres.Slot,
+		Publications:    r.cfg.Postgres.Publications,
+		StatusInterval:  r.cfg.Postgres.StatusInterval,
+		ShutdownTimeout: r.cfg.Relay.ShutdownTimeout,
+		MinBackoff:      r.cfg.Postgres.MinBackoff,
+		MaxBackoff:      r.cfg.Postgres.MaxBackoff,
+	}, h, failureAware{r.tracker, &r.fail}, r.log)
+
+	err = stream.Run(streamCtx)
+	if ferr := r.fail.err(); ferr != nil {
+		return ferr
+	}
+	return err
+}
+
+// failure records the first error that must stop the relay.
+type failure struct {
+	once  sync.Once
+	mu    sync.Mutex
+	cause error
+	done  chan struct{}
+}
+
+func (f *failure) set(err error) {
+	f.once.Do(func() {
+		f.mu.Lock()
+		f.cause = err
+		f.mu.Unlock()
+		close(f.done)
+	})
+}
+
+func (f *failure) err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cause
+}
+
+// failureAware is the Tracker as the stream sees it: once a record has
+// failed, waiting for the rest to drain is pointless (the watermark cannot
+// pass the failed one), so WaitDrained returns at once.
+type failureAware struct {
+	*checkpoint.Tracker
+	fail *failure
+}
+
+func (f failureAware) WaitDrained(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // ends when this call returns (cancel) at the latest
+		select {
+		case <-f.fail.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := f.Tracker.WaitDrained(ctx); err != nil {
+		if ferr := f.fail.err(); ferr != nil {
+			return fmt.Errorf("not draining after a failed record: %w", errors.Join(ferr, err))
+		}
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,27 @@
+// Package replication is walrelay's logical replication client: it streams
+// pgoutput (proto_version 1) from one replication slot and hands every decoded
+// message, in WAL order, to a Handler.
+//
+// In: a DSN, a slot name and publication names. Out: calls on a Handler
+// (Begin, Relation, Insert, Update, Delete, Truncate, Message, Commit) from a
+// single goroutine, and standby status updates to Postgres.
+//
+// The positions it reports to Postgres come only from a Checkpointer (GUIDE
+// invariant 1): write, flush and apply are all set to Checkpointer.Confirmed,
+// never to the received position, so Postgres keeps the WAL of everything the
+// broker has not acknowledged. Keepalives are passed to
+// Checkpointer.ObserveWALEnd, which may confirm the server's WAL end when
+// nothing is in flight, so an idle outbox does not pin WAL.
+//
+// The stream keeps the relation cache (Relation messages precede the first
+// row of a table in each session), answers keepalives that ask for a reply,
+// pauses reading while the Checkpointer reports no room (backpressure: the
+// WAL stays in Postgres, not in walrelay's memory), and reconnects with
+// exponential backoff after a lost connection, resuming from the slot's
+// confirmed position. On shutdown it stops reading, waits (bounded) for the
+// Checkpointer to drain, reports the final confirmed position and closes.
+//
+// It does not route, publish or track acknowledgements: that is the
+// Handler's and the Checkpointer's job. It does not create slots or
+// publications.
+package replication

@@ -1,0 +1,62 @@
+package replication
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ErrUnknownRelation is returned when a row arrives for a relation the
+// session has not announced: a protocol violation, never retried.
+var ErrUnknownRelation = errors.New("row for an unannounced relation")
+
+// HandlerError wraps an error returned by the Handler. Run never retries
+// it: the Handler decided the stream must stop (for example a row its
+// configuration says must halt the relay).
+type HandlerError struct {
+	LSN pglogrepl.LSN // WAL position of the message being handled
+	Err error
+}
+
+func (e *HandlerError) Error() string { return fmt.Sprintf("handling change at %s: %v", e.LSN, e.Err) }
+func (e *HandlerError) Unwrap() error { return e.Err }
+
+// permanentError marks an error that retrying cannot fix.
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+func permanent(err error) error { return permanentError{err} }
+
+// retryable reports whether a session error is worth a reconnect: network
+// failures, server restarts, a slot briefly held by another process, too
+// many walsenders. Authentication failures, missing slots, publications or
+// databases, and Handler errors are not.
+func retryable(err error) bool {
+	if err == nil {
+		return true
+	}
+	var (
+		perm permanentError
+		he   *HandlerError
+	)
+	if errors.As(err, &perm) || errors.As(err, &he) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code[:2] {
+		case "28", // invalid authorization
+			"3D", // invalid catalog name (no such database)
+			"42": // undefined object (slot, publication), insufficient privilege
+			return false
+		}
+		if pgErr.Code == "0A000" { // feature not supported (wrong plugin, old server)
+			return false
+		}
+	}
+	return true
+}

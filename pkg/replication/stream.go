@@ -1,0 +1,425 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Handler receives the decoded stream. All calls come from the goroutine
+// running Stream.Run, in WAL order. A Handler error stops the stream for good
+// (no reconnect): Run returns it wrapped, and nothing after the last confirmed
+// position is acknowledged to Postgres.
+//
+// Messages passed in are owned by the Handler only for the duration of the
+// call, except *pglogrepl.RelationMessage, which stays valid for the session.
+// Tuple bytes point into the receive buffer and must be copied if kept.
+type Handler interface {
+	// Begin starts a transaction. m.FinalLSN is its commit LSN.
+	Begin(ctx context.Context, m *pglogrepl.BeginMessage) error
+	// Relation announces (or re-announces after a schema change) a table.
+	Relation(ctx context.Context, rel *pglogrepl.RelationMessage) error
+	// Insert is one inserted row; lsn is the WAL position of the change.
+	Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.InsertMessage, lsn pglogrepl.LSN) error
+	// Update is one updated row (only when the publication publishes updates).
+	Update(ctx context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.UpdateMessage, lsn pglogrepl.LSN) error
+	// Delete is one deleted row (only when the publication publishes deletes).
+	Delete(ctx context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.DeleteMessage, lsn pglogrepl.LSN) error
+	// Truncate names the truncated tables.
+	Truncate(ctx context.Context, rels []*pglogrepl.RelationMessage, m *pglogrepl.TruncateMessage, lsn pglogrepl.LSN) error
+	// Message is a pg_logical_emit_message record, transactional or not.
+	Message(ctx context.Context, m *pglogrepl.LogicalDecodingMessage, lsn pglogrepl.LSN) error
+	// Commit ends the transaction; m.TransactionEndLSN is what becomes
+	// confirmable once all its records are acknowledged.
+	Commit(ctx context.Context, m *pglogrepl.CommitMessage) error
+	// SessionLost is called when a session ends (connection lost, server
+	// restart) before the stream reconnects. A transaction begun and not
+	// committed in that session will be sent again from its Begin.
+	SessionLost()
+}
+
+// Checkpointer is the source of the positions the stream reports, and of
+// backpressure. pkg/checkpoint's Tracker implements it.
+type Checkpointer interface {
+	// Confirmed is the LSN up to which every record is durably published.
+	Confirmed() pglogrepl.LSN
+	// ObserveWALEnd reports a keepalive's server WAL end; the Checkpointer
+	// may confirm it when nothing is in flight.
+	ObserveWALEnd(lsn pglogrepl.LSN)
+	// WaitRoom reports whether more may be read, waiting until `until` for
+	// in-flight records to be acknowledged.
+	WaitRoom(ctx context.Context, until time.Time) bool
+	// WaitDrained returns nil once nothing is in flight.
+	WaitDrained(ctx context.Context) error
+}
+
+// Config configures a Stream. Zero durations take the defaults below.
+type Config struct {
+	// DSN is a libpq connection string or URL; replication=database is set
+	// by the stream. The role needs the REPLICATION attribute.
+	DSN string
+	// Slot is the logical replication slot (plugin pgoutput) to stream from.
+	Slot string
+	// Publications are the pgoutput publication names.
+	Publications []string
+	// StatusInterval is how often a standby status update is sent
+	// (default 1s). It bounds how stale the slot's confirmed_flush_lsn is.
+	StatusInterval time.Duration
+	// ShutdownTimeout bounds the wait for in-flight records on shutdown
+	// (default 30s).
+	ShutdownTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the reconnect delay (defaults 250ms, 30s).
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// Stream is a logical replication client for one slot. Create it with New
+// and run it with Run; a Stream is run once.
+type Stream struct {
+	cfg     Config
+	handler Handler
+	cp      Checkpointer
+	log     *slog.Logger
+
+	relations map[uint32]*pglogrepl.RelationMessage
+	inTx      bool
+}
+
+// New returns a Stream. It does not connect.
+func New(cfg Config, h Handler, cp Checkpointer, log *slog.Logger) *Stream {
+	if cfg.StatusInterval <= 0 {
+		cfg.StatusInterval = time.Second
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 250 * time.Millisecond
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 30 * time.Second
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Stream{cfg: cfg, handler: h, cp: cp, log: log, relations: make(map[uint32]*pglogrepl.RelationMessage)}
+}
+
+// Run streams until ctx is done or a permanent error occurs. Lost
+// connections are retried with backoff. When ctx is done it drains
+// (bounded by ShutdownTimeout), sends the final confirmed position and
+// returns nil.
+func (s *Stream) Run(ctx context.Context) error {
+	backoff := s.cfg.MinBackoff
+	for {
+		streamed, err := s.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !retryable(err) {
+			return err
+		}
+		s.lose()
+		if streamed {
+			backoff = s.cfg.MinBackoff
+		}
+		s.log.Warn("replication session lost; reconnecting", "slot", s.cfg.Slot, "err", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, s.cfg.MaxBackoff)
+	}
+}
+
+// lose forgets the session's state: Postgres re-sends Relation messages and
+// any transaction it was in the middle of.
+func (s *Stream) lose() {
+	clear(s.relations)
+	s.inTx = false
+	s.handler.SessionLost()
+}
+
+// session runs one connection. streamed reports whether START_REPLICATION
+// succeeded, which resets the backoff.
+func (s *Stream) session(ctx context.Context) (streamed bool, err error) {
+	conn, err := s.connect(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(closeCtx)
+	}()
+
+	opts := pglogrepl.StartReplicationOptions{PluginArgs: pluginArgs(s.cfg.Publications)}
+	if err := pglogrepl.StartReplication(ctx, conn, quoteIdent(s.cfg.Slot), 0, opts); err != nil {
+		return false, fmt.Errorf("starting replication on slot %q: %w", s.cfg.Slot, err)
+	}
+	s.log.Info("streaming from slot", "slot", s.cfg.Slot, "publications", s.cfg.Publications, "confirmed", s.cp.Confirmed())
+
+	err = s.loop(ctx, conn)
+	if ctx.Err() != nil && err == nil {
+		s.shutdown(conn)
+	}
+	return true, err
+}
+
+func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, error) {
+	cfg, err := pgconn.ParseConfig(s.cfg.DSN)
+	if err != nil {
+		// pgconn's parse errors never include the password.
+		return nil, permanent(fmt.Errorf("parsing postgres DSN: %w", err))
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	cfg.RuntimeParams["application_name"] = "walrelay"
+	// pgoutput formats values with the walsender's output functions; pin
+	// the settings the router parses (timestamps, bytea).
+	cfg.RuntimeParams["DateStyle"] = "ISO"
+	cfg.RuntimeParams["TimeZone"] = "UTC"
+	cfg.RuntimeParams["bytea_output"] = "hex"
+	cfg.RuntimeParams["extra_float_digits"] = "3"
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting for replication to %s: %w", describe(cfg), err)
+	}
+	return conn, nil
+}
+
+// loop reads messages until ctx is done (returns nil) or an error.
+func (s *Stream) loop(ctx context.Context, conn *pgconn.PgConn) error {
+	var (
+		nextStatus time.Time // zero: send one now
+		recv       receiveDeadline
+	)
+	defer recv.stop()
+
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if now := time.Now(); !now.Before(nextStatus) {
+			if err := s.sendStatus(conn); err != nil {
+				return err
+			}
+			nextStatus = now.Add(s.cfg.StatusInterval)
+		}
+		if !s.cp.WaitRoom(ctx, nextStatus) {
+			continue // at the in-flight cap: keep reporting status, read nothing
+		}
+		recvCtx := recv.until(ctx, nextStatus)
+		msg, err := conn.ReceiveMessage(recvCtx)
+		if err != nil {
+			if ctx.Err() != nil || (recvCtx.Err() != nil && pgconn.Timeout(err)) {
+				continue
+			}
+			return fmt.Errorf("receiving from slot %q: %w", s.cfg.Slot, err)
+		}
+		switch msg := msg.(type) {
+		case *pgproto3.CopyData:
+			if len(msg.Data) == 0 {
+				continue
+			}
+			switch msg.Data[0] {
+			case pglogrepl.PrimaryKeepaliveMessageByteID:
+				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])
+				if err != nil {
+					return fmt.Errorf("parsing keepalive: %w", err)
+				}
+				if !s.inTx {
+					s.cp.ObserveWALEnd(ka.ServerWALEnd)
+				}
+				if ka.ReplyRequested {
+					nextStatus = time.Time{}
+				}
+			case pglogrepl.XLogDataByteID:
+				xld, err := pglogrepl.ParseXLogData(msg.Data[1:])
+				if err != nil {
+					return fmt.Errorf("parsing XLogData: %w", err)
+				}
+				if err := s.dispatch(ctx, xld); err != nil {
+					return err
+				}
+			}
+		case *pgproto3.ErrorResponse:
+			return fmt.Errorf("streaming from slot %q: %w", s.cfg.Slot, pgconn.ErrorResponseToPgError(msg))
+		case *pgproto3.CopyDone:
+			return fmt.Errorf("streaming from slot %q: server ended the replication stream", s.cfg.Slot)
+		}
+	}
+}
+
+// receiveDeadline reuses one deadline context per status period, so a
+// receive wakes up when the next status update is due without a new
+// context per message.
+type receiveDeadline struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	at     time.Time
+}
+
+func (r *receiveDeadline) until(parent context.Context, at time.Time) context.Context {
+	if r.ctx == nil || !r.at.Equal(at) {
+		r.stop()
+		r.ctx, r.cancel = context.WithDeadline(parent, at)
+		r.at = at
+	}
+	return r.ctx
+}
+
+func (r *receiveDeadline) stop() {
+	if r.cancel != nil {
+		r.cancel()
+	}
+}
+
+// dispatch decodes one pgoutput message and calls the handler.
+func (s *Stream) dispatch(ctx context.Context, xld pglogrepl.XLogData) error {
+	m, err := pglogrepl.Parse(xld.WALData)
+	if err != nil {
+		return fmt.Errorf("decoding pgoutput message at %s: %w", xld.WALStart, err)
+	}
+	switch m := m.(type) {
+	case *pglogrepl.BeginMessage:
+		s.inTx = true
+		err = s.handler.Begin(ctx, m)
+	case *pglogrepl.CommitMessage:
+		s.inTx = false
+		err = s.handler.Commit(ctx, m)
+	case *pglogrepl.RelationMessage:
+		s.relations[m.RelationID] = m
+		err = s.handler.Relation(ctx, m)
+	case *pglogrepl.InsertMessage:
+		rel, rerr := s.relation(m.RelationID, xld.WALStart)
+		if rerr != nil {
+			return rerr
+		}
+		err = s.handler.Insert(ctx, rel, m, xld.WALStart)
+	case *pglogrepl.UpdateMessage:
+		rel, rerr := s.relation(m.RelationID, xld.WALStart)
+		if rerr != nil {
+			return rerr
+		}
+		err = s.handler.Update(ctx, rel, m, xld.WALStart)
+	case *pglogrepl.DeleteMessage:
+		rel, rerr := s.relation(m.RelationID, xld.WALStart)
+		if rerr != nil {
+			return rerr
+		}
+		err = s.handler.Delete(ctx, rel, m, xld.WALStart)
+	case *pglogrepl.TruncateMessage:
+		rels := make([]*pglogrepl.RelationMessage, 0, len(m.RelationIDs))
+		for _, id := range m.RelationIDs {
+			rel, rerr := s.relation(id, xld.WALStart)
+			if rerr != nil {
+				return rerr
+			}
+			rels = append(rels, rel)
+		}
+		err = s.handler.Truncate(ctx, rels, m, xld.WALStart)
+	case *pglogrepl.LogicalDecodingMessage:
+		err = s.handler.Message(ctx, m, xld.WALStart)
+	default:
+		// Type and Origin messages carry nothing walrelay uses.
+		return nil
+	}
+	if err != nil {
+		return &HandlerError{LSN: xld.WALStart, Err: err}
+	}
+	return nil
+}
+
+func (s *Stream) relation(id uint32, lsn pglogrepl.LSN) (*pglogrepl.RelationMessage, error) {
+	rel, ok := s.relations[id]
+	if !ok {
+		return nil, permanent(fmt.Errorf("%w: relation %d at %s", ErrUnknownRelation, id, lsn))
+	}
+	return rel, nil
+}
+
+// sendStatus reports Confirmed as the write, flush and apply positions. All
+// three are set explicitly: pglogrepl copies a zero flush/apply from write.
+func (s *Stream) sendStatus(conn *pgconn.PgConn) error {
+	lsn := s.cp.Confirmed()
+	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: lsn,
+		WALFlushPosition: lsn,
+		WALApplyPosition: lsn,
+		ClientTime:       time.Now(),
+	})
+	if err != nil {
+		return fmt.Errorf("sending standby status (flush %s): %w", lsn, err)
+	}
+	return nil
+}
+
+// shutdown waits (bounded) for in-flight records, keeps the walsender
+// informed while it waits, then reports the final confirmed position.
+func (s *Stream) shutdown(conn *pgconn.PgConn) {
+	deadline := time.Now().Add(s.cfg.ShutdownTimeout)
+	for {
+		step := time.Now().Add(s.cfg.StatusInterval)
+		if step.After(deadline) {
+			step = deadline
+		}
+		waitCtx, cancel := context.WithDeadline(context.Background(), step)
+		err := s.cp.WaitDrained(waitCtx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if !time.Now().Before(deadline) {
+			s.log.Warn("shutdown timeout reached with records in flight; they will be re-sent after restart", "err", err)
+			break
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			s.log.Warn("not waiting for in-flight records", "err", err)
+			break
+		}
+		if err := s.sendStatus(conn); err != nil {
+			s.log.Warn("reporting position during shutdown", "err", err)
+			return
+		}
+	}
+	if err := s.sendStatus(conn); err != nil {
+		s.log.Warn("reporting final position", "err", err)
+		return
+	}
+	s.log.Info("stopped streaming", "slot", s.cfg.Slot, "confirmed", s.cp.Confirmed())
+}
+
+// pluginArgs are pgoutput's options. Publication names are quoted as
+// identifiers (pgoutput splits the list with SplitIdentifierString) and the
+// whole value as a string literal.
+func pluginArgs(pubs []string) []string {
+	names := make([]string, len(pubs))
+	for i, p := range pubs {
+		names[i] = quoteIdent(p)
+	}
+	return []string{
+		"proto_version '1'",
+		"publication_names " + quoteLiteral(strings.Join(names, ",")),
+		"messages 'true'",
+	}
+}
+
+func quoteIdent(s string) string {
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
+func quoteLiteral(s string) string {
+	return `'` + strings.ReplaceAll(s, `'`, `''`) + `'`
+}
+
+// describe names a connection target without its password.
+func describe(cfg *pgconn.Config) string {
+	return fmt.Sprintf("host=%s port=%d user=%s database=%s", cfg.Host, cfg.Port, cfg.User, cfg.Database)
+}

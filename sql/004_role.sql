@@ -1,0 +1,12 @@
+-- A least-privilege role for walrelay run: REPLICATION to stream from the
+-- slot, SELECT on the outbox and nothing else. It cannot write to any
+-- table. Set the password out of band (\password walrelay in psql) and
+-- pass it through the DSN or WALRELAY_POSTGRES_DSN, never in this file.
+-- The DSN must allow replication connections for this role in pg_hba.conf
+-- (a "host <db> walrelay ..." line also covers replication=database).
+CREATE ROLE walrelay WITH LOGIN REPLICATION;
+GRANT USAGE ON SCHEMA public TO walrelay;
+GRANT SELECT ON public.outbox TO walrelay;
+-- walrelay setup additionally needs to create the table and the
+-- publication (table ownership) and the slot (REPLICATION); a DBA can run
+-- 001-003 by hand instead and keep walrelay on this role.

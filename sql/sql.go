@@ -1,0 +1,20 @@
+// Package sqlfiles embeds the SQL in this directory so that `walrelay
+// setup` applies exactly the files a DBA can read and run by hand.
+package sqlfiles
+
+import _ "embed"
+
+// OutboxTable is 001_outbox_table.sql: CREATE TABLE IF NOT EXISTS
+// public.outbox (...). Setup substitutes the configured table name.
+//
+//go:embed 001_outbox_table.sql
+var OutboxTable string
+
+// DefaultTable is the table name written in OutboxTable.
+const DefaultTable = "public.outbox"
+
+// ExampleTransactions is example_transactions.sql: an orders table and the
+// two ways an application writes events (used by `walrelay demo`).
+//
+//go:embed example_transactions.sql
+var ExampleTransactions string
