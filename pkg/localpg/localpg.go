@@ -1,0 +1,608 @@
+// Package localpg runs a throwaway Postgres cluster from the Postgres
+// installation on this machine, for tests, the bench harness and the
+// `walrelay demo` command.
+//
+// Start finds the server binaries (initdb, pg_ctl, postgres), runs initdb
+// into a private directory with trust authentication for local and
+// 127.0.0.1 connections (replication included), writes a configuration
+// suitable for logical replication (wal_level=logical, many slots and
+// walsenders, fsync off) and starts the server with pg_ctl. The bootstrap
+// superuser is named by User; DSN returns a connection string for it.
+//
+// When the process runs as root the cluster runs as the `postgres` OS user
+// (initdb refuses root): every directory the server touches is chowned to
+// that user and every server command runs with its credentials.
+//
+// A small watchdog shell process, started with the cluster, shuts the server
+// down (SIGQUIT, immediate shutdown) and removes the directory Start created
+// if this process dies without calling Close, so crashed or timed-out test
+// binaries do not leak servers.
+//
+// The package does not manage production databases, does not tune Postgres
+// for performance, and does not install Postgres: when the binaries are
+// missing Start returns an error wrapping ErrBinariesNotFound.
+package localpg
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// User is the name of the superuser role created by initdb; DSN connects as
+// this role without a password.
+const User = "walrelay"
+
+// Defaults for the server configuration. Options.Settings overrides any of
+// them. listen_addresses, port and unix_socket_directories are set by Start.
+var defaultSettings = map[string]string{
+	"wal_level":             "logical",
+	"max_replication_slots": "64",
+	"max_wal_senders":       "64",
+	"max_connections":       "200",
+	"fsync":                 "off",
+	"full_page_writes":      "off",
+	"shared_buffers":        "128MB",
+	"wal_sender_timeout":    "60s",
+	"logging_collector":     "off",
+}
+
+const (
+	// osUser owns the cluster when this process runs as root.
+	osUser = "postgres"
+	// startAttempts bounds retries when an automatically picked port was
+	// taken by someone else between picking it and the server binding it.
+	startAttempts = 3
+	// pgCtlTimeout is passed to pg_ctl -t (seconds).
+	pgCtlTimeout = "60"
+	// closeTimeout bounds the shutdown done by Close.
+	closeTimeout = 60 * time.Second
+	// maxSocketPath is a conservative bound on a unix socket path length
+	// (sun_path is 108 bytes on Linux, 104 on BSDs).
+	maxSocketPath = 100
+)
+
+// Options configures Start. The zero value is usable.
+type Options struct {
+	// Dir is the parent directory for the data directory (Dir/data), the
+	// unix socket (Dir/run) and the server log (Dir/postgres.log). Empty
+	// means a new directory from os.MkdirTemp. Close removes Dir only if
+	// Start created it. If Dir/data already holds a cluster it is reused
+	// (no initdb), which lets `walrelay demo` keep data between runs.
+	Dir string
+	// Port is the TCP port on 127.0.0.1. 0 picks a free port.
+	Port int
+	// BinDir is the directory holding initdb, pg_ctl and postgres. Empty
+	// means: $WALRELAY_PG_BIN, then `pg_config --bindir`, then the newest
+	// /usr/lib/postgresql/*/bin, then $PATH.
+	BinDir string
+	// Settings are extra postgresql.conf settings; they override the
+	// defaults (wal_level=logical, max_replication_slots=64, ...).
+	Settings map[string]string
+	// Logger receives progress messages. Nil discards them.
+	Logger *slog.Logger
+}
+
+// Cluster is a running (or stopped) throwaway Postgres cluster. Its methods
+// are safe for concurrent use.
+type Cluster struct {
+	log      *slog.Logger
+	binDir   string
+	dir      string
+	dataDir  string
+	sockDir  string
+	logFile  string
+	port     int
+	settings map[string]string
+	removes  []string            // directories Close removes
+	cred     *syscall.Credential // non-nil when server commands run as osUser
+
+	mu       sync.Mutex
+	running  bool
+	closed   bool
+	watchdog *exec.Cmd
+}
+
+// Start creates (or reuses) a cluster, starts it and returns once it accepts
+// connections. On failure everything Start created is removed and the error
+// includes the tail of the server log.
+func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	binDir, err := findBinDir(ctx, opts.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Port < 0 || opts.Port > 65535 {
+		return nil, fmt.Errorf("validating localpg options: Port %d out of range", opts.Port)
+	}
+	c := &Cluster{
+		log:      logger.With("component", "localpg"),
+		binDir:   binDir,
+		settings: make(map[string]string),
+	}
+	for k, v := range defaultSettings {
+		c.settings[k] = v
+	}
+	for k, v := range opts.Settings {
+		c.settings[k] = v
+	}
+	defer func() {
+		if err != nil {
+			if cerr := c.Close(); cerr != nil {
+				c.log.Warn("cleaning up after failed start", "err", cerr)
+			}
+		}
+	}()
+
+	if os.Geteuid() == 0 {
+		cred, err := lookupCredential(osUser)
+		if err != nil {
+			return nil, fmt.Errorf("looking up OS user %q to run postgres as (initdb refuses root): %w", osUser, err)
+		}
+		c.cred = cred
+	}
+	if err := c.prepareDirs(opts.Dir); err != nil {
+		return nil, err
+	}
+
+	if _, err := os.Stat(filepath.Join(c.dataDir, "PG_VERSION")); err == nil {
+		c.log.Info("reusing existing cluster", "data_dir", c.dataDir)
+	} else {
+		if err := c.initdb(ctx); err != nil {
+			return nil, err
+		}
+	}
+
+	c.startWatchdog()
+
+	for attempt := 1; ; attempt++ {
+		c.port = opts.Port
+		if c.port == 0 {
+			if c.port, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+		if err = c.writeConfig(); err != nil {
+			return nil, err
+		}
+		err = c.Restart(ctx)
+		if err == nil || opts.Port != 0 || attempt == startAttempts || ctx.Err() != nil || !portTaken(c.port) {
+			break
+		}
+		c.log.Warn("start failed, retrying on another port", "port", c.port, "err", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.log.Info("postgres started", "port", c.port, "data_dir", c.dataDir, "bin_dir", c.binDir)
+	return c, nil
+}
+
+// DSN returns a connection string for the superuser on database over TCP,
+// without TLS. An empty database means "postgres".
+func (c *Cluster) DSN(database string) string {
+	if database == "" {
+		database = "postgres"
+	}
+	u := url.URL{
+		Scheme:   "postgres",
+		User:     url.User(User),
+		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)),
+		Path:     "/" + database,
+		RawQuery: "sslmode=disable",
+	}
+	return u.String()
+}
+
+// Port returns the TCP port the server listens on.
+func (c *Cluster) Port() int { return c.port }
+
+// BinDir returns the directory of the server binaries in use.
+func (c *Cluster) BinDir() string { return c.binDir }
+
+// DataDir returns the cluster's data directory.
+func (c *Cluster) DataDir() string { return c.dataDir }
+
+// Stop shuts the server down with `pg_ctl stop -m mode` (smart, fast or
+// immediate) and waits for it to exit. Stopping a stopped cluster is a
+// no-op. Restart starts it again.
+func (c *Cluster) Stop(ctx context.Context, mode string) error {
+	switch mode {
+	case "smart", "fast", "immediate":
+	default:
+		return fmt.Errorf("stopping postgres with mode %q: %w", mode, ErrBadStopMode)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("stopping postgres: %w", ErrClosed)
+	}
+	return c.stopLocked(ctx, mode)
+}
+
+func (c *Cluster) stopLocked(ctx context.Context, mode string) error {
+	if !c.running {
+		return nil
+	}
+	out, err := c.run(ctx, "pg_ctl", "stop", "-w", "-t", pgCtlTimeout, "-m", mode, "-D", c.dataDir)
+	if err != nil {
+		return fmt.Errorf("stopping postgres (mode %s): %w: %s\nserver log:\n%s", mode, err, bytes.TrimSpace(out), c.LogTail(20))
+	}
+	c.running = false
+	c.log.Info("postgres stopped", "mode", mode, "port", c.port)
+	return nil
+}
+
+// Restart starts the server again with the same port and data. If it is
+// running it is first stopped with mode fast. It returns once the server
+// accepts connections.
+func (c *Cluster) Restart(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("restarting postgres: %w", ErrClosed)
+	}
+	if err := c.stopLocked(ctx, "fast"); err != nil {
+		return err
+	}
+	out, err := c.run(ctx, "pg_ctl", "start", "-w", "-t", pgCtlTimeout, "-D", c.dataDir, "-l", c.logFile)
+	if err != nil {
+		// pg_ctl may have launched a postmaster before failing or being
+		// cancelled; make sure it is gone so the next attempt starts clean.
+		c.killStray()
+		return fmt.Errorf("starting postgres on port %d: %w: %s\nserver log:\n%s", c.port, err, bytes.TrimSpace(out), c.LogTail(30))
+	}
+	c.running = true
+	if err := c.ping(ctx); err != nil {
+		return fmt.Errorf("connecting to postgres on port %d after start: %w\nserver log:\n%s", c.port, err, c.LogTail(30))
+	}
+	return nil
+}
+
+// Close stops the server (mode fast, falling back to immediate) if it is
+// running, stops the watchdog and removes the directory if Start created
+// it. Calling Close more than once is safe.
+func (c *Cluster) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	var errs []error
+	if c.running {
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		if err := c.stopLocked(ctx, "fast"); err != nil {
+			c.log.Warn("fast shutdown failed, trying immediate", "err", err)
+			if err := c.stopLocked(ctx, "immediate"); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		cancel()
+	}
+	if c.watchdog != nil {
+		// The watchdog is our own child; killing its process group (it is
+		// its own leader) also ends any sleep it is waiting on.
+		if err := syscall.Kill(-c.watchdog.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, fmt.Errorf("stopping localpg watchdog: %w", err))
+		}
+		_ = c.watchdog.Wait() // reports the kill; nothing to act on
+		c.watchdog = nil
+	}
+	if len(errs) == 0 { // never delete files under a server we failed to stop
+		for _, d := range c.removes {
+			if err := os.RemoveAll(d); err != nil {
+				errs = append(errs, fmt.Errorf("removing %s: %w", d, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// LogTail returns the last n lines of the server log, or "" when there is
+// no log yet.
+func (c *Cluster) LogTail(n int) string {
+	if c.logFile == "" || n <= 0 {
+		return ""
+	}
+	b, err := os.ReadFile(c.logFile)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// prepareDirs creates the directory layout and hands the parts the server
+// writes to the server's OS user.
+func (c *Cluster) prepareDirs(parent string) error {
+	if parent == "" {
+		d, err := os.MkdirTemp("", "walrelay-pg-")
+		if err != nil {
+			return fmt.Errorf("creating cluster directory: %w", err)
+		}
+		c.removes = append(c.removes, d)
+		parent = d
+	} else {
+		abs, err := filepath.Abs(parent)
+		if err != nil {
+			return fmt.Errorf("resolving cluster directory %q: %w", parent, err)
+		}
+		parent = abs
+		if _, err := os.Stat(parent); errors.Is(err, os.ErrNotExist) {
+			if err := os.MkdirAll(parent, 0o755); err != nil {
+				return fmt.Errorf("creating cluster directory: %w", err)
+			}
+			c.removes = append(c.removes, parent)
+		} else if err != nil {
+			return fmt.Errorf("checking cluster directory: %w", err)
+		}
+	}
+	c.dir = parent
+	// The server's OS user must be able to reach the directory.
+	if err := os.Chmod(c.dir, 0o755); err != nil {
+		return fmt.Errorf("making cluster directory traversable: %w", err)
+	}
+	if c.cred != nil {
+		if err := checkTraversable(c.dir); err != nil {
+			return err
+		}
+	}
+
+	c.dataDir = filepath.Join(c.dir, "data")
+	c.sockDir = filepath.Join(c.dir, "run")
+	c.logFile = filepath.Join(c.dir, "postgres.log")
+	if len(c.sockDir)+len("/.s.PGSQL.65535.lock") > maxSocketPath {
+		d, err := os.MkdirTemp("", "wrpg-")
+		if err != nil {
+			return fmt.Errorf("creating socket directory: %w", err)
+		}
+		c.removes = append(c.removes, d)
+		c.sockDir = d
+	}
+	for _, d := range []struct {
+		path string
+		perm os.FileMode
+	}{{c.dataDir, 0o700}, {c.sockDir, 0o755}} {
+		if err := os.MkdirAll(d.path, d.perm); err != nil {
+			return fmt.Errorf("creating %s: %w", d.path, err)
+		}
+		if err := os.Chmod(d.path, d.perm); err != nil {
+			return fmt.Errorf("setting mode of %s: %w", d.path, err)
+		}
+		if err := c.chown(d.path); err != nil {
+			return err
+		}
+	}
+	f, err := os.OpenFile(c.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("creating server log: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("creating server log: %w", err)
+	}
+	return c.chown(c.logFile)
+}
+
+func (c *Cluster) initdb(ctx context.Context) error {
+	start := time.Now()
+	out, err := c.run(ctx, "initdb", "-D", c.dataDir, "-U", User, "--auth=trust",
+		"-E", "UTF8", "--locale=C", "--no-sync")
+	if err != nil {
+		return fmt.Errorf("running initdb in %s: %w: %s", c.dataDir, err, bytes.TrimSpace(out))
+	}
+	// Our settings live in walrelay.conf, included last so they win, and
+	// rewritten on every start (the port may change).
+	conf := filepath.Join(c.dataDir, "postgresql.conf")
+	f, err := os.OpenFile(conf, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("opening postgresql.conf: %w", err)
+	}
+	_, werr := f.WriteString("\n# added by walrelay localpg\ninclude 'walrelay.conf'\n")
+	if err := errors.Join(werr, f.Close()); err != nil {
+		return fmt.Errorf("appending to postgresql.conf: %w", err)
+	}
+	hba := "# written by walrelay localpg: trust for local and loopback, replication included\n" +
+		"local all all trust\n" +
+		"host all all 127.0.0.1/32 trust\n" +
+		"local replication all trust\n" +
+		"host replication all 127.0.0.1/32 trust\n"
+	if err := c.writeServerFile(filepath.Join(c.dataDir, "pg_hba.conf"), hba); err != nil {
+		return err
+	}
+	c.log.Info("initdb done", "data_dir", c.dataDir, "took", time.Since(start))
+	return nil
+}
+
+func (c *Cluster) writeConfig() error {
+	s := make(map[string]string, len(c.settings)+3)
+	for k, v := range c.settings {
+		s[k] = v
+	}
+	s["listen_addresses"] = "127.0.0.1"
+	s["port"] = strconv.Itoa(c.port)
+	s["unix_socket_directories"] = c.sockDir
+	keys := make([]string, 0, len(s))
+	for k := range s {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("# written by walrelay localpg on every start; do not edit\n")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s = '%s'\n", k, strings.ReplaceAll(s[k], "'", "''"))
+	}
+	return c.writeServerFile(filepath.Join(c.dataDir, "walrelay.conf"), b.String())
+}
+
+func (c *Cluster) writeServerFile(path, content string) error {
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return c.chown(path)
+}
+
+// ping connects once, proving the server accepts connections over TCP.
+func (c *Cluster) ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		return err
+	}
+	return conn.Close(ctx)
+}
+
+// killStray sends SIGQUIT (immediate shutdown) to a postmaster left behind
+// by a failed or cancelled pg_ctl start.
+func (c *Cluster) killStray() {
+	b, err := os.ReadFile(filepath.Join(c.dataDir, "postmaster.pid"))
+	if err != nil {
+		return
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 0 {
+		return
+	}
+	if err := syscall.Kill(pid, syscall.SIGQUIT); err == nil {
+		c.log.Warn("killed postmaster left by failed start", "pid", pid)
+		for range 50 { // wait up to 5s for it to exit
+			if syscall.Kill(pid, 0) != nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// watchdogScript waits for this process ($1) to exit, then shuts down the
+// postmaster named in the pid file ($2) and removes the remaining arguments.
+const watchdogScript = `parent=$1; pidfile=$2; shift 2
+while kill -0 "$parent" 2>/dev/null; do sleep 1; done
+if [ -f "$pidfile" ]; then
+  pid=$(head -n 1 "$pidfile")
+  kill -QUIT "$pid" 2>/dev/null
+  i=0; while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+fi
+for d in "$@"; do rm -rf "$d"; done
+`
+
+// startWatchdog starts the reaper for the case where this process dies
+// without Close. It runs in its own process group so a terminal's Ctrl-C
+// does not kill it before it has cleaned up. Close kills it.
+func (c *Cluster) startWatchdog() {
+	args := append([]string{"-c", watchdogScript, "localpg-watchdog",
+		strconv.Itoa(os.Getpid()), filepath.Join(c.dataDir, "postmaster.pid")}, c.removes...)
+	cmd := exec.Command("/bin/sh", args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		// Not fatal: the cluster works; it just is not reaped on a crash.
+		c.log.Warn("starting localpg watchdog; a crash would leak the server", "err", err)
+		return
+	}
+	c.watchdog = cmd
+}
+
+// run runs a server binary, as osUser when this process is root, with PG*
+// environment variables removed so they cannot redirect it.
+func (c *Cluster) run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.binDir, name), args...)
+	cmd.Dir = c.dir
+	cmd.WaitDelay = 5 * time.Second
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "PG") })
+	if c.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
+	}
+	return cmd.CombinedOutput()
+}
+
+func (c *Cluster) chown(path string) error {
+	if c.cred == nil {
+		return nil
+	}
+	if err := os.Chown(path, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+		return fmt.Errorf("handing %s to OS user %s: %w", path, osUser, err)
+	}
+	return nil
+}
+
+func lookupCredential(name string) (*syscall.Credential, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return nil, fmt.Errorf("%w (create it with: useradd --system %s, or install postgresql)", err, name)
+	}
+	uid, err := strconv.ParseUint(u.Uid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("parsing uid %q: %w", u.Uid, err)
+	}
+	gid, err := strconv.ParseUint(u.Gid, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("parsing gid %q: %w", u.Gid, err)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
+}
+
+// checkTraversable reports an ancestor of dir that the server's OS user
+// cannot enter (no o+x), which would make initdb fail obscurely.
+func checkTraversable(dir string) error {
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return fmt.Errorf("checking %s: %w", d, err)
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("checking cluster directory %s: ancestor %s (mode %v) is not traversable by OS user %s; use a directory under %s or chmod o+x it",
+				dir, d, fi.Mode().Perm(), osUser, os.TempDir())
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
+// portTaken reports whether something else now listens on the loopback
+// port, i.e. whether a failed start lost a race for an automatic port.
+func portTaken(port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return true
+	}
+	_ = l.Close() // only probing
+	return false
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("picking a free port: %w", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		return 0, fmt.Errorf("picking a free port: %w", err)
+	}
+	return port, nil
+}

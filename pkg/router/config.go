@@ -1,0 +1,375 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// Debezium option names, used as YAML keys and in error messages.
+const (
+	optFieldEventID        = "table.field.event.id"
+	optFieldEventKey       = "table.field.event.key"
+	optFieldEventPayload   = "table.field.event.payload"
+	optFieldEventTimestamp = "table.field.event.timestamp"
+	optRouteByField        = "route.by.field"
+	optRouteTopicRegex     = "route.topic.regex"
+	optRouteTopicReplace   = "route.topic.replacement"
+	optAdditionalPlacement = "table.fields.additional.placement"
+	optInvalidOpBehavior   = "table.op.invalid.behavior"
+)
+
+// Config holds the Debezium Outbox Event Router options, with Debezium's
+// names as YAML keys so users can copy settings. Start from DefaultConfig;
+// New validates.
+type Config struct {
+	// FieldEventID is the column holding the event id, sent as header "id".
+	// Required. Default "id".
+	FieldEventID string `yaml:"table.field.event.id"`
+	// FieldEventKey is the column whose value is the record key. Empty means
+	// records carry no key. Default "aggregateid".
+	FieldEventKey string `yaml:"table.field.event.key"`
+	// FieldEventPayload is the column holding the event payload. Required.
+	// Default "payload".
+	FieldEventPayload string `yaml:"table.field.event.payload"`
+	// FieldEventTimestamp is a timestamptz, timestamp or date column giving
+	// the record timestamp. Empty (the default) means the commit time.
+	FieldEventTimestamp string `yaml:"table.field.event.timestamp"`
+	// RouteByField is the column whose value routes the event to a topic.
+	// Required. Default "aggregatetype".
+	RouteByField string `yaml:"route.by.field"`
+	// RouteTopicRegex must match the whole route.by.field value for the
+	// replacement to apply. Default "(?<routedByValue>.*)".
+	RouteTopicRegex string `yaml:"route.topic.regex"`
+	// RouteTopicReplacement is the topic in Java replacement syntax ($1,
+	// ${name}, \ escapes). Required. Default "outbox.event.${routedByValue}".
+	RouteTopicReplacement string `yaml:"route.topic.replacement"`
+	// AdditionalPlacement lists extra columns as
+	// "column:header|envelope|partition[:alias]", comma separated. Default "".
+	AdditionalPlacement string `yaml:"table.fields.additional.placement"`
+	// TombstoneOnEmptyPayload sends a null value when the payload is NULL or
+	// empty. Default false.
+	TombstoneOnEmptyPayload bool `yaml:"route.tombstone.on.empty.payload"`
+	// InvalidOpBehavior is what to do with an UPDATE of the outbox table:
+	// "warn" (skip, log a warning), "error" (skip, log an error) or "fatal"
+	// (stop). Case-insensitive. Default "warn".
+	InvalidOpBehavior string `yaml:"table.op.invalid.behavior"`
+}
+
+// DefaultConfig returns Debezium's defaults.
+func DefaultConfig() Config {
+	return Config{
+		FieldEventID:          "id",
+		FieldEventKey:         "aggregateid",
+		FieldEventPayload:     "payload",
+		RouteByField:          "aggregatetype",
+		RouteTopicRegex:       "(?<routedByValue>.*)",
+		RouteTopicReplacement: "outbox.event.${routedByValue}",
+		InvalidOpBehavior:     "warn",
+	}
+}
+
+// OpBehavior is the parsed table.op.invalid.behavior: what the relay does when
+// the outbox table sees an UPDATE. (Debezium ignores DELETEs silently, since
+// deleting the row right after inserting it is the usual outbox practice.)
+type OpBehavior uint8
+
+// OpBehavior values.
+const (
+	// OpWarn skips the change and logs a warning.
+	OpWarn OpBehavior = iota + 1
+	// OpError skips the change and logs an error.
+	OpError
+	// OpFatal stops the relay.
+	OpFatal
+)
+
+// opBehaviorNames is indexed by OpBehavior; immutable.
+var opBehaviorNames = [...]string{OpWarn: "warn", OpError: "error", OpFatal: "fatal"}
+
+// String returns the option value: "warn", "error" or "fatal".
+func (b OpBehavior) String() string {
+	if b > 0 && int(b) < len(opBehaviorNames) {
+		return opBehaviorNames[b]
+	}
+	return fmt.Sprintf("OpBehavior(%d)", uint8(b))
+}
+
+// placement is where an additional column goes.
+type placement uint8
+
+const (
+	placeHeader placement = iota + 1
+	placeEnvelope
+	placePartition
+)
+
+// placementNames is indexed by placement; immutable.
+var placementNames = [...]string{placeHeader: "header", placeEnvelope: "envelope", placePartition: "partition"}
+
+// additional is one parsed table.fields.additional.placement entry.
+type additional struct {
+	column string
+	alias  string
+	place  placement
+}
+
+// replPart is one piece of a compiled replacement: literal text, or the text
+// of capture group `group` when group >= 0.
+type replPart struct {
+	lit   string
+	group int
+}
+
+// Router is a compiled Config. It is immutable and safe for concurrent use.
+type Router struct {
+	cfg        Config
+	whole      *regexp.Regexp // route.topic.regex anchored at both ends (Matcher.matches)
+	find       *regexp.Regexp // route.topic.regex as written (Matcher.replaceFirst)
+	repl       []replPart
+	additional []additional
+	opBehavior OpBehavior
+	envelope   bool // some placement is "envelope"
+}
+
+// New validates cfg and compiles it. Errors name the option and its value.
+func New(cfg Config) (*Router, error) {
+	r := &Router{cfg: cfg}
+	for _, req := range [...]struct{ opt, val string }{
+		{optFieldEventID, cfg.FieldEventID},
+		{optFieldEventPayload, cfg.FieldEventPayload},
+		{optRouteByField, cfg.RouteByField},
+	} {
+		if req.val == "" {
+			return nil, fmt.Errorf("%s %q: must name a column", req.opt, req.val)
+		}
+	}
+
+	find, err := regexp.Compile(cfg.RouteTopicRegex)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: %w", optRouteTopicRegex, cfg.RouteTopicRegex, err)
+	}
+	r.find = find
+	// \A and \z keep their meaning whatever flags the user's pattern sets.
+	if r.whole, err = regexp.Compile(`\A(?:` + cfg.RouteTopicRegex + `)\z`); err != nil {
+		return nil, fmt.Errorf("%s %q: %w", optRouteTopicRegex, cfg.RouteTopicRegex, err)
+	}
+
+	if cfg.RouteTopicReplacement == "" {
+		return nil, fmt.Errorf("%s %q: must not be empty", optRouteTopicReplace, cfg.RouteTopicReplacement)
+	}
+	if r.repl, err = compileReplacement(cfg.RouteTopicReplacement, find); err != nil {
+		return nil, fmt.Errorf("%s %q: %w", optRouteTopicReplace, cfg.RouteTopicReplacement, err)
+	}
+
+	if r.additional, err = parsePlacements(cfg.AdditionalPlacement); err != nil {
+		return nil, fmt.Errorf("%s %q: %w", optAdditionalPlacement, cfg.AdditionalPlacement, err)
+	}
+	for _, a := range r.additional {
+		if a.place == placeEnvelope {
+			r.envelope = true
+		}
+	}
+
+	switch strings.ToLower(strings.TrimSpace(cfg.InvalidOpBehavior)) {
+	case "warn":
+		r.opBehavior = OpWarn
+	case "error":
+		r.opBehavior = OpError
+	case "fatal":
+		r.opBehavior = OpFatal
+	default:
+		return nil, fmt.Errorf("%s %q: want warn, error or fatal", optInvalidOpBehavior, cfg.InvalidOpBehavior)
+	}
+	return r, nil
+}
+
+// InvalidOpBehavior returns the parsed table.op.invalid.behavior.
+func (r *Router) InvalidOpBehavior() OpBehavior { return r.opBehavior }
+
+// Config returns the configuration r was built from.
+func (r *Router) Config() Config { return r.cfg }
+
+// parsePlacements parses table.fields.additional.placement.
+func parsePlacements(s string) ([]additional, error) {
+	var out []additional
+	partition := ""
+	envelopeAliases := map[string]bool{}
+	for _, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		parts := strings.Split(entry, ":")
+		if len(parts) != 2 && len(parts) != 3 {
+			return nil, fmt.Errorf("entry %q: want column:placement or column:placement:alias", entry)
+		}
+		a := additional{column: strings.TrimSpace(parts[0])}
+		if a.column == "" {
+			return nil, fmt.Errorf("entry %q: empty column name", entry)
+		}
+		switch p := strings.ToLower(strings.TrimSpace(parts[1])); p {
+		case "header":
+			a.place = placeHeader
+		case "envelope":
+			a.place = placeEnvelope
+		case "partition":
+			a.place = placePartition
+		default:
+			return nil, fmt.Errorf("entry %q: unknown placement %q: want header, envelope or partition", entry, parts[1])
+		}
+		a.alias = a.column
+		if len(parts) == 3 && strings.TrimSpace(parts[2]) != "" {
+			a.alias = strings.TrimSpace(parts[2])
+		}
+		switch a.place {
+		case placePartition:
+			if partition != "" {
+				return nil, fmt.Errorf("entry %q: column %q is already placed in partition; only one may be", entry, partition)
+			}
+			partition = a.column
+		case placeEnvelope:
+			if a.alias == envelopePayloadField {
+				return nil, fmt.Errorf("entry %q: envelope field %q is the payload's; choose an alias", entry, a.alias)
+			}
+			if envelopeAliases[a.alias] {
+				return nil, fmt.Errorf("entry %q: envelope field %q appears twice", entry, a.alias)
+			}
+			envelopeAliases[a.alias] = true
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// compileReplacement parses a java.util.regex.Matcher replacement string, as
+// Kafka's RegexRouter passes it to replaceFirst, checking the group references
+// against re up front (Java checks them on each call).
+func compileReplacement(s string, re *regexp.Regexp) ([]replPart, error) {
+	var parts []replPart
+	var lit strings.Builder
+	flush := func() {
+		if lit.Len() > 0 {
+			parts = append(parts, replPart{lit: lit.String(), group: -1})
+			lit.Reset()
+		}
+	}
+	groups := re.NumSubexp()
+	for i := 0; i < len(s); {
+		switch c := s[i]; c {
+		case '\\':
+			i++
+			if i == len(s) {
+				return nil, errors.New("character to be escaped is missing after '\\'")
+			}
+			_, n := utf8.DecodeRuneInString(s[i:])
+			lit.WriteString(s[i : i+n])
+			i += n
+		case '$':
+			i++
+			if i == len(s) {
+				return nil, errors.New("illegal group reference: group index is missing after '$'")
+			}
+			var ref int
+			if s[i] == '{' {
+				i++
+				start := i
+				for i < len(s) && isASCIIAlnum(s[i]) {
+					i++
+				}
+				name := s[start:i]
+				switch {
+				case name == "":
+					return nil, errors.New("named capturing group has 0 length name")
+				case i == len(s) || s[i] != '}':
+					return nil, fmt.Errorf("named capturing group ${%s is missing trailing '}'", name)
+				case isDigit(name[0]):
+					return nil, fmt.Errorf("capturing group name {%s} starts with digit character", name)
+				}
+				i++
+				if ref = re.SubexpIndex(name); ref < 0 {
+					return nil, fmt.Errorf("no group with name {%s} in %s", name, optRouteTopicRegex)
+				}
+			} else {
+				if !isDigit(s[i]) {
+					return nil, fmt.Errorf("illegal group reference '$%c'", s[i])
+				}
+				ref = int(s[i] - '0')
+				i++
+				// Java takes further digits while the number stays a valid group.
+				for i < len(s) && isDigit(s[i]) {
+					next := ref*10 + int(s[i]-'0')
+					if next > groups {
+						break
+					}
+					ref = next
+					i++
+				}
+				if ref > groups {
+					return nil, fmt.Errorf("no group %d in %s (it has %d)", ref, optRouteTopicRegex, groups)
+				}
+			}
+			flush()
+			parts = append(parts, replPart{group: ref})
+		default:
+			lit.WriteByte(c)
+			i++
+		}
+	}
+	flush()
+	return parts, nil
+}
+
+// topicFor applies the RegexRouter to a route.by.field value: when the regex
+// matches all of v, the first match is replaced by the replacement; otherwise
+// v is the topic.
+func (r *Router) topicFor(v string) string {
+	if !r.whole.MatchString(v) {
+		return v
+	}
+	m := r.find.FindStringSubmatchIndex(v)
+	if m == nil { // unreachable: a whole match implies some match
+		return v
+	}
+	var b strings.Builder
+	b.WriteString(v[:m[0]])
+	for _, p := range r.repl {
+		if p.group < 0 {
+			b.WriteString(p.lit)
+			continue
+		}
+		if s, e := m[2*p.group], m[2*p.group+1]; s >= 0 {
+			b.WriteString(v[s:e])
+		}
+	}
+	b.WriteString(v[m[1]:])
+	return b.String()
+}
+
+// validateTopic applies Kafka's topic name rules (Topic.validate).
+func validateTopic(t string) error {
+	const maxLen = 249
+	switch {
+	case t == "":
+		return errors.New("topic name is empty")
+	case t == "." || t == "..":
+		return fmt.Errorf("topic name %q is not allowed by Kafka", t)
+	case len(t) > maxLen:
+		return fmt.Errorf("topic name is %d bytes, over Kafka's limit of %d", len(t), maxLen)
+	}
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; !isASCIIAlnum(c) && c != '.' && c != '_' && c != '-' {
+			r, _ := utf8.DecodeRuneInString(t[i:])
+			return fmt.Errorf("topic name %q has character %q outside [a-zA-Z0-9._-]", t, r)
+		}
+	}
+	return nil
+}
+
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+func isASCIIAlnum(c byte) bool {
+	return isDigit(c) || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
+}

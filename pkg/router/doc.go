@@ -1,0 +1,99 @@
+// Package router turns outbox-table INSERTs into Kafka records the way
+// Debezium's Outbox Event Router (io.debezium.transforms.outbox.EventRouter)
+// does, so that users keep their topics, keys, headers and consumers.
+//
+// # Role
+//
+// In: a [Config] holding Debezium's option names and defaults, a [Relation]
+// (the pgoutput Relation message of the outbox table) and, per event, the new
+// tuple of an INSERT in pgoutput text format plus the transaction's commit
+// time. Out: a [Message] (topic, key, value, headers, timestamp, optional
+// partition) or a [*RowError] whose [ErrorClass] says why the row cannot be
+// published.
+//
+// [New] validates and compiles the options once. [Router.Bind] resolves the
+// configured column names to tuple indices once per relation and fails with a
+// [*MissingColumnError] when the table lacks a configured column. [Plan.Route]
+// is then a pure function of one row: no I/O, no logging, no goroutines, and
+// the returned Message owns copies of every byte it holds.
+//
+// # What it does not do
+//
+// It does not read the replication stream, decide what to do with UPDATE or
+// DELETE messages (it only carries table.op.invalid.behavior, see
+// [Router.InvalidOpBehavior]), produce to Kafka, dead-letter rows, log, or
+// count metrics. Callers do that with the error class.
+//
+// # Debezium semantics mirrored (from EventRouterDelegate.java,
+// EventRouterConfigDefinition.java and Kafka's RegexRouter.java)
+//
+//   - Option names and defaults: table.field.event.id=id,
+//     table.field.event.key=aggregateid, table.field.event.payload=payload,
+//     table.field.event.timestamp unset, route.by.field=aggregatetype,
+//     route.topic.regex=(?<routedByValue>.*),
+//     route.topic.replacement=outbox.event.${routedByValue},
+//     route.tombstone.on.empty.payload=false, table.op.invalid.behavior=warn.
+//   - Topic: the route.by.field value is the input topic of a RegexRouter. If
+//     route.topic.regex matches the WHOLE value (Matcher.matches), the topic is
+//     Matcher.replaceFirst(replacement): the first match (find) is replaced and
+//     any text around it kept. If it does not match, the value itself is the
+//     topic. The replacement uses Java syntax: $n, ${name}, and \ to escape
+//     the next character; a multi-digit $nn takes digits while the group exists.
+//   - Header "id" is always added first with the event id column, then
+//     header placements in configuration order. A NULL id yields an "id"
+//     header with a null value, as in Debezium.
+//   - Key is the key column's value; NULL gives a null key.
+//   - Value without envelope placements is the payload itself. With envelope
+//     placements it is an object {"payload": ..., "<alias>": ...} in
+//     configuration order.
+//   - A payload that is NULL, or whose text is empty after Java's trim(),
+//     becomes a tombstone (null value) when route.tombstone.on.empty.payload
+//     is true. When it is false, an empty payload is sent as it is, and a
+//     NULL payload without envelope placements is a null value anyway (Debezium
+//     forwards the null payload); with envelope placements it is
+//     {"payload":null,...}.
+//   - table.fields.additional.placement is a comma separated list of
+//     column:placement[:alias], placement one of header, envelope, partition
+//     (case-insensitive); the alias defaults to the column name.
+//   - A NULL timestamp column falls back to the default record timestamp; a
+//     NULL partition column leaves the partition to the producer.
+//
+// # Deliberate differences from Debezium
+//
+//   - json and jsonb payloads are sent as the raw JSON text Postgres sent,
+//     byte for byte, never re-encoded and never double-encoded as a JSON string;
+//     inside an envelope they are embedded as JSON, not as a string. Text
+//     payloads are sent as their UTF-8 text, bytea payloads as raw bytes (base64
+//     strings inside an envelope, as Kafka's JsonConverter does).
+//   - Keys and header values are the column's Postgres text (StringConverter
+//     style), raw bytes for bytea. Debezium would encode them per Connect
+//     schema and converter (e.g. timestamps as epoch numbers).
+//   - Without table.field.event.timestamp the record timestamp is the
+//     transaction's commit time, not the time the row was processed, so a
+//     redelivered event carries the same timestamp. The timestamp column may be
+//     timestamptz, timestamp (read as UTC) or date; Debezium rejects
+//     timestamptz.
+//   - An empty route.by.field value is an error (routing_value_missing), not
+//     the topic "outbox.event.". A NULL one is an error too (Debezium throws).
+//   - Topic names Kafka would reject are reported (topic_invalid) before
+//     producing; they are never rewritten.
+//   - A zero-length bytea payload counts as empty for
+//     route.tombstone.on.empty.payload (Debezium only ever sees bytea as
+//     non-empty because it calls toString on a buffer).
+//   - The partition column may be any integer type whose value fits in int32
+//     (Debezium requires int4); negative values are an error.
+//   - Configuration is checked up front: unknown placements, a second partition
+//     placement, an envelope alias "payload" or a repeated envelope alias, and
+//     replacement references to groups the regex lacks fail in [New] instead
+//     of on the first event. Placement entries and their parts may carry
+//     surrounding spaces, and empty entries are ignored.
+//   - route.topic.regex is compiled by Go's regexp (RE2), which accepts Java's
+//     (?<name>...) groups but not look-around or backreferences; New rejects
+//     such patterns.
+//
+// # Concurrency
+//
+// A Router is immutable and safe for concurrent use. A Plan caches topic names
+// per route.by.field value and reuses scratch space: call Route and EventID on
+// one Plan from one goroutine at a time (one Plan per replication stream).
+package router
