@@ -3,7 +3,6 @@ package relay
 import (
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -28,33 +27,11 @@ const (
 
 // deadLetter builds the record for a row that cannot be published. Its key
 // is the outbox id, so all attempts for one event share a partition.
-func deadLetter(topic string, rel *pglogrepl.RelationMessage, cols []*pglogrepl.TupleDataColumn, lsn pglogrepl.LSN, id, class string, cause error) (*kgo.Record, error) {
-	row := make(map[string]any, len(rel.Columns))
-	for i, c := range rel.Columns {
-		if i >= len(cols) {
-			break
-		}
-		switch col := cols[i]; {
-		case col.DataType == pglogrepl.TupleDataTypeNull:
-			row[c.Name] = nil
-		case col.DataType == pglogrepl.TupleDataTypeToast:
-			row[c.Name] = "<unchanged toast>"
-		case (c.DataType == oidJSON || c.DataType == oidJSONB) && json.Valid(col.Data):
-			row[c.Name] = json.RawMessage(col.Data)
-		case col.DataType == pglogrepl.TupleDataTypeBinary:
-			row[c.Name] = `\x` + hex.EncodeToString(col.Data)
-		default:
-			row[c.Name] = string(col.Data)
-		}
-	}
-	value, err := json.Marshal(row)
-	if err != nil {
-		return nil, fmt.Errorf("encoding row: %w", err)
-	}
+func deadLetter(topic string, rel *pglogrepl.RelationMessage, cols []*pglogrepl.TupleDataColumn, lsn pglogrepl.LSN, id, class string, cause error) *kgo.Record {
 	return &kgo.Record{
 		Topic: topic,
 		Key:   []byte(id),
-		Value: value,
+		Value: rowJSON(rel, cols),
 		Headers: []kgo.RecordHeader{
 			{Key: HeaderErrorClass, Value: []byte(class)},
 			{Key: HeaderErrorMessage, Value: []byte(cause.Error())},
@@ -62,5 +39,39 @@ func deadLetter(topic string, rel *pglogrepl.RelationMessage, cols []*pglogrepl.
 			{Key: HeaderSourceTable, Value: []byte(rel.Namespace + "." + rel.RelationName)},
 			{Key: HeaderOutboxID, Value: []byte(id)},
 		},
-	}, nil
+	}
+}
+
+// rowJSON renders the row as a JSON object in column order. JSON columns
+// are embedded byte for byte (encoding/json would compact them).
+func rowJSON(rel *pglogrepl.RelationMessage, cols []*pglogrepl.TupleDataColumn) []byte {
+	b := []byte{'{'}
+	for i, c := range rel.Columns {
+		if i >= len(cols) {
+			break
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, c.Name)
+		b = append(b, ':')
+		switch col := cols[i]; {
+		case col.DataType == pglogrepl.TupleDataTypeNull:
+			b = append(b, "null"...)
+		case col.DataType == pglogrepl.TupleDataTypeToast:
+			b = appendString(b, "<unchanged toast>")
+		case (c.DataType == oidJSON || c.DataType == oidJSONB) && json.Valid(col.Data):
+			b = append(b, col.Data...)
+		case col.DataType == pglogrepl.TupleDataTypeBinary:
+			b = appendString(b, `\x`+hex.EncodeToString(col.Data))
+		default:
+			b = appendString(b, string(col.Data))
+		}
+	}
+	return append(b, '}')
+}
+
+func appendString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
 }

@@ -122,11 +122,7 @@ func (h *handler) rejected(ctx context.Context, rel *pglogrepl.RelationMessage, 
 		return nil
 	default:
 		h.log.Error("cannot route outbox row; sending it to the dead-letter topic", append(attrs, "topic", h.r.cfg.Relay.DeadLetterTopic)...)
-		rec, err := deadLetter(h.r.cfg.Relay.DeadLetterTopic, rel, cols, lsn, plan.EventID(cols), class.String(), rerr)
-		if err != nil {
-			return fmt.Errorf("building dead-letter record for row at %s: %w", lsn, err)
-		}
-		return h.produce(ctx, rec, lsn)
+		return h.produce(ctx, deadLetter(h.r.cfg.Relay.DeadLetterTopic, rel, cols, lsn, plan.EventID(cols), class.String(), rerr), lsn)
 	}
 }
 

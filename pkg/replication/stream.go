@@ -164,7 +164,7 @@ func (s *Stream) session(ctx context.Context) (streamed bool, err error) {
 	if err := pglogrepl.StartReplication(ctx, conn, quoteIdent(s.cfg.Slot), 0, opts); err != nil {
 		return false, fmt.Errorf("starting replication on slot %q: %w", s.cfg.Slot, err)
 	}
-	s.log.Info("streaming from slot", "slot", s.cfg.Slot, "publications", s.cfg.Publications, "confirmed", s.cp.Confirmed())
+	s.log.Info("streaming from slot", "slot", s.cfg.Slot, "publications", s.cfg.Publications, "confirmed", s.cp.Confirmed().String())
 
 	err = s.loop(ctx, conn)
 	if ctx.Err() != nil && err == nil {
@@ -393,7 +393,7 @@ func (s *Stream) shutdown(conn *pgconn.PgConn) {
 		s.log.Warn("reporting final position", "err", err)
 		return
 	}
-	s.log.Info("stopped streaming", "slot", s.cfg.Slot, "confirmed", s.cp.Confirmed())
+	s.log.Info("stopped streaming", "slot", s.cfg.Slot, "confirmed", s.cp.Confirmed().String())
 }
 
 // pluginArgs are pgoutput's options. Publication names are quoted as
