@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/pkg/config"
 )
 
 func insertEvent(typ, aggregate string) string {
@@ -97,5 +98,117 @@ func TestRelayAdvancesSlotWhileOutboxIdle(t *testing.T) {
 	}
 	if err := run.stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Terminating the walsender mid-stream makes the relay reconnect and
+// resume from the slot: every event arrives.
+func TestRelayReconnectsAfterWalsenderTerminated(t *testing.T) {
+	f := newFixture(t, nil)
+	run := f.start(t)
+	execTx(t, f.dsn, insertEvent("order", "warmup"))
+	f.broker.ReadAll(t, []string{"outbox.event.order"}, 1, 30*time.Second)
+
+	const total = 400
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		for i := range total {
+			testenv.Exec(t, f.dsn, insertEvent("order", fmt.Sprintf("o-%d", i%7)))
+		}
+	}()
+	terminated := 0
+	for terminated < 3 {
+		select {
+		case <-writerDone:
+			t.Fatalf("writer finished after %d terminations; make it longer", terminated)
+		case <-time.After(150 * time.Millisecond):
+		}
+		n := testenv.QueryValue[int64](t, f.dsn, `SELECT count(pg_terminate_backend(active_pid)) FROM pg_replication_slots WHERE slot_name = 'walrelay' AND active_pid IS NOT NULL`)
+		terminated += int(n)
+	}
+	<-writerDone
+	recs := f.broker.ReadAll(t, []string{"outbox.event.order"}, 1+total, 60*time.Second)
+	ids := map[string]bool{}
+	for _, r := range recs {
+		id, _ := header(r, "id")
+		ids[id] = true
+	}
+	if got := testenv.QueryValue[int64](t, f.dsn, `SELECT count(*) FROM outbox`); int(got) != len(ids) {
+		t.Fatalf("%d distinct events on Kafka, %d committed", len(ids), got)
+	}
+	if len(f.logs.lines("replication session lost; reconnecting")) < 3 {
+		t.Errorf("expected at least 3 reconnects in the log")
+	}
+	t.Logf("%d walsender terminations, %d records for %d events (%d duplicates)", terminated, len(recs), len(ids), len(recs)-len(ids))
+	f.waitCaughtUp(t, 30*time.Second)
+	if err := run.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// At the in-flight cap the relay stops reading from the slot instead of
+// buffering: with a slow broker, in-flight records and bytes never exceed
+// the caps, and everything still arrives.
+func TestRelayBackpressureBoundsInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		maxRecords int
+		maxBytes   int64
+	}{
+		{"records cap", 5, 1 << 20},
+		{"bytes cap", 10000, 2048},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(c *config.Config) {
+				c.Relay.MaxInFlightRecords = tc.maxRecords
+				c.Relay.MaxInFlightBytes = tc.maxBytes
+				c.Kafka.Linger = time.Millisecond
+			})
+			if f.broker.Cluster == nil {
+				t.Skip("needs kfake to slow the broker down")
+			}
+			f.broker.Cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+				f.broker.Cluster.KeepControl()
+				time.Sleep(5 * time.Millisecond) // a slow broker; the request is then handled normally
+				return nil, nil, false
+			})
+			run := f.start(t)
+			// One transaction of 300 rows of ~170 bytes each.
+			testenv.Exec(t, f.dsn, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
+				SELECT 'order', 'o-' || (i % 13), 'T', jsonb_build_object('i', i, 'pad', repeat('p', 100)) FROM generate_series(1, 300) i`)
+			var maxRecords int
+			var maxBytes int64
+			stopPolling, polled := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(polled)
+				for {
+					n, b := run.relay.Tracker().InFlight()
+					maxRecords, maxBytes = max(maxRecords, n), max(maxBytes, b)
+					select {
+					case <-stopPolling:
+						return
+					case <-time.After(200 * time.Microsecond):
+					}
+				}
+			}()
+			f.broker.ReadAll(t, []string{"outbox.event.order"}, 300, 60*time.Second)
+			close(stopPolling)
+			<-polled
+			if maxRecords > tc.maxRecords {
+				t.Errorf("%d records in flight, cap %d", maxRecords, tc.maxRecords)
+			}
+			const recordSize = 300 // an upper bound: one record may cross the bytes cap
+			if maxBytes > tc.maxBytes+recordSize {
+				t.Errorf("%d bytes in flight, cap %d", maxBytes, tc.maxBytes)
+			}
+			if maxRecords < 2 {
+				t.Errorf("at most %d record in flight: the test did not exercise the cap", maxRecords)
+			}
+			t.Logf("max in flight: %d records, %d bytes", maxRecords, maxBytes)
+			if err := run.stop(); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -64,6 +64,7 @@ func newFixture(t *testing.T, mutate func(*config.Config)) *fixture {
 
 // running is a relay started by fixture.start.
 type running struct {
+	relay  *relay.Relay
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error // Run's result, set before done is closed
@@ -78,7 +79,7 @@ func (f *fixture) start(t *testing.T) *running {
 		t.Fatalf("relay.New: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	run := &running{cancel: cancel, done: make(chan struct{})}
+	run := &running{relay: r, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		run.err = r.Run(ctx)
 		close(run.done)
