@@ -46,7 +46,14 @@ func optionsTable(fields []config.Field) string {
 		if f.Secret {
 			def = config.Redact(def)
 		}
-		fmt.Fprintf(&b, "| `%s` | `%s` | `%s` | %s |\n", f.Path, f.Env, strings.ReplaceAll(def, "|", `\|`), f.Help)
+		shown := "(empty)"
+		if def != "" {
+			shown = "`" + def + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s |\n", f.Path, f.Env, escapeCell(shown), escapeCell(f.Help))
 	}
 	return b.String()
 }
+
+// escapeCell keeps a value inside its Markdown table cell.
+func escapeCell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }

@@ -64,21 +64,12 @@ func walk(v reflect.Value, prefix string, out *[]Field) {
 			Path:    path,
 			Env:     EnvPrefix + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(path)),
 			Flag:    path,
-			Help:    helpOf(sf),
+			Help:    sf.Tag.Get("help"),
 			Default: format(fv),
 			Secret:  sf.Tag.Get("secret") == "true",
 			value:   fv,
 		})
 	}
-}
-
-// helpOf is the help tag, or for the router's Debezium options a pointer
-// to Debezium's documentation of the same name.
-func helpOf(sf reflect.StructField) string {
-	if h := sf.Tag.Get("help"); h != "" {
-		return h
-	}
-	return "Debezium Outbox Event Router option of the same name"
 }
 
 // BindFlags registers one flag per field (as a string, parsed like the

@@ -27,35 +27,35 @@ const (
 type Config struct {
 	// FieldEventID is the column holding the event id, sent as header "id".
 	// Required. Default "id".
-	FieldEventID string `yaml:"table.field.event.id"`
+	FieldEventID string `yaml:"table.field.event.id" help:"column holding the event id, sent as Kafka header id (consumers dedupe on it)"`
 	// FieldEventKey is the column whose value is the record key. Empty means
 	// records carry no key. Default "aggregateid".
-	FieldEventKey string `yaml:"table.field.event.key"`
+	FieldEventKey string `yaml:"table.field.event.key" help:"column whose value is the record key (empty: no key)"`
 	// FieldEventPayload is the column holding the event payload. Required.
 	// Default "payload".
-	FieldEventPayload string `yaml:"table.field.event.payload"`
+	FieldEventPayload string `yaml:"table.field.event.payload" help:"column holding the payload, sent as the record value (jsonb as its JSON text, bytea as raw bytes)"`
 	// FieldEventTimestamp is a timestamptz, timestamp or date column giving
 	// the record timestamp. Empty (the default) means the commit time.
-	FieldEventTimestamp string `yaml:"table.field.event.timestamp"`
+	FieldEventTimestamp string `yaml:"table.field.event.timestamp" help:"timestamptz/timestamp/date column giving the record timestamp (empty: the transaction commit time)"`
 	// RouteByField is the column whose value routes the event to a topic.
 	// Required. Default "aggregatetype".
-	RouteByField string `yaml:"route.by.field"`
+	RouteByField string `yaml:"route.by.field" help:"column whose value routes the event to a topic"`
 	// RouteTopicRegex must match the whole route.by.field value for the
 	// replacement to apply. Default "(?<routedByValue>.*)".
-	RouteTopicRegex string `yaml:"route.topic.regex"`
+	RouteTopicRegex string `yaml:"route.topic.regex" help:"regex that must match the whole route.by.field value for the replacement to apply"`
 	// RouteTopicReplacement is the topic in Java replacement syntax ($1,
 	// ${name}, \ escapes). Required. Default "outbox.event.${routedByValue}".
-	RouteTopicReplacement string `yaml:"route.topic.replacement"`
+	RouteTopicReplacement string `yaml:"route.topic.replacement" help:"topic name, Java replacement syntax ($1, ${name})"`
 	// AdditionalPlacement lists extra columns as
 	// "column:header|envelope|partition[:alias]", comma separated. Default "".
-	AdditionalPlacement string `yaml:"table.fields.additional.placement"`
+	AdditionalPlacement string `yaml:"table.fields.additional.placement" help:"extra columns as column:header|envelope|partition[:alias], comma-separated"`
 	// TombstoneOnEmptyPayload sends a null value when the payload is NULL or
 	// empty. Default false.
-	TombstoneOnEmptyPayload bool `yaml:"route.tombstone.on.empty.payload"`
+	TombstoneOnEmptyPayload bool `yaml:"route.tombstone.on.empty.payload" help:"send a null value (tombstone) when the payload is NULL or empty"`
 	// InvalidOpBehavior is what to do with an UPDATE of the outbox table:
 	// "warn" (skip, log a warning), "error" (skip, log an error) or "fatal"
 	// (stop). Case-insensitive. Default "warn".
-	InvalidOpBehavior string `yaml:"table.op.invalid.behavior"`
+	InvalidOpBehavior string `yaml:"table.op.invalid.behavior" help:"an UPDATE of the outbox: warn or error (skip and log) or fatal (stop); DELETEs are ignored"`
 }
 
 // DefaultConfig returns Debezium's defaults.

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/walrelay/walrelay/pkg/config"
+)
+
+// The README documents every option with its default; it must say what
+// the code does.
+func TestREADMEOptionsTableMatchesCode(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "<!-- options:begin")
+	if !ok {
+		t.Fatal("README.md has no options:begin marker")
+	}
+	_, table, _ := strings.Cut(rest, "-->\n")
+	table, _, ok = strings.Cut(table, "<!-- options:end -->")
+	if !ok {
+		t.Fatal("README.md has no options:end marker")
+	}
+	def := config.Default()
+	if want := optionsTable(config.Fields(&def)); table != want {
+		t.Errorf("README options table is stale; replace it with the output of `walrelay config --list`:\n%s", want)
+	}
+}
+
+// The example config in docs/ must load and validate.
+func TestExampleConfigLoads(t *testing.T) {
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	config.BindFlags(fs)
+	if err := fs.Parse([]string{"--config", "../../docs/walrelay.example.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(fs, nil)
+	if err != nil {
+		t.Fatalf("docs/walrelay.example.yaml: %v", err)
+	}
+	if cfg.Kafka.TopicReplicationFactor != 3 || cfg.Router.AdditionalPlacement != "type:header:eventType" {
+		t.Errorf("example config not applied: %+v", cfg)
+	}
+}
