@@ -60,6 +60,7 @@ func demo(ctx context.Context, stdout, stderr io.Writer) error {
 	cfg.Kafka.Brokers = broker.ListenAddrs()
 	cfg.Kafka.TopicPartitions = 3
 	cfg.Relay.ShutdownTimeout = 10 * time.Second
+	cfg.HTTP.Listen = "" // the demo serves no metrics
 
 	conn, err := pgx.Connect(ctx, cfg.Postgres.DSN)
 	if err != nil {
@@ -75,7 +76,7 @@ func demo(ctx context.Context, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "    "+s.String())
 	}
 
-	r, err := relay.New(cfg, log)
+	r, err := relay.New(cfg, log, nil)
 	if err != nil {
 		return err
 	}

@@ -1,12 +1,20 @@
 package main
 
 import (
+	"context"
 	"io"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/spf13/cobra"
 
 	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/metrics"
 	"github.com/walrelay/walrelay/pkg/relay"
+	"github.com/walrelay/walrelay/pkg/server"
 )
 
 func runCommand(stderr io.Writer) *cobra.Command {
@@ -23,14 +31,34 @@ in-flight records to be acknowledged, confirms them to Postgres and exits 0.`,
 				return err
 			}
 			log := newLogger(cfg.Log, stderr)
-			r, err := relay.New(cfg, log)
-			if err != nil {
-				return usageError{err}
-			}
 			log.Info("starting walrelay", "version", version, "postgres", config.Redact(cfg.Postgres.DSN), "slot", cfg.Postgres.Slot, "brokers", cfg.Kafka.Brokers)
-			return r.Run(cmd.Context())
+			return runRelay(cmd.Context(), cfg, log)
 		},
 	}
 	config.BindFlags(cmd.Flags())
 	return cmd
+}
+
+// runRelay runs the relay and, when http.listen is set, its HTTP listener.
+// The listener stops when the relay does; a listener that cannot bind
+// stops the relay.
+func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r, err := relay.New(cfg, log, metrics.New(reg, version, cfg.Postgres.Slot))
+	if err != nil {
+		return usageError{err}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	g, gctx := errgroup.WithContext(ctx)
+	if cfg.HTTP.Listen != "" {
+		srv := server.New(cfg.HTTP.Listen, reg, r, log)
+		g.Go(func() error { return srv.Run(gctx) })
+	}
+	g.Go(func() error {
+		defer cancel() // a stopped relay stops the listener
+		return r.Run(gctx)
+	})
+	return g.Wait()
 }

@@ -22,6 +22,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
 	"strings"
@@ -38,6 +39,8 @@ type Config struct {
 	Kafka    Kafka         `yaml:"kafka"`
 	Router   router.Config `yaml:"router"`
 	Relay    Relay         `yaml:"relay"`
+	HTTP     HTTP          `yaml:"http"`
+	Metrics  Metrics       `yaml:"metrics"`
 	Log      Log           `yaml:"log"`
 }
 
@@ -72,6 +75,16 @@ type Relay struct {
 	ShutdownTimeout    time.Duration `yaml:"shutdown_timeout" help:"on SIGTERM, how long to wait for in-flight records to be acknowledged"`
 	DeadLetterTopic    string        `yaml:"dead_letter_topic" help:"topic for rows walrelay cannot publish (policy dlq)"`
 	OnRoutingError     string        `yaml:"on_routing_error" help:"a row the router rejects (missing routing value, invalid topic, unparsable value): dlq, stop or log"`
+}
+
+// HTTP is the listener for /metrics, /healthz, /readyz and /status.
+type HTTP struct {
+	Listen string `yaml:"listen" help:"address for /metrics, /healthz, /readyz and /status (empty: no listener); loopback by default"`
+}
+
+// Metrics configures what walrelay measures besides its own work.
+type Metrics struct {
+	SlotPollInterval time.Duration `yaml:"slot_poll_interval" help:"how often pg_replication_slots is polled for lag, wal_status and the slot's holder"`
 }
 
 // Log configures logging.
@@ -119,7 +132,9 @@ func Default() Config {
 			DeadLetterTopic:    "walrelay.deadletter",
 			OnRoutingError:     PolicyDLQ,
 		},
-		Log: Log{Level: "info", Format: "text"},
+		HTTP:    HTTP{Listen: "127.0.0.1:9814"},
+		Metrics: Metrics{SlotPollInterval: 5 * time.Second},
+		Log:     Log{Level: "info", Format: "text"},
 	}
 }
 
@@ -206,6 +221,14 @@ func (c *Config) Validate() error {
 	}
 	if c.Relay.OnRoutingError == PolicyDLQ && !validTopic(c.Relay.DeadLetterTopic) {
 		bad("relay.dead_letter_topic", c.Relay.DeadLetterTopic, "not a valid Kafka topic name")
+	}
+	if c.HTTP.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
+			bad("http.listen", c.HTTP.Listen, "must be host:port (e.g. 127.0.0.1:9814), or empty for no listener")
+		}
+	}
+	if c.Metrics.SlotPollInterval < 100*time.Millisecond {
+		bad("metrics.slot_poll_interval", c.Metrics.SlotPollInterval.String(), "must be at least 100ms")
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

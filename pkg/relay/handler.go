@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/pkg/checkpoint"
@@ -23,10 +25,10 @@ var ErrStopped = errors.New("relay stopped by configured behaviour")
 // handler implements replication.Handler. Its methods run on the stream's
 // goroutine; only the produce callbacks run elsewhere.
 type handler struct {
-	r     *Relay
-	pub   *publisher.Publisher
-	log   *slog.Logger
-	plans map[uint32]*router.Plan
+	r      *Relay
+	log    *slog.Logger
+	plans  map[uint32]*router.Plan
+	topics map[string]prometheus.Counter // events_published_total by topic
 
 	// The transaction being read.
 	tx    *checkpoint.Tx
@@ -41,8 +43,8 @@ type handler struct {
 	through pglogrepl.LSN
 }
 
-func newHandler(r *Relay, pub *publisher.Publisher) *handler {
-	return &handler{r: r, pub: pub, log: r.log, plans: make(map[uint32]*router.Plan)}
+func newHandler(r *Relay) *handler {
+	return &handler{r: r, log: r.log, plans: make(map[uint32]*router.Plan), topics: make(map[string]prometheus.Counter)}
 }
 
 func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
@@ -52,6 +54,7 @@ func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
 	}
 	h.tx = h.r.tracker.Begin()
 	h.begin = m
+	h.r.metrics.Transactions.Inc()
 	return nil
 }
 
@@ -105,6 +108,8 @@ func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m 
 func (h *handler) rejected(ctx context.Context, rel *pglogrepl.RelationMessage, plan *router.Plan, cols []*pglogrepl.TupleDataColumn, lsn pglogrepl.LSN, rerr error) error {
 	class, _ := router.ClassOf(rerr)
 	policy := h.r.cfg.Relay.OnRoutingError
+	h.r.metrics.RowsRejected.WithLabelValues(class.String(), policy).Inc()
+	h.r.metrics.PublishErrors.WithLabelValues(class.String()).Inc()
 	attrs := []any{
 		"lsn", lsn.String(),
 		"outbox_id", plan.EventID(cols),
@@ -130,18 +135,30 @@ func (h *handler) rejected(ctx context.Context, rel *pglogrepl.RelationMessage, 
 // producer. The tracker counts it until its ack; a failed record stops
 // the relay and is never acked, so its LSN is never confirmed.
 func (h *handler) produce(ctx context.Context, rec *kgo.Record, lsn pglogrepl.LSN) error {
-	if err := h.pub.EnsureTopic(ctx, rec.Topic); err != nil {
-		return err
+	published, ok := h.topics[rec.Topic]
+	if !ok {
+		if err := h.r.pub.EnsureTopic(ctx, rec.Topic); err != nil {
+			return err
+		}
+		published = h.r.metrics.Published(rec.Topic)
+		h.topics[rec.Topic] = published
 	}
-	tx, size := h.tx, recordSize(rec)
+	tx, size, m := h.tx, recordSize(rec), h.r.metrics
+	committed := h.begin.CommitTime
 	h.r.tracker.Add(tx, size)
-	h.pub.Produce(rec, func(rec *kgo.Record, err error) {
+	produced := time.Now()
+	h.r.pub.Produce(rec, func(rec *kgo.Record, err error) {
 		if err != nil {
+			m.PublishErrors.WithLabelValues("produce").Inc()
 			h.log.Error("kafka gave up on a record; stopping", "topic", rec.Topic, "lsn", lsn.String(), "outbox_id", headerValue(rec, "id"), "err", err)
 			h.r.fail.set(fmt.Errorf("producing outbox event %s (lsn %s) to %q: %w", headerValue(rec, "id"), lsn, rec.Topic, err))
 			return
 		}
 		h.r.tracker.Ack(tx, size)
+		now := time.Now()
+		published.Inc()
+		m.ProduceAckLatency.Observe(now.Sub(produced).Seconds())
+		m.EndToEndLatency.Observe(now.Sub(committed).Seconds())
 	})
 	return nil
 }

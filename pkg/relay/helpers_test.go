@@ -15,8 +15,11 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/walrelay/walrelay/internal/testenv"
+
 	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/metrics"
 	"github.com/walrelay/walrelay/pkg/relay"
 	"github.com/walrelay/walrelay/pkg/setup"
 )
@@ -30,6 +33,9 @@ type fixture struct {
 	broker *testenv.Broker
 	cfg    config.Config
 	logs   *logBuffer
+	// metrics and reg are the relay's metrics and their registry.
+	metrics *metrics.Metrics
+	reg     *prometheus.Registry
 }
 
 // newFixture creates a database with the outbox table, publication and
@@ -47,7 +53,9 @@ func newFixture(t *testing.T, mutate func(*config.Config)) *fixture {
 	cfg.Postgres.StatusInterval = 100 * time.Millisecond
 	cfg.Postgres.MinBackoff = 50 * time.Millisecond
 	cfg.Postgres.MaxBackoff = time.Second
-	f := &fixture{dsn: dsn, broker: testenv.Kafka(t), cfg: cfg, logs: &logBuffer{}}
+	cfg.Metrics.SlotPollInterval = 200 * time.Millisecond
+	reg := prometheus.NewRegistry()
+	f := &fixture{dsn: dsn, broker: testenv.Kafka(t), cfg: cfg, logs: &logBuffer{}, reg: reg, metrics: metrics.New(reg, "test", cfg.Postgres.Slot)}
 	f.cfg.Kafka.Brokers = f.broker.Addrs()
 	f.cfg.Kafka.TopicPartitions = 4
 	f.cfg.Relay.ShutdownTimeout = 10 * time.Second
@@ -74,7 +82,7 @@ type running struct {
 // test did not stop it.
 func (f *fixture) start(t *testing.T) *running {
 	t.Helper()
-	r, err := relay.New(f.cfg, f.logs.logger())
+	r, err := relay.New(f.cfg, f.logs.logger(), f.metrics)
 	if err != nil {
 		t.Fatalf("relay.New: %v", err)
 	}

@@ -30,8 +30,14 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
+	"golang.org/x/sync/errgroup"
+
 	"github.com/walrelay/walrelay/pkg/checkpoint"
 	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/metrics"
 	"github.com/walrelay/walrelay/pkg/publisher"
 	"github.com/walrelay/walrelay/pkg/replication"
 	"github.com/walrelay/walrelay/pkg/router"
@@ -44,11 +50,16 @@ type Relay struct {
 	log     *slog.Logger
 	router  *router.Router
 	tracker *checkpoint.Tracker
+	pub     *publisher.Publisher
+	stream  *replication.Stream
+	metrics *metrics.Metrics
+	monitor *slotMonitor
 	fail    failure
 }
 
-// New validates cfg and builds the relay. It does not connect.
-func New(cfg config.Config, log *slog.Logger) (*Relay, error) {
+// New validates cfg and builds the relay. It does not connect. m may be
+// nil (metrics are then kept on a private registry nobody scrapes).
+func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Relay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -59,16 +70,47 @@ func New(cfg config.Config, log *slog.Logger) (*Relay, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Relay{
-		cfg:    cfg,
-		log:    log,
-		router: rt,
+	if m == nil {
+		m = metrics.New(prometheus.NewRegistry(), "unknown", cfg.Postgres.Slot)
+	}
+	r := &Relay{
+		cfg:     cfg,
+		log:     log,
+		router:  rt,
+		metrics: m,
 		tracker: checkpoint.New(checkpoint.Limits{
 			MaxRecords: cfg.Relay.MaxInFlightRecords,
 			MaxBytes:   cfg.Relay.MaxInFlightBytes,
 		}),
 		fail: failure{done: make(chan struct{})},
-	}, nil
+	}
+	r.pub, err = publisher.New(publisher.Config{
+		Brokers:                cfg.Kafka.Brokers,
+		ClientID:               cfg.Kafka.ClientID,
+		CreateTopics:           cfg.Kafka.CreateTopics,
+		TopicPartitions:        cfg.Kafka.TopicPartitions,
+		TopicReplicationFactor: cfg.Kafka.TopicReplicationFactor,
+		TopicConfigs:           cfg.Kafka.TopicConfigs,
+		Linger:                 cfg.Kafka.Linger,
+		BatchMaxBytes:          cfg.Kafka.BatchMaxBytes,
+		MaxBufferedRecords:     cfg.Relay.MaxInFlightRecords + 1,
+		ExtraOpts:              []kgo.Opt{kgo.WithHooks(kprom.NewMetrics(metrics.Namespace, kprom.Registerer(m.Registerer()), kprom.Subsystem("kafka")))},
+	}, log)
+	if err != nil {
+		return nil, err
+	}
+	r.stream = replication.New(replication.Config{
+		DSN:             cfg.Postgres.DSN,
+		Slot:            cfg.Postgres.Slot,
+		Publications:    cfg.Postgres.Publications,
+		StatusInterval:  cfg.Postgres.StatusInterval,
+		ShutdownTimeout: cfg.Relay.ShutdownTimeout,
+		MinBackoff:      cfg.Postgres.MinBackoff,
+		MaxBackoff:      cfg.Postgres.MaxBackoff,
+	}, newHandler(r), failureAware{r.tracker, &r.fail}, log)
+	r.monitor = newSlotMonitor(cfg.Postgres.DSN, cfg.Postgres.Slot, cfg.Metrics.SlotPollInterval, r.tracker.Confirmed, m, log)
+	r.registerGauges()
+	return r, nil
 }
 
 // Tracker exposes the checkpoint (for status and metrics).
@@ -76,30 +118,18 @@ func (r *Relay) Tracker() *checkpoint.Tracker { return r.tracker }
 
 // Run checks the database, then streams until ctx is done (returns nil
 // after draining in-flight records and confirming them) or until an error
-// stops the relay (returns it; nothing unacknowledged is confirmed).
+// stops the relay (returns it; nothing unacknowledged is confirmed). It
+// closes the Kafka client when it returns.
 func (r *Relay) Run(ctx context.Context) error {
+	defer r.pub.Close()
 	if err := r.prepare(ctx); err != nil {
 		return err
 	}
-	pub, err := publisher.New(publisher.Config{
-		Brokers:                r.cfg.Kafka.Brokers,
-		ClientID:               r.cfg.Kafka.ClientID,
-		CreateTopics:           r.cfg.Kafka.CreateTopics,
-		TopicPartitions:        r.cfg.Kafka.TopicPartitions,
-		TopicReplicationFactor: r.cfg.Kafka.TopicReplicationFactor,
-		TopicConfigs:           r.cfg.Kafka.TopicConfigs,
-		Linger:                 r.cfg.Kafka.Linger,
-		BatchMaxBytes:          r.cfg.Kafka.BatchMaxBytes,
-		MaxBufferedRecords:     r.cfg.Relay.MaxInFlightRecords + 1,
-	}, r.log)
-	if err != nil {
-		return err
-	}
-	defer pub.Close()
 
 	streamCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	go func() {
+	var g errgroup.Group
+	g.Go(func() error {
 		// A failed record stops reading at once; the stream then skips the
 		// drain (failure-aware WaitDrained) and reports what is confirmed.
 		select {
@@ -107,20 +137,15 @@ func (r *Relay) Run(ctx context.Context) error {
 			stop()
 		case <-streamCtx.Done():
 		}
-	}()
-
-	h := newHandler(r, pub)
-	stream := replication.New(replication.Config{
-		DSN:             r.cfg.Postgres.DSN,
-		Slot:            r.cfg.Postgres.Slot,
-		Publications:    r.cfg.Postgres.Publications,
-		StatusInterval:  r.cfg.Postgres.StatusInterval,
-		ShutdownTimeout: r.cfg.Relay.ShutdownTimeout,
-		MinBackoff:      r.cfg.Postgres.MinBackoff,
-		MaxBackoff:      r.cfg.Postgres.MaxBackoff,
-	}, h, failureAware{r.tracker, &r.fail}, r.log)
-
-	err = stream.Run(streamCtx)
+		return nil
+	})
+	g.Go(func() error {
+		r.monitor.run(streamCtx)
+		return nil
+	})
+	err := r.stream.Run(streamCtx)
+	stop()
+	_ = g.Wait() // both goroutines end with streamCtx
 	if ferr := r.fail.err(); ferr != nil {
 		return ferr
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -89,6 +90,29 @@ type Stream struct {
 
 	relations map[uint32]*pglogrepl.RelationMessage
 	inTx      bool
+
+	// Live state for metrics, readiness and status; read from any goroutine.
+	streaming  atomic.Bool
+	received   atomic.Uint64
+	reconnects atomic.Uint64
+	lastErr    atomic.Pointer[error]
+}
+
+// Streaming reports whether a session is streaming from the slot now.
+func (s *Stream) Streaming() bool { return s.streaming.Load() }
+
+// Received is the newest WAL position received from the server.
+func (s *Stream) Received() pglogrepl.LSN { return pglogrepl.LSN(s.received.Load()) }
+
+// Reconnects counts sessions re-established after a lost one.
+func (s *Stream) Reconnects() uint64 { return s.reconnects.Load() }
+
+// LastError is the error that ended the last session, nil if none did.
+func (s *Stream) LastError() error {
+	if p := s.lastErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // New returns a Stream. It does not connect.
@@ -122,6 +146,9 @@ func (s *Stream) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		if err != nil {
+			s.lastErr.Store(&err)
+		}
 		if !retryable(err) {
 			return err
 		}
@@ -136,6 +163,7 @@ func (s *Stream) Run(ctx context.Context) error {
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, s.cfg.MaxBackoff)
+		s.reconnects.Add(1)
 	}
 }
 
@@ -165,6 +193,8 @@ func (s *Stream) session(ctx context.Context) (streamed bool, err error) {
 		return false, fmt.Errorf("starting replication on slot %q: %w", s.cfg.Slot, err)
 	}
 	s.log.Info("streaming from slot", "slot", s.cfg.Slot, "publications", s.cfg.Publications, "confirmed", s.cp.Confirmed().String())
+	s.streaming.Store(true)
+	defer s.streaming.Store(false)
 
 	err = s.loop(ctx, conn)
 	if ctx.Err() != nil && err == nil {
@@ -237,6 +267,7 @@ func (s *Stream) loop(ctx context.Context, conn *pgconn.PgConn) error {
 				if !s.inTx {
 					s.cp.ObserveWALEnd(ka.ServerWALEnd)
 				}
+				s.markReceived(ka.ServerWALEnd)
 				if ka.ReplyRequested {
 					nextStatus = time.Time{}
 				}
@@ -248,6 +279,7 @@ func (s *Stream) loop(ctx context.Context, conn *pgconn.PgConn) error {
 				if err := s.dispatch(ctx, xld); err != nil {
 					return err
 				}
+				s.markReceived(xld.WALStart + pglogrepl.LSN(len(xld.WALData)))
 			}
 		case *pgproto3.ErrorResponse:
 			return fmt.Errorf("streaming from slot %q: %w", s.cfg.Slot, pgconn.ErrorResponseToPgError(msg))
@@ -278,6 +310,13 @@ func (r *receiveDeadline) until(parent context.Context, at time.Time) context.Co
 func (r *receiveDeadline) stop() {
 	if r.cancel != nil {
 		r.cancel()
+	}
+}
+
+// markReceived raises the received position.
+func (s *Stream) markReceived(lsn pglogrepl.LSN) {
+	if uint64(lsn) > s.received.Load() {
+		s.received.Store(uint64(lsn))
 	}
 }
 

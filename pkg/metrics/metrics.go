@@ -1,0 +1,137 @@
+// Package metrics defines walrelay's Prometheus metrics, on a registry
+// walrelay creates (never the global one).
+//
+// In: a prometheus.Registerer. Out: the collectors the relay updates on
+// its hot path (counters and histograms, cached per label value), and
+// registration of gauges that read live state (in-flight, LSNs, slot lag)
+// only when scraped. franz-go's client metrics are added by the publisher
+// through the kprom plugin, prefixed walrelay_kafka_.
+//
+// Metrics (all prefixed walrelay_):
+//
+//	build_info{version}                              1
+//	slot_lag_bytes{slot,position}                    bytes from the slot's confirmed_flush_lsn (position="confirmed_flush") or restart_lsn (position="restart") to pg_current_wal_lsn(), polled
+//	slot_wal_status{slot,status}                     1 for the slot's wal_status (reserved, extended, unreserved, lost), 0 for the others
+//	slot_safe_wal_size_bytes{slot}                   bytes of WAL that can still be written before the slot is lost; +Inf when max_slot_wal_keep_size is unlimited
+//	slot_active{slot}                                1 when some process streams from the slot
+//	slot_held{slot}                                  1 when this instance streams from the slot
+//	slot_poll_errors_total{slot}                     failed polls of pg_replication_slots
+//	slot_stall_seconds{slot}                         seconds since the confirmed LSN last advanced while the server's WAL was ahead of it (0 when caught up)
+//	confirmed_lsn_bytes                              the LSN confirmed to Postgres, as a byte position
+//	received_lsn_bytes                               the newest WAL position received
+//	events_published_total{topic}                    records acknowledged by the broker (dead letters included, on their topic)
+//	rows_rejected_total{class,policy}                rows the router rejected, by error class and the policy applied
+//	publish_errors_total{kind}                       records the producer gave up on (kind=produce) and rejected rows (kind=<class>)
+//	in_flight_records, in_flight_bytes               produced, not yet acknowledged
+//	produce_ack_latency_seconds                      histogram: handing a record to the producer to the broker's ack
+//	end_to_end_latency_seconds                       histogram: transaction commit timestamp to the broker's ack
+//	transactions_total                               transactions read from the slot
+//	reconnects_total                                 replication sessions re-established after a lost connection
+//
+// It does not serve HTTP (pkg/server) or poll Postgres (pkg/relay does).
+package metrics
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Namespace prefixes every walrelay metric.
+const Namespace = "walrelay"
+
+// latencyBuckets cover 0.5ms to ~30s: single-digit milliseconds is the
+// target, seconds mean trouble.
+var latencyBuckets = prometheus.ExponentialBuckets(0.0005, 2, 17)
+
+// Metrics holds the collectors updated by the relay.
+type Metrics struct {
+	reg prometheus.Registerer
+
+	RowsRejected      *prometheus.CounterVec
+	PublishErrors     *prometheus.CounterVec
+	ProduceAckLatency prometheus.Histogram
+	EndToEndLatency   prometheus.Histogram
+	Transactions      prometheus.Counter
+	SlotPollErrors    prometheus.Counter
+
+	eventsPublished *prometheus.CounterVec
+	mu              sync.Mutex
+	byTopic         map[string]prometheus.Counter
+}
+
+// New creates the metrics and registers them on reg.
+func New(reg prometheus.Registerer, version, slot string) *Metrics {
+	slotLabel := prometheus.Labels{"slot": slot}
+	m := &Metrics{
+		reg: reg,
+		RowsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "rows_rejected_total",
+			Help: "Outbox rows the router rejected, by error class and the policy applied (dlq, stop, log).",
+		}, []string{"class", "policy"}),
+		PublishErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "publish_errors_total",
+			Help: "Events that could not be published as routed: kind=produce for records the producer gave up on, or the router's error class.",
+		}, []string{"kind"}),
+		ProduceAckLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "produce_ack_latency_seconds",
+			Help:    "Time from handing a record to the producer to the broker's acknowledgement.",
+			Buckets: latencyBuckets,
+		}),
+		EndToEndLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "end_to_end_latency_seconds",
+			Help:    "Time from the transaction's commit timestamp to the broker's acknowledgement of its record.",
+			Buckets: latencyBuckets,
+		}),
+		Transactions: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "transactions_total",
+			Help: "Transactions read from the replication slot.",
+		}),
+		SlotPollErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "slot_poll_errors_total",
+			Help: "Failed polls of pg_replication_slots.", ConstLabels: slotLabel,
+		}),
+		eventsPublished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "events_published_total",
+			Help: "Records acknowledged by the broker, by topic.",
+		}, []string{"topic"}),
+		byTopic: make(map[string]prometheus.Counter),
+	}
+	reg.MustRegister(m.RowsRejected, m.PublishErrors, m.ProduceAckLatency, m.EndToEndLatency,
+		m.Transactions, m.SlotPollErrors, m.eventsPublished)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "build_info", Help: "walrelay's version.",
+		ConstLabels: prometheus.Labels{"version": version},
+	}, func() float64 { return 1 }))
+	return m
+}
+
+// Published counts one acknowledged record on topic. Safe for concurrent
+// use; the counter for a topic is looked up once.
+func (m *Metrics) Published(topic string) prometheus.Counter {
+	m.mu.Lock()
+	c, ok := m.byTopic[topic]
+	if !ok {
+		c = m.eventsPublished.WithLabelValues(topic)
+		m.byTopic[topic] = c
+	}
+	m.mu.Unlock()
+	return c
+}
+
+// GaugeFunc registers a gauge computed at scrape time.
+func (m *Metrics) GaugeFunc(name, help string, labels prometheus.Labels, fn func() float64) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: name, Help: help, ConstLabels: labels,
+	}, fn))
+}
+
+// CounterFunc registers a counter read at scrape time.
+func (m *Metrics) CounterFunc(name, help string, labels prometheus.Labels, fn func() float64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: Namespace, Name: name, Help: help, ConstLabels: labels,
+	}, fn))
+}
+
+// Registerer is the registry the metrics live on (for kprom).
+func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }

@@ -1,0 +1,243 @@
+package relay_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/walrelay/walrelay/internal/testenv"
+)
+
+// metricValue gathers reg and returns the value of the series name{labels},
+// failing the test when there is no such series.
+func metricValue(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
+	t.Helper()
+	v, ok := findMetric(t, reg, name, labels)
+	if !ok {
+		t.Fatalf("no series %s%v", name, labels)
+	}
+	return v
+}
+
+func findMetric(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gathering metrics: %v", err)
+	}
+	for _, mf := range families {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue series
+				}
+			}
+			return value(m), true
+		}
+	}
+	return 0, false
+}
+
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	case m.Histogram != nil:
+		return float64(m.Histogram.GetSampleCount())
+	}
+	return 0
+}
+
+// waitMetric waits until name{labels} satisfies ok.
+func waitMetric(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string, what string, ok func(float64) bool) float64 {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		v, found := findMetric(t, reg, name, labels)
+		if found && ok(v) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s%v = %v (found %v), want %s", name, labels, v, found, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestMetricsAfterKnownWorkload(t *testing.T) {
+	f := newFixture(t, nil)
+	testenv.Exec(t, f.dsn, `ALTER TABLE outbox ALTER COLUMN aggregatetype DROP NOT NULL`)
+	run := f.start(t)
+	execTx(t, f.dsn, insertEvent("order", "o-1"), insertEvent("order", "o-2"))
+	execTx(t, f.dsn, insertEvent("customer", "c-1"),
+		`INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES (NULL, 'x', 'T', '{}')`)
+	f.broker.ReadAll(t, []string{"outbox.event.order", "outbox.event.customer", "walrelay.deadletter"}, 4, 30*time.Second)
+	f.waitCaughtUp(t, 10*time.Second)
+	reg := f.reg
+
+	for topic, want := range map[string]float64{"outbox.event.order": 2, "outbox.event.customer": 1, "walrelay.deadletter": 1} {
+		waitMetric(t, reg, "walrelay_events_published_total", map[string]string{"topic": topic}, fmt.Sprint(want), func(v float64) bool { return v == want })
+	}
+	checks := []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"walrelay_rows_rejected_total", map[string]string{"class": "routing_value_missing", "policy": "dlq"}, 1},
+		{"walrelay_publish_errors_total", map[string]string{"kind": "routing_value_missing"}, 1},
+		{"walrelay_transactions_total", nil, 2},
+		{"walrelay_end_to_end_latency_seconds", nil, 4}, // sample count
+		{"walrelay_produce_ack_latency_seconds", nil, 4},
+		{"walrelay_in_flight_records", nil, 0},
+		{"walrelay_in_flight_bytes", nil, 0},
+		{"walrelay_slot_held", map[string]string{"slot": "walrelay"}, 1},
+		{"walrelay_reconnects_total", nil, 0},
+		{"walrelay_build_info", map[string]string{"version": "test"}, 1},
+	}
+	for _, c := range checks {
+		if got := metricValue(t, reg, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+
+	// The confirmed LSN gauge equals what the slot reports, and the
+	// polled lag reaches 0 with wal_status reserved.
+	confirmed, _ := f.slot(t)
+	waitMetric(t, reg, "walrelay_confirmed_lsn_bytes", nil, confirmed.String(), func(v float64) bool { return uint64(v) >= uint64(confirmed) })
+	if got := metricValue(t, reg, "walrelay_received_lsn_bytes", nil); uint64(got) < uint64(confirmed) {
+		t.Errorf("received LSN %v behind confirmed %s", got, confirmed)
+	}
+	waitMetric(t, reg, "walrelay_slot_lag_bytes", map[string]string{"position": "confirmed_flush"}, "0", func(v float64) bool { return v == 0 })
+	waitMetric(t, reg, "walrelay_slot_wal_status", map[string]string{"status": "reserved"}, "1", func(v float64) bool { return v == 1 })
+	waitMetric(t, reg, "walrelay_slot_active", nil, "1", func(v float64) bool { return v == 1 })
+	if v := metricValue(t, reg, "walrelay_slot_lag_bytes", map[string]string{"position": "restart"}); v <= 0 {
+		t.Errorf("restart lag %v, want > 0 (restart_lsn trails the confirmed position)", v)
+	}
+	if v := metricValue(t, reg, "walrelay_slot_safe_wal_size_bytes", nil); v <= 0 {
+		t.Errorf("safe_wal_size %v, want +Inf (unlimited) or positive", v)
+	}
+
+	// franz-go's client metrics are on the same registry.
+	families, _ := reg.Gather()
+	var kafka int
+	for _, mf := range families {
+		if strings.HasPrefix(mf.GetName(), "walrelay_kafka_") {
+			kafka++
+		}
+	}
+	if kafka == 0 {
+		t.Error("no walrelay_kafka_* (kprom) metrics registered")
+	}
+
+	// A terminated walsender counts as a reconnect.
+	testenv.Exec(t, f.dsn, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'walrelay'`)
+	waitMetric(t, reg, "walrelay_reconnects_total", nil, "1", func(v float64) bool { return v == 1 })
+	waitMetric(t, reg, "walrelay_slot_held", nil, "1 again", func(v float64) bool { return v == 1 })
+
+	if err := run.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := metricValue(t, reg, "walrelay_slot_held", nil); got != 0 {
+		t.Errorf("slot_held = %v after stop, want 0", got)
+	}
+}
+
+// While the broker refuses produce and WAL keeps growing, the stall gauge
+// grows; it returns to 0 once the relay catches up.
+func TestMetricsStall(t *testing.T) {
+	f := newFixture(t, nil)
+	if f.broker.Cluster == nil {
+		t.Skip("needs kfake for fault injection")
+	}
+	run := f.start(t)
+	execTx(t, f.dsn, insertEvent("order", "warmup"))
+	f.broker.ReadAll(t, []string{"outbox.event.order"}, 1, 30*time.Second)
+	fault := f.broker.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotEnoughReplicas, Count: -1})
+	execTx(t, f.dsn, insertEvent("order", "stuck"))
+	waitMetric(t, f.reg, "walrelay_slot_stall_seconds", nil, "> 1s", func(v float64) bool { return v > 1 })
+	if v := metricValue(t, f.reg, "walrelay_in_flight_records", nil); v != 1 {
+		t.Errorf("in_flight_records = %v while the broker refuses, want 1", v)
+	}
+	fault.Remove()
+	f.waitCaughtUp(t, 30*time.Second)
+	waitMetric(t, f.reg, "walrelay_slot_stall_seconds", nil, "0", func(v float64) bool { return v == 0 })
+	if err := run.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// While another process streams from the slot, the relay is not ready and
+// names the holder's pid; when the holder goes away it takes over.
+func TestReadyWhileSlotHeldElsewhere(t *testing.T) {
+	f := newFixture(t, nil)
+	holder := holdSlot(t, f.dsn, "walrelay")
+	run := f.start(t)
+
+	deadline := time.Now().Add(20 * time.Second)
+	want := fmt.Sprintf("held by another process (pid %d)", holder.PID())
+	for {
+		err := run.relay.Ready(t.Context())
+		if err != nil && strings.Contains(err.Error(), want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Ready() = %v, want an error containing %q", err, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st := run.relay.Status(t.Context()); st.Ready || st.Streaming || st.Slot.ActivePID != int32(holder.PID()) {
+		t.Errorf("status while held elsewhere: %+v", st)
+	}
+
+	_ = holder.Close(t.Context())
+	execTx(t, f.dsn, insertEvent("order", "after-takeover"))
+	f.broker.ReadAll(t, []string{"outbox.event.order"}, 1, 30*time.Second)
+	if err := run.relay.Ready(t.Context()); err != nil {
+		t.Fatalf("Ready() after takeover = %v", err)
+	}
+	if err := run.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// holdSlot streams from slot on its own replication connection, as another
+// walrelay instance would, until the returned connection is closed.
+func holdSlot(t *testing.T, dsn, slot string) *pgconn.PgConn {
+	t.Helper()
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("connecting for replication: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close(t.Context()) })
+	err = pglogrepl.StartReplication(t.Context(), conn, slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names 'walrelay_outbox'"},
+	})
+	if err != nil {
+		t.Fatalf("holding slot %s: %v", slot, err)
+	}
+	return conn
+}
