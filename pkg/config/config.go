@@ -74,7 +74,43 @@ type Relay struct {
 	MaxInFlightBytes   int64         `yaml:"max_in_flight_bytes" help:"bytes produced but not yet acknowledged before reading from the slot pauses"`
 	ShutdownTimeout    time.Duration `yaml:"shutdown_timeout" help:"on SIGTERM, how long to wait for in-flight records to be acknowledged"`
 	DeadLetterTopic    string        `yaml:"dead_letter_topic" help:"topic for rows walrelay cannot publish (policy dlq)"`
-	OnRoutingError     string        `yaml:"on_routing_error" help:"a row the router rejects (missing routing value, invalid topic, unparsable value): dlq, stop or log"`
+	OnError            ErrorPolicies `yaml:"on_error"`
+	HeartbeatInterval  time.Duration `yaml:"heartbeat_interval" help:"emit a non-transactional pg_logical_emit_message this often so the slot advances while the database is idle (0: off)"`
+}
+
+// ErrorPolicies says, per class of row walrelay cannot publish, whether to
+// send it to the dead-letter topic (dlq), stop the relay (stop) or skip it
+// with an error log and a counter (log). Every one is logged with its LSN
+// and outbox id.
+type ErrorPolicies struct {
+	RoutingValueMissing string `yaml:"routing_value_missing" help:"the route.by.field value is NULL or empty: dlq, stop or log"`
+	TopicInvalid        string `yaml:"topic_invalid" help:"the routed topic name is one Kafka rejects: dlq, stop or log"`
+	PayloadInvalid      string `yaml:"payload_invalid" help:"a value the router must parse cannot be parsed: dlq, stop or log"`
+	RecordTooLarge      string `yaml:"record_too_large" help:"the record exceeds kafka.batch_max_bytes or the broker's limit (MESSAGE_TOO_LARGE): dlq, stop or log"`
+	TopicRejected       string `yaml:"topic_rejected" help:"the broker refuses the topic (authorization, policy, unknown topic): dlq, stop or log"`
+}
+
+// Policy returns the policy for an error class name (router and relay
+// class names), and false for an unknown class.
+func (p ErrorPolicies) Policy(class string) (string, bool) {
+	switch class {
+	case "routing_value_missing":
+		return p.RoutingValueMissing, true
+	case "topic_invalid":
+		return p.TopicInvalid, true
+	case "payload_invalid":
+		return p.PayloadInvalid, true
+	case "record_too_large":
+		return p.RecordTooLarge, true
+	case "topic_rejected":
+		return p.TopicRejected, true
+	}
+	return "", false
+}
+
+// SetAll sets every class to policy.
+func (p *ErrorPolicies) SetAll(policy string) {
+	*p = ErrorPolicies{policy, policy, policy, policy, policy}
 }
 
 // HTTP is the listener for /metrics, /healthz, /readyz and /status.
@@ -130,7 +166,7 @@ func Default() Config {
 			MaxInFlightBytes:   16 << 20,
 			ShutdownTimeout:    30 * time.Second,
 			DeadLetterTopic:    "walrelay.deadletter",
-			OnRoutingError:     PolicyDLQ,
+			OnError:            ErrorPolicies{PolicyDLQ, PolicyDLQ, PolicyDLQ, PolicyDLQ, PolicyDLQ},
 		},
 		HTTP:    HTTP{Listen: "127.0.0.1:9814"},
 		Metrics: Metrics{SlotPollInterval: 5 * time.Second},
@@ -214,13 +250,21 @@ func (c *Config) Validate() error {
 	if c.Relay.ShutdownTimeout < 0 {
 		bad("relay.shutdown_timeout", c.Relay.ShutdownTimeout.String(), "must not be negative")
 	}
-	switch c.Relay.OnRoutingError {
-	case PolicyDLQ, PolicyStop, PolicyLog:
-	default:
-		bad("relay.on_routing_error", c.Relay.OnRoutingError, "must be dlq, stop or log")
+	dlq := false
+	for _, class := range []string{"routing_value_missing", "topic_invalid", "payload_invalid", "record_too_large", "topic_rejected"} {
+		switch p, _ := c.Relay.OnError.Policy(class); p {
+		case PolicyDLQ:
+			dlq = true
+		case PolicyStop, PolicyLog:
+		default:
+			bad("relay.on_error."+class, p, "must be dlq, stop or log")
+		}
 	}
-	if c.Relay.OnRoutingError == PolicyDLQ && !validTopic(c.Relay.DeadLetterTopic) {
+	if dlq && !validTopic(c.Relay.DeadLetterTopic) {
 		bad("relay.dead_letter_topic", c.Relay.DeadLetterTopic, "not a valid Kafka topic name")
+	}
+	if c.Relay.HeartbeatInterval < 0 || (c.Relay.HeartbeatInterval > 0 && c.Relay.HeartbeatInterval < 100*time.Millisecond) {
+		bad("relay.heartbeat_interval", c.Relay.HeartbeatInterval.String(), "must be 0 (off) or at least 100ms")
 	}
 	if c.HTTP.Listen != "" {
 		if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {

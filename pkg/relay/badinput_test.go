@@ -49,7 +49,7 @@ func TestRelayRejectedRows(t *testing.T) {
 	for _, row := range rows {
 		for _, policy := range []string{config.PolicyDLQ, config.PolicyLog, config.PolicyStop} {
 			t.Run(row.name+"/"+policy, func(t *testing.T) {
-				f := newFixture(t, func(c *config.Config) { c.Relay.OnRoutingError = policy })
+				f := newFixture(t, func(c *config.Config) { c.Relay.OnError.SetAll(policy) })
 				testenv.Exec(t, f.dsn, `ALTER TABLE outbox ALTER COLUMN aggregatetype DROP NOT NULL`)
 				f.createProbe(t)
 				run := f.start(t)

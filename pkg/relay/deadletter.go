@@ -3,6 +3,7 @@ package relay
 import (
 	"encoding/hex"
 	"encoding/json"
+	"strconv"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,6 +19,9 @@ const (
 	HeaderLSN          = "walrelay.lsn"
 	HeaderSourceTable  = "walrelay.source.table"
 	HeaderOutboxID     = "walrelay.outbox.id"
+	// Only on records the broker refused after routing:
+	HeaderOriginalTopic = "walrelay.original.topic"
+	HeaderOriginalSize  = "walrelay.original.size" // record_too_large: the value is dropped
 )
 
 const (
@@ -27,19 +31,38 @@ const (
 
 // deadLetter builds the record for a row that cannot be published. Its key
 // is the outbox id, so all attempts for one event share a partition.
-func deadLetter(topic string, rel *pglogrepl.RelationMessage, cols []*pglogrepl.TupleDataColumn, lsn pglogrepl.LSN, id, class string, cause error) *kgo.Record {
+func deadLetter(topic string, rel *pglogrepl.RelationMessage, cols []*pglogrepl.TupleDataColumn, o origin, class string, cause error) *kgo.Record {
 	return &kgo.Record{
-		Topic: topic,
-		Key:   []byte(id),
-		Value: rowJSON(rel, cols),
-		Headers: []kgo.RecordHeader{
-			{Key: HeaderErrorClass, Value: []byte(class)},
-			{Key: HeaderErrorMessage, Value: []byte(cause.Error())},
-			{Key: HeaderLSN, Value: []byte(lsn.String())},
-			{Key: HeaderSourceTable, Value: []byte(rel.Namespace + "." + rel.RelationName)},
-			{Key: HeaderOutboxID, Value: []byte(id)},
-		},
+		Topic:   topic,
+		Key:     []byte(o.id),
+		Value:   rowJSON(rel, cols),
+		Headers: errorHeaders(nil, o, class, cause),
 	}
+}
+
+// deadLetterOf builds the dead-letter record for a routed record the
+// broker refused. It keeps the record's key, value and headers (a value
+// too large for the broker is dropped; the header walrelay.original.size
+// gives its size) and adds the error headers and walrelay.original.topic.
+func deadLetterOf(rec *kgo.Record, topic string, o origin, class string, cause error) *kgo.Record {
+	headers := append([]kgo.RecordHeader(nil), rec.Headers...)
+	headers = append(headers, kgo.RecordHeader{Key: HeaderOriginalTopic, Value: []byte(rec.Topic)})
+	value := rec.Value
+	if class == classRecordTooLarge {
+		headers = append(headers, kgo.RecordHeader{Key: HeaderOriginalSize, Value: []byte(strconv.Itoa(len(rec.Value)))})
+		value = nil
+	}
+	return &kgo.Record{Topic: topic, Key: rec.Key, Value: value, Headers: errorHeaders(headers, o, class, cause)}
+}
+
+func errorHeaders(h []kgo.RecordHeader, o origin, class string, cause error) []kgo.RecordHeader {
+	return append(h,
+		kgo.RecordHeader{Key: HeaderErrorClass, Value: []byte(class)},
+		kgo.RecordHeader{Key: HeaderErrorMessage, Value: []byte(cause.Error())},
+		kgo.RecordHeader{Key: HeaderLSN, Value: []byte(o.lsn.String())},
+		kgo.RecordHeader{Key: HeaderSourceTable, Value: []byte(o.table)},
+		kgo.RecordHeader{Key: HeaderOutboxID, Value: []byte(o.id)},
+	)
 }
 
 // rowJSON renders the row as a JSON object in column order. JSON columns

@@ -18,7 +18,7 @@ import (
 )
 
 // ErrStopped is returned (wrapped) when a row's configured behaviour is to
-// stop the relay: relay.on_routing_error=stop or
+// stop the relay: a relay.on_error policy of stop, or
 // table.op.invalid.behavior=fatal.
 var ErrStopped = errors.New("relay stopped by configured behaviour")
 
@@ -98,47 +98,43 @@ func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m 
 		return fmt.Errorf("insert into %s.%s at %s outside a transaction or before its relation", rel.Namespace, rel.RelationName, lsn)
 	}
 	msg, err := plan.Route(m.Tuple.Columns, h.begin.CommitTime)
+	o := origin{lsn: lsn, id: plan.EventID(m.Tuple.Columns), table: plan.Table()}
 	if err != nil {
-		return h.rejected(ctx, rel, plan, m.Tuple.Columns, lsn, err)
+		class, _ := router.ClassOf(err)
+		switch h.r.reject(o, class.String(), err, "cannot route outbox row") {
+		case config.PolicyStop:
+			return fmt.Errorf("%w: outbox row %s at %s: %w", ErrStopped, o.id, lsn, err)
+		case config.PolicyLog:
+			return nil
+		default:
+			return h.produce(ctx, deadLetter(h.r.cfg.Relay.DeadLetterTopic, rel, m.Tuple.Columns, o, class.String(), err), o)
+		}
 	}
-	return h.produce(ctx, recordOf(&msg), lsn)
-}
-
-// rejected applies relay.on_routing_error to a row the router refused.
-func (h *handler) rejected(ctx context.Context, rel *pglogrepl.RelationMessage, plan *router.Plan, cols []*pglogrepl.TupleDataColumn, lsn pglogrepl.LSN, rerr error) error {
-	class, _ := router.ClassOf(rerr)
-	policy := h.r.cfg.Relay.OnRoutingError
-	h.r.metrics.RowsRejected.WithLabelValues(class.String(), policy).Inc()
-	h.r.metrics.PublishErrors.WithLabelValues(class.String()).Inc()
-	attrs := []any{
-		"lsn", lsn.String(),
-		"outbox_id", plan.EventID(cols),
-		"table", plan.Table(),
-		"class", class.String(),
-		"policy", policy,
-		"err", rerr,
-	}
-	switch policy {
-	case config.PolicyStop:
-		h.log.Error("cannot route outbox row; stopping", attrs...)
-		return fmt.Errorf("%w: outbox row %s at %s: %w", ErrStopped, plan.EventID(cols), lsn, rerr)
-	case config.PolicyLog:
-		h.log.Error("cannot route outbox row; skipped", attrs...)
-		return nil
-	default:
-		h.log.Error("cannot route outbox row; sending it to the dead-letter topic", append(attrs, "topic", h.r.cfg.Relay.DeadLetterTopic)...)
-		return h.produce(ctx, deadLetter(h.r.cfg.Relay.DeadLetterTopic, rel, cols, lsn, plan.EventID(cols), class.String(), rerr), lsn)
-	}
+	return h.produce(ctx, recordOf(&msg), o)
 }
 
 // produce tracks rec in the current transaction and hands it to the
-// producer. The tracker counts it until its ack; a failed record stops
-// the relay and is never acked, so its LSN is never confirmed.
-func (h *handler) produce(ctx context.Context, rec *kgo.Record, lsn pglogrepl.LSN) error {
+// producer. The tracker counts it until its ack. A record the broker
+// refuses for good follows relay.on_error (record_too_large,
+// topic_rejected); any other failure stops the relay. A refused record is
+// never acked as published, so its LSN is not confirmed until its
+// dead-letter copy is acked (dlq) or it is deliberately skipped (log).
+func (h *handler) produce(ctx context.Context, rec *kgo.Record, o origin) error {
 	published, ok := h.topics[rec.Topic]
 	if !ok {
 		if err := h.r.pub.EnsureTopic(ctx, rec.Topic); err != nil {
-			return err
+			class, known := produceErrorClass(err)
+			if !known || rec.Topic == h.r.cfg.Relay.DeadLetterTopic {
+				return err
+			}
+			switch h.r.reject(o, class, err, "kafka refused the topic") {
+			case config.PolicyStop:
+				return fmt.Errorf("%w: outbox row %s at %s: %w", ErrStopped, o.id, o.lsn, err)
+			case config.PolicyLog:
+				return nil
+			default:
+				return h.produce(ctx, deadLetterOf(rec, h.r.cfg.Relay.DeadLetterTopic, o, class, err), o)
+			}
 		}
 		published = h.r.metrics.Published(rec.Topic)
 		h.topics[rec.Topic] = published
@@ -149,9 +145,7 @@ func (h *handler) produce(ctx context.Context, rec *kgo.Record, lsn pglogrepl.LS
 	produced := time.Now()
 	h.r.pub.Produce(rec, func(rec *kgo.Record, err error) {
 		if err != nil {
-			m.PublishErrors.WithLabelValues("produce").Inc()
-			h.log.Error("kafka gave up on a record; stopping", "topic", rec.Topic, "lsn", lsn.String(), "outbox_id", headerValue(rec, "id"), "err", err)
-			h.r.fail.set(fmt.Errorf("producing outbox event %s (lsn %s) to %q: %w", headerValue(rec, "id"), lsn, rec.Topic, err))
+			h.r.refused(rec, err, o, pending{tx: tx, size: size})
 			return
 		}
 		h.r.tracker.Ack(tx, size)

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/router"
 )
 
@@ -37,7 +38,27 @@ func (r *Relay) prepare(ctx context.Context) error {
 		return err
 	}
 	r.tracker.SetStart(confirmed)
-	return r.checkPublications(ctx, conn)
+	if err := r.checkPublications(ctx, conn); err != nil {
+		return err
+	}
+	if r.usesDeadLetters() {
+		// Created (or checked) now: a dead letter is produced from a
+		// promise's worker, which must not block on topic creation.
+		if err := r.pub.EnsureTopic(ctx, r.cfg.Relay.DeadLetterTopic); err != nil {
+			return fmt.Errorf("preparing relay.dead_letter_topic: %w", err)
+		}
+	}
+	return nil
+}
+
+func (r *Relay) usesDeadLetters() bool {
+	p := r.cfg.Relay.OnError
+	for _, policy := range []string{p.RoutingValueMissing, p.TopicInvalid, p.PayloadInvalid, p.RecordTooLarge, p.TopicRejected} {
+		if policy == config.PolicyDLQ {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, error) {

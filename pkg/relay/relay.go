@@ -12,12 +12,15 @@
 // column the router needs is in every published table) so a bad config
 // fails at startup, not at the first row.
 //
-// Rows the router rejects follow relay.on_routing_error: dlq (publish the row
-// to the dead-letter topic, confirmed like any record once acknowledged),
-// stop (return an error; the row's LSN is never confirmed) or log. Every
-// one is logged with its LSN and outbox id. UPDATEs on the outbox follow
-// table.op.invalid.behavior; DELETEs are ignored (insert-then-delete is the
-// usual outbox practice). A record franz-go gives up on stops the relay.
+// Rows walrelay cannot publish as routed follow relay.on_error, per class:
+// the router's (routing_value_missing, topic_invalid, payload_invalid) and
+// the broker's (record_too_large, topic_rejected). dlq publishes the row to
+// the dead-letter topic, confirmed like any record once acknowledged; stop
+// returns an error and the row's LSN is never confirmed; log skips it.
+// Every one is logged with its LSN and outbox id. UPDATEs on the outbox
+// follow table.op.invalid.behavior; DELETEs are ignored (insert-then-delete
+// is the usual outbox practice). Any other record franz-go gives up on
+// stops the relay.
 //
 // It does not parse pgoutput, talk the Kafka protocol or compute
 // watermarks: those are pkg/replication, pkg/publisher and pkg/checkpoint.
@@ -55,6 +58,9 @@ type Relay struct {
 	metrics *metrics.Metrics
 	monitor *slotMonitor
 	fail    failure
+	// deadLetters feeds runDeadLetters; its capacity is the in-flight cap,
+	// so a promise never blocks on it.
+	deadLetters chan deadLetterJob
 }
 
 // New validates cfg and builds the relay. It does not connect. m may be
@@ -82,7 +88,8 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Relay, error
 			MaxRecords: cfg.Relay.MaxInFlightRecords,
 			MaxBytes:   cfg.Relay.MaxInFlightBytes,
 		}),
-		fail: failure{done: make(chan struct{})},
+		fail:        failure{done: make(chan struct{})},
+		deadLetters: make(chan deadLetterJob, cfg.Relay.MaxInFlightRecords+1),
 	}
 	r.pub, err = publisher.New(publisher.Config{
 		Brokers:                cfg.Kafka.Brokers,
@@ -93,7 +100,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Relay, error
 		TopicConfigs:           cfg.Kafka.TopicConfigs,
 		Linger:                 cfg.Kafka.Linger,
 		BatchMaxBytes:          cfg.Kafka.BatchMaxBytes,
-		MaxBufferedRecords:     cfg.Relay.MaxInFlightRecords + 1,
+		MaxBufferedRecords:     2*cfg.Relay.MaxInFlightRecords + 1, // records plus their dead-letter copies
 		ExtraOpts:              []kgo.Opt{kgo.WithHooks(kprom.NewMetrics(metrics.Namespace, kprom.Registerer(m.Registerer()), kprom.Subsystem("kafka")))},
 	}, log)
 	if err != nil {
@@ -143,8 +150,17 @@ func (r *Relay) Run(ctx context.Context) error {
 		r.monitor.run(streamCtx)
 		return nil
 	})
+	// The dead-letter worker outlives streamCtx: the shutdown drain waits
+	// for dead-letter copies too.
+	dlqCtx, stopDLQ := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopDLQ()
+	g.Go(func() error {
+		r.runDeadLetters(dlqCtx)
+		return nil
+	})
 	err := r.stream.Run(streamCtx)
 	stop()
+	stopDLQ()
 	_ = g.Wait() // both goroutines end with streamCtx
 	if ferr := r.fail.err(); ferr != nil {
 		return ferr
