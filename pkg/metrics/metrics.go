@@ -27,6 +27,7 @@
 //	end_to_end_latency_seconds                       histogram: transaction commit timestamp to the broker's ack
 //	transactions_total                               transactions read from the slot
 //	reconnects_total                                 replication sessions re-established after a lost connection
+//	heartbeats_sent_total, heartbeats_received_total heartbeat messages emitted (relay.heartbeat_interval) and seen back in the stream
 //
 // It does not serve HTTP (pkg/server) or poll Postgres (pkg/relay does).
 package metrics

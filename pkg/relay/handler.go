@@ -192,6 +192,13 @@ func (h *handler) Truncate(_ context.Context, rels []*pglogrepl.RelationMessage,
 }
 
 func (h *handler) Message(_ context.Context, m *pglogrepl.LogicalDecodingMessage, lsn pglogrepl.LSN) error {
+	if m.Prefix == HeartbeatPrefix && !m.Transactional {
+		h.r.hb.seen(time.Now())
+		// Everything committed before the heartbeat was sent before it:
+		// with nothing in flight, its position is safe to confirm.
+		h.r.tracker.ObserveWALEnd(m.LSN)
+		return nil
+	}
 	h.log.Debug("logical decoding message", "lsn", lsn.String(), "prefix", m.Prefix, "transactional", m.Transactional)
 	return nil
 }

@@ -193,6 +193,8 @@ func (r *Relay) registerGauges() {
 		_, b := r.tracker.InFlight()
 		return float64(b)
 	})
+	m.CounterFunc("heartbeats_sent_total", "Heartbeat messages emitted into the slot's database (relay.heartbeat_interval).", nil, func() float64 { return float64(r.hb.sent.Load()) })
+	m.CounterFunc("heartbeats_received_total", "Heartbeat messages that came back through the replication stream.", nil, func() float64 { return float64(r.hb.received.Load()) })
 	m.CounterFunc("reconnects_total", "Replication sessions re-established after a lost connection.", nil, func() float64 { return float64(r.stream.Reconnects()) })
 }
 

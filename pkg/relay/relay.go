@@ -61,6 +61,7 @@ type Relay struct {
 	// deadLetters feeds runDeadLetters; its capacity is the in-flight cap,
 	// so a promise never blocks on it.
 	deadLetters chan deadLetterJob
+	hb          heartbeats
 }
 
 // New validates cfg and builds the relay. It does not connect. m may be
@@ -150,6 +151,12 @@ func (r *Relay) Run(ctx context.Context) error {
 		r.monitor.run(streamCtx)
 		return nil
 	})
+	if r.cfg.Relay.HeartbeatInterval > 0 {
+		g.Go(func() error {
+			r.runHeartbeats(streamCtx)
+			return nil
+		})
+	}
 	// The dead-letter worker outlives streamCtx: the shutdown drain waits
 	// for dead-letter copies too.
 	dlqCtx, stopDLQ := context.WithCancel(context.WithoutCancel(ctx))
