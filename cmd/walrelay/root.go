@@ -35,6 +35,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		demoCommand(stdout, stderr),
 		versionCommand(stdout),
 	)
+	for _, sub := range root.Commands() {
+		if check := sub.Args; check != nil {
+			sub.Args = func(cmd *cobra.Command, args []string) error {
+				if err := check(cmd, args); err != nil {
+					return usageError{err} // stray arguments: bad usage, like a bad flag
+				}
+				return nil
+			}
+		}
+	}
 	cmd, err := root.ExecuteContextC(ctx)
 	if err != nil && cmd != nil && !cmd.HasParent() {
 		return usageError{err} // unknown command or flag at the top level

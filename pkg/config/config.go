@@ -187,7 +187,22 @@ func (e *FieldError) Error() string {
 
 var identRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
-// Validate checks every field; the error joins one *FieldError per problem.
+// ValidationError lists every problem Validate found, on one line.
+type ValidationError struct{ Errs []error }
+
+func (e *ValidationError) Error() string {
+	msgs := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Unwrap lets errors.As find each *FieldError.
+func (e *ValidationError) Unwrap() []error { return e.Errs }
+
+// Validate checks every field; the error is a *ValidationError holding one
+// *FieldError per problem.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(field, value, reason string) {
@@ -215,8 +230,10 @@ func (c *Config) Validate() error {
 	if c.Postgres.StatusInterval < 10*time.Millisecond || c.Postgres.StatusInterval > time.Minute {
 		bad("postgres.status_interval", c.Postgres.StatusInterval.String(), "must be between 10ms and 1m (below the server's wal_sender_timeout)")
 	}
-	if c.Postgres.MinBackoff <= 0 || c.Postgres.MaxBackoff < c.Postgres.MinBackoff {
-		bad("postgres.min_backoff", c.Postgres.MinBackoff.String(), "must be positive and at most postgres.max_backoff")
+	if c.Postgres.MinBackoff <= 0 {
+		bad("postgres.min_backoff", c.Postgres.MinBackoff.String(), "must be positive")
+	} else if c.Postgres.MaxBackoff < c.Postgres.MinBackoff {
+		bad("postgres.max_backoff", c.Postgres.MaxBackoff.String(), "must be at least postgres.min_backoff ("+c.Postgres.MinBackoff.String()+")")
 	}
 	if len(c.Kafka.Brokers) == 0 {
 		bad("kafka.brokers", "", "at least one broker is required")
@@ -284,7 +301,10 @@ func (c *Config) Validate() error {
 	default:
 		bad("log.format", c.Log.Format, "must be text or json")
 	}
-	return errors.Join(errs...)
+	if len(errs) == 0 {
+		return nil
+	}
+	return &ValidationError{Errs: errs}
 }
 
 var topicRe = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)

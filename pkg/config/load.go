@@ -117,7 +117,7 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 		}
 	}
 	if unknown := unknownEnv(env, known); len(unknown) > 0 {
-		return Config{}, fmt.Errorf("unknown environment variables %s (run `walrelay config` to list the valid ones)", strings.Join(unknown, ", "))
+		return Config{}, fmt.Errorf("unknown environment variables %s (run `walrelay config --list` to list the valid ones)", strings.Join(unknown, ", "))
 	}
 	if fs != nil {
 		for _, f := range fields {
@@ -144,6 +144,10 @@ func loadFile(c *Config, path string) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) { // io.EOF: empty file
+		var te *yaml.TypeError
+		if errors.As(err, &te) { // yaml.v3 puts each problem on a line of its own; keep one line
+			return fmt.Errorf("parsing config file %s: %s", path, strings.Join(te.Errors, "; "))
+		}
 		return fmt.Errorf("parsing config file %s: %w", path, err)
 	}
 	return nil
