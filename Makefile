@@ -33,17 +33,29 @@ fmt-check:
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-# deps installs the PostgreSQL server (initdb, pg_ctl, postgres) when no
-# installation is found. It needs apt-get and root (or sudo).
+# deps installs what the tests need when it is missing: the PostgreSQL
+# server (initdb, pg_ctl, postgres) and Prometheus (prometheus, promtool;
+# internal/monitoring runs both). It needs apt-get and root (or sudo).
+# The Debian package starts a system prometheus on :9090; it is stopped
+# (tests use their own server on a free port, nothing needs :9090).
 deps:
-	@if [ -n "$$WALRELAY_TEST_PG_DSN" ] || [ -x "$(PG_BIN)/initdb" ] || command -v initdb >/dev/null 2>&1; then \
-		exit 0; \
+	@SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	pkgs=""; \
+	if [ -z "$$WALRELAY_TEST_PG_DSN" ] && [ ! -x "$(PG_BIN)/initdb" ] && ! command -v initdb >/dev/null 2>&1; then \
+		echo "PostgreSQL server not found: installing it with apt-get"; pkgs="postgresql"; \
 	fi; \
-	echo "PostgreSQL server not found: installing it with apt-get"; \
-	SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then \
+		echo "promtool/prometheus not found: installing prometheus with apt-get"; pkgs="$$pkgs prometheus"; \
+	fi; \
+	[ -n "$$pkgs" ] || exit 0; \
 	$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-	$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null && \
-	ls -d /usr/lib/postgresql/*/bin
+	$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkgs >/dev/null || exit 1; \
+	case "$$pkgs" in *prometheus*) \
+		if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then $$SUDO systemctl stop prometheus || true; fi; \
+		if command -v service >/dev/null 2>&1; then $$SUDO service prometheus stop >/dev/null 2>&1 || true; fi; \
+		command -v promtool >/dev/null && command -v prometheus >/dev/null || exit 1;; \
+	esac; \
+	case "$$pkgs" in *postgresql*) ls -d /usr/lib/postgresql/*/bin;; esac
 
 clean:
 	rm -rf bin

@@ -16,7 +16,7 @@
 //	slot_active{slot}                                1 when some process streams from the slot
 //	slot_held{slot}                                  1 when this instance streams from the slot
 //	slot_poll_errors_total{slot}                     failed polls of pg_replication_slots
-//	slot_stall_seconds{slot}                         seconds since the confirmed LSN last advanced while the server's WAL was ahead of it (0 when caught up)
+//	slot_stall_seconds{slot}                         seconds since the slot's confirmed_flush_lsn last advanced while the server's WAL was ahead of it (0 when caught up; the same on every instance)
 //	confirmed_lsn_bytes                              the LSN confirmed to Postgres, as a byte position
 //	received_lsn_bytes                               the newest WAL position received
 //	events_published_total{topic}                    records acknowledged by the broker (dead letters included, on their topic)
@@ -26,7 +26,7 @@
 //	produce_ack_latency_seconds                      histogram: handing a record to the producer to the broker's ack
 //	end_to_end_latency_seconds                       histogram: transaction commit timestamp to the broker's ack
 //	transactions_total                               transactions read from the slot
-//	reconnects_total                                 replication sessions re-established after a lost connection
+//	reconnects_total                                 streaming sessions lost and re-established (a standby's attempts on a held slot do not count)
 //	heartbeats_sent_total, heartbeats_received_total heartbeat messages emitted (relay.heartbeat_interval) and seen back in the stream
 //
 // It does not serve HTTP (pkg/server) or poll Postgres (pkg/relay does).

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -37,22 +36,27 @@ type SlotStatus struct {
 // slotMonitor polls pg_replication_slots on an interval for lag, WAL
 // retention, the slot's holder and stalls. It uses its own short-lived
 // normal connection, so it works while the replication session is down.
+//
+// A stall is measured on the slot itself, not on this instance's tracker:
+// the seconds since the slot's confirmed_flush_lsn last moved while the
+// server's WAL was ahead of it. So a standby (whose tracker never moves)
+// reports the same stall as the instance holding the slot.
 type slotMonitor struct {
 	dsn, slot string
 	interval  time.Duration
-	confirmed func() pglogrepl.LSN
 	metrics   *metrics.Metrics
 	log       *slog.Logger
 
 	mu     sync.Mutex
 	status SlotStatus
-	// stall tracking: the confirmed LSN seen last and when it last moved.
-	lastConfirmed pglogrepl.LSN
-	lastMoved     time.Time
+	// lastFlush is the confirmed_flush_lsn seen last and movedAt when it
+	// last changed (or the slot was last caught up).
+	lastFlush string
+	movedAt   time.Time
 }
 
-func newSlotMonitor(dsn, slot string, interval time.Duration, confirmed func() pglogrepl.LSN, m *metrics.Metrics, log *slog.Logger) *slotMonitor {
-	return &slotMonitor{dsn: dsn, slot: slot, interval: interval, confirmed: confirmed, metrics: m, log: log, status: SlotStatus{Slot: slot}}
+func newSlotMonitor(dsn, slot string, interval time.Duration, m *metrics.Metrics, log *slog.Logger) *slotMonitor {
+	return &slotMonitor{dsn: dsn, slot: slot, interval: interval, metrics: m, log: log, status: SlotStatus{Slot: slot}}
 }
 
 // run polls until ctx is done.
@@ -75,32 +79,22 @@ func (sm *slotMonitor) poll(ctx context.Context) {
 	st, err := querySlot(ctx, sm.dsn, sm.slot)
 	now := time.Now()
 	st.PolledAt = now
-	if err != nil {
-		if ctx.Err() != nil {
-			return // shutting down
-		}
-		sm.metrics.SlotPollErrors.Inc()
-		sm.log.Warn("polling replication slot", "slot", sm.slot, "err", err)
-		st.Error = err.Error()
+	if err != nil && ctx.Err() != nil {
+		return // shutting down
 	}
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
-	confirmed := sm.confirmed()
-	if confirmed != sm.lastConfirmed || sm.lastMoved.IsZero() {
-		sm.lastConfirmed, sm.lastMoved = confirmed, now
-	}
-	if st.Exists && st.ConfirmedLagBytes > 0 {
-		st.StallSeconds = now.Sub(sm.lastMoved).Seconds()
-	} else {
-		sm.lastMoved = now // caught up: not stalled
-	}
 	if err != nil {
-		// Keep the last good readings, mark them stale.
-		prev := sm.status
-		prev.Error, prev.PolledAt = st.Error, now
-		sm.status = prev
+		sm.metrics.SlotPollErrors.Inc()
+		sm.log.Warn("polling replication slot", "slot", sm.slot, "err", err)
+		// Keep the last good readings, marked stale.
+		sm.status.Error, sm.status.PolledAt = err.Error(), now
 		return
 	}
+	if st.ConfirmedFlushLSN != sm.lastFlush || st.ConfirmedLagBytes <= 0 || sm.movedAt.IsZero() {
+		sm.lastFlush, sm.movedAt = st.ConfirmedFlushLSN, now
+	}
+	st.StallSeconds = now.Sub(sm.movedAt).Seconds()
 	sm.status = st
 }
 
@@ -182,7 +176,7 @@ func (r *Relay) registerGauges() {
 	})
 	m.GaugeFunc("slot_active", "1 when some process streams from the slot (polled).", slot, func() float64 { return boolValue(status().Active) })
 	m.GaugeFunc("slot_held", "1 when this instance streams from the slot.", slot, func() float64 { return boolValue(r.stream.Streaming()) })
-	m.GaugeFunc("slot_stall_seconds", "Seconds since the confirmed LSN last advanced while the server's WAL was ahead of it (polled).", slot, func() float64 { return status().StallSeconds })
+	m.GaugeFunc("slot_stall_seconds", "Seconds since the slot's confirmed_flush_lsn last advanced while the server's WAL was ahead of it (polled).", slot, func() float64 { return status().StallSeconds })
 	m.GaugeFunc("confirmed_lsn_bytes", "The LSN confirmed to Postgres, as a byte position.", nil, func() float64 { return float64(r.tracker.Confirmed()) })
 	m.GaugeFunc("received_lsn_bytes", "The newest WAL position received from Postgres, as a byte position.", nil, func() float64 { return float64(r.stream.Received()) })
 	m.GaugeFunc("in_flight_records", "Records produced and not yet acknowledged by the broker.", nil, func() float64 {
@@ -195,7 +189,7 @@ func (r *Relay) registerGauges() {
 	})
 	m.CounterFunc("heartbeats_sent_total", "Heartbeat messages emitted into the slot's database (relay.heartbeat_interval).", nil, func() float64 { return float64(r.hb.sent.Load()) })
 	m.CounterFunc("heartbeats_received_total", "Heartbeat messages that came back through the replication stream.", nil, func() float64 { return float64(r.hb.received.Load()) })
-	m.CounterFunc("reconnects_total", "Replication sessions re-established after a lost connection.", nil, func() float64 { return float64(r.stream.Reconnects()) })
+	m.CounterFunc("reconnects_total", "Streaming sessions lost and re-established (a standby's attempts on a held slot do not count).", nil, func() float64 { return float64(r.stream.Reconnects()) })
 }
 
 func boolValue(b bool) float64 {

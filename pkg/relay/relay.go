@@ -116,8 +116,16 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Relay, error
 		MinBackoff:      cfg.Postgres.MinBackoff,
 		MaxBackoff:      cfg.Postgres.MaxBackoff,
 	}, newHandler(r), failureAware{r.tracker, &r.fail}, log)
-	r.monitor = newSlotMonitor(cfg.Postgres.DSN, cfg.Postgres.Slot, cfg.Metrics.SlotPollInterval, r.tracker.Confirmed, m, log)
+	r.monitor = newSlotMonitor(cfg.Postgres.DSN, cfg.Postgres.Slot, cfg.Metrics.SlotPollInterval, m, log)
 	r.registerGauges()
+	// Create the error series now, at 0, so that increase() sees the
+	// first error of each kind.
+	for _, class := range []string{"routing_value_missing", "topic_invalid", "payload_invalid", classRecordTooLarge, classTopicRejected} {
+		policy, _ := cfg.Relay.OnError.Policy(class)
+		m.RowsRejected.WithLabelValues(class, policy)
+		m.PublishErrors.WithLabelValues(class)
+	}
+	m.PublishErrors.WithLabelValues("produce")
 	return r, nil
 }
 

@@ -104,7 +104,9 @@ func (s *Stream) Streaming() bool { return s.streaming.Load() }
 // Received is the newest WAL position received from the server.
 func (s *Stream) Received() pglogrepl.LSN { return pglogrepl.LSN(s.received.Load()) }
 
-// Reconnects counts sessions re-established after a lost one.
+// Reconnects counts streaming sessions that were lost (and are being
+// re-established). Failed attempts to start one, such as a standby's while
+// the slot is held elsewhere, do not count.
 func (s *Stream) Reconnects() uint64 { return s.reconnects.Load() }
 
 // LastError is the error that ended the last session, nil if none did.
@@ -155,6 +157,7 @@ func (s *Stream) Run(ctx context.Context) error {
 		s.lose()
 		if streamed {
 			backoff = s.cfg.MinBackoff
+			s.reconnects.Add(1)
 		}
 		s.log.Warn("replication session lost; reconnecting", "slot", s.cfg.Slot, "err", err, "backoff", backoff)
 		select {
@@ -163,7 +166,6 @@ func (s *Stream) Run(ctx context.Context) error {
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, s.cfg.MaxBackoff)
-		s.reconnects.Add(1)
 	}
 }
 
