@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -117,6 +118,26 @@ func TestMetricsAfterKnownWorkload(t *testing.T) {
 		if got := metricValue(t, reg, c.name, c.labels); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
+	}
+	// The exact exposition of the counters, every series included (error
+	// series exist at 0 from startup).
+	const want = `
+# HELP walrelay_rows_rejected_total Outbox rows the router rejected, by error class and the policy applied (dlq, stop, log).
+# TYPE walrelay_rows_rejected_total counter
+walrelay_rows_rejected_total{class="payload_invalid",policy="dlq"} 0
+walrelay_rows_rejected_total{class="record_too_large",policy="dlq"} 0
+walrelay_rows_rejected_total{class="routing_value_missing",policy="dlq"} 1
+walrelay_rows_rejected_total{class="topic_invalid",policy="dlq"} 0
+walrelay_rows_rejected_total{class="topic_rejected",policy="dlq"} 0
+# HELP walrelay_transactions_total Transactions read from the replication slot.
+# TYPE walrelay_transactions_total counter
+walrelay_transactions_total 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "walrelay_rows_rejected_total", "walrelay_transactions_total"); err != nil {
+		t.Error(err)
+	}
+	if got := testutil.ToFloat64(f.metrics.PublishErrors.WithLabelValues("produce")); got != 0 {
+		t.Errorf("publish_errors_total{kind=produce} = %v, want 0", got)
 	}
 
 	// The confirmed LSN gauge equals what the slot reports, and the
