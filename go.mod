@@ -3,23 +3,23 @@ module github.com/walrelay/walrelay
 go 1.26.8
 
 require (
-	github.com/jackc/pglogrepl v0.0.0-20251213150135-2e8d0df862c1
-	github.com/jackc/pgx/v5 v5.12.0
-	github.com/moby/moby/client v0.5.0
-	github.com/prometheus/client_golang v1.25.0
-	github.com/prometheus/client_model v0.6.3
-	github.com/prometheus/common v0.72.0
-	github.com/spf13/cobra v1.10.2
-	github.com/spf13/pflag v1.0.9
-	github.com/testcontainers/testcontainers-go v0.44.0
-	github.com/testcontainers/testcontainers-go/modules/postgres v0.44.0
-	github.com/twmb/franz-go v1.22.2
-	github.com/twmb/franz-go/pkg/kadm v1.19.0
-	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
-	github.com/twmb/franz-go/pkg/kmsg v1.15.0
-	github.com/twmb/franz-go/plugin/kprom v1.5.0
-	golang.org/x/sync v0.24.0
-	gopkg.in/yaml.v3 v3.0.1
+	github.com/jackc/pglogrepl v0.0.0-20251213150135-2e8d0df862c1 // logical replication protocol and pgoutput decoding (untagged: pinned pseudo-version)
+	github.com/jackc/pgx/v5 v5.12.0 // Postgres driver; pgconn carries the replication connection
+	github.com/moby/moby/client v0.5.0 // test harness: probe for a Docker engine before using testcontainers
+	github.com/prometheus/client_golang v1.25.0 // metrics on walrelay's own registry, /metrics
+	github.com/prometheus/client_model v0.6.3 // tests: reading gathered metric families
+	github.com/prometheus/common v0.72.0 // tests: Prometheus HTTP API response model
+	github.com/spf13/cobra v1.10.2 // the CLI (subcommands, help, flags)
+	github.com/spf13/pflag v1.0.9 // flags derived from the config struct
+	github.com/testcontainers/testcontainers-go v0.44.0 // tests: containers when a Docker engine is reachable
+	github.com/testcontainers/testcontainers-go/modules/postgres v0.44.0 // tests: Postgres container
+	github.com/twmb/franz-go v1.22.2 // Kafka client: idempotent producer, Java-compatible partitioning
+	github.com/twmb/franz-go/pkg/kadm v1.19.0 // Kafka admin: topic creation
+	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // in-process Kafka-protocol broker for the demo and tests, with fault injection (pinned)
+	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // Kafka protocol messages (fault selectors in tests)
+	github.com/twmb/franz-go/plugin/kprom v1.5.0 // franz-go client metrics on walrelay's registry
+	golang.org/x/sync v0.24.0 // errgroup: owned goroutines
+	gopkg.in/yaml.v3 v3.0.1 // the YAML config file (strict: unknown keys rejected)
 )
 
 require (
