@@ -10,11 +10,16 @@ import _ "embed"
 //go:embed 001_outbox_table.sql
 var OutboxTable string
 
-// DefaultTable is the table name written in OutboxTable.
-const DefaultTable = "public.outbox"
+// CreateOutboxTable is the statement's head in OutboxTable; setup puts the
+// configured table's name in place of public.outbox there (and only there:
+// comments mention the name too).
+const CreateOutboxTable = "CREATE TABLE IF NOT EXISTS public.outbox ("
 
 // ExampleTransactions is example_transactions.sql: an orders table and the
 // two ways an application writes events (used by `walrelay demo`).
 //
 //go:embed example_transactions.sql
 var ExampleTransactions string
+
+// DefaultTable is the outbox table the SQL files name.
+const DefaultTable = "public.outbox"

@@ -66,6 +66,24 @@ type Kafka struct {
 	TopicConfigs           map[string]string `yaml:"topic_configs" help:"configs of created topics, key=value (comma-separated)"`
 	Linger                 time.Duration     `yaml:"linger" help:"how long a partition waits to fill a batch"`
 	BatchMaxBytes          int32             `yaml:"batch_max_bytes" help:"largest record batch sent to a partition"`
+	TLS                    KafkaTLS          `yaml:"tls"`
+	SASL                   KafkaSASL         `yaml:"sasl"`
+}
+
+// KafkaTLS configures TLS to the brokers.
+type KafkaTLS struct {
+	Enabled    bool   `yaml:"enabled" help:"connect to the brokers with TLS"`
+	CAFile     string `yaml:"ca_file" help:"PEM file of the CAs that verify the brokers (empty: the system's)"`
+	CertFile   string `yaml:"cert_file" help:"PEM client certificate, for brokers that require one"`
+	KeyFile    string `yaml:"key_file" help:"PEM key of the client certificate"`
+	ServerName string `yaml:"server_name" help:"name expected in the brokers' certificates (empty: the host dialed)"`
+}
+
+// KafkaSASL configures SASL authentication to the brokers.
+type KafkaSASL struct {
+	Mechanism string `yaml:"mechanism" help:"PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (empty: no SASL)"`
+	Username  string `yaml:"username" help:"SASL user"`
+	Password  string `yaml:"password" help:"SASL password (prefer WALRELAY_KAFKA_SASL_PASSWORD or ..._FILE)" secret:"true"`
 }
 
 // Relay is how walrelay moves events between the two.
@@ -252,6 +270,21 @@ func (c *Config) Validate() error {
 	if c.Kafka.BatchMaxBytes < 1024 {
 		bad("kafka.batch_max_bytes", fmt.Sprint(c.Kafka.BatchMaxBytes), "must be at least 1024")
 	}
+	switch c.Kafka.SASL.Mechanism {
+	case "":
+	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+		if c.Kafka.SASL.Username == "" {
+			bad("kafka.sasl.username", "", "required with kafka.sasl.mechanism "+c.Kafka.SASL.Mechanism)
+		}
+	default:
+		bad("kafka.sasl.mechanism", c.Kafka.SASL.Mechanism, "must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, or empty")
+	}
+	if (c.Kafka.TLS.CertFile == "") != (c.Kafka.TLS.KeyFile == "") {
+		bad("kafka.tls.cert_file", c.Kafka.TLS.CertFile, "kafka.tls.cert_file and kafka.tls.key_file go together")
+	}
+	if !c.Kafka.TLS.Enabled && (c.Kafka.TLS.CAFile != "" || c.Kafka.TLS.CertFile != "" || c.Kafka.TLS.ServerName != "") {
+		bad("kafka.tls.enabled", "false", "TLS files or server_name are set but TLS is off; set kafka.tls.enabled=true")
+	}
 	if c.Kafka.Linger < 0 {
 		bad("kafka.linger", c.Kafka.Linger.String(), "must not be negative")
 	}
@@ -322,6 +355,15 @@ func SplitTable(s string) (schema, table string, err error) {
 		return "", "", errors.New(`must be "schema.table" or "table"`)
 	}
 	return schema, table, nil
+}
+
+// Redacted returns c with every secret replaced, for printing.
+func (c Config) Redacted() Config {
+	c.Postgres.DSN = Redact(c.Postgres.DSN)
+	if c.Kafka.SASL.Password != "" {
+		c.Kafka.SASL.Password = "xxxxx"
+	}
+	return c
 }
 
 // Redact returns dsn with any password replaced by "xxxxx", in URL and in

@@ -115,6 +115,25 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 				return Config{}, err
 			}
 		}
+		if !f.Secret {
+			continue
+		}
+		// A secret may come from a file (Docker/Kubernetes secrets):
+		// WALRELAY_X_FILE names it; a trailing newline is dropped.
+		fileVar := f.Env + "_FILE"
+		known[fileVar] = true
+		if path, ok := env[fileVar]; ok {
+			if _, both := env[f.Env]; both {
+				return Config{}, fmt.Errorf("both %s and %s are set; set one", f.Env, fileVar)
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return Config{}, fmt.Errorf("reading %s: %w", fileVar, err)
+			}
+			if err := set(f, strings.TrimRight(string(data), "\r\n"), fileVar); err != nil {
+				return Config{}, err
+			}
+		}
 	}
 	if unknown := unknownEnv(env, known); len(unknown) > 0 {
 		return Config{}, fmt.Errorf("unknown environment variables %s (run `walrelay config --list` to list the valid ones)", strings.Join(unknown, ", "))
@@ -258,8 +277,7 @@ func format(v reflect.Value) string {
 
 // String renders c as YAML with secrets redacted.
 func (c Config) String() string {
-	c.Postgres.DSN = Redact(c.Postgres.DSN)
-	out, err := yaml.Marshal(c)
+	out, err := yaml.Marshal(c.Redacted())
 	if err != nil {
 		return fmt.Sprintf("<config: %v>", err)
 	}

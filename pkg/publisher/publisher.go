@@ -15,6 +15,10 @@
 // by franz-go without limit: a record either arrives or stops the relay; it
 // is never dropped.
 //
+// TLS (with an optional client certificate) and SASL PLAIN or SCRAM are
+// franz-go's own; CheckAccess tells authentication and certificate
+// failures, which retrying cannot fix, from a broker that is down.
+//
 // Topics are created on first use with kadm (partitions, replication factor
 // and configs from Config) unless CreateTopics is off.
 //
@@ -23,15 +27,18 @@ package publisher
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 )
 
 // Config configures a Publisher.
@@ -57,7 +64,11 @@ type Config struct {
 	// BatchMaxBytes is the largest batch sent (default 1 MiB, Kafka's
 	// default max.message.bytes).
 	BatchMaxBytes int32
-	// ExtraOpts are appended to the franz-go options (TLS, SASL, metrics hooks).
+	// TLS, when not nil, dials the brokers with TLS (see TLSConfig).
+	TLS *tls.Config
+	// SASL, when not nil, authenticates every connection (see SASLMechanism).
+	SASL sasl.Mechanism
+	// ExtraOpts are appended to the franz-go options (metrics hooks).
 	ExtraOpts []kgo.Opt
 }
 
@@ -70,6 +81,8 @@ type Publisher struct {
 
 	mu    sync.Mutex
 	known map[string]struct{} // topics ensured to exist
+
+	saslFailures *atomic.Int64 // SASLAuthenticate requests that failed (see CheckAccess)
 }
 
 // New creates the franz-go client. It does not contact the brokers; the
@@ -101,6 +114,13 @@ func New(cfg Config, log *slog.Logger) (*Publisher, error) {
 	if cfg.BatchMaxBytes > 0 {
 		opts = append(opts, kgo.ProducerBatchMaxBytes(cfg.BatchMaxBytes))
 	}
+	if cfg.TLS != nil {
+		opts = append(opts, kgo.DialTLSConfig(cfg.TLS))
+	}
+	saslFailures := new(atomic.Int64)
+	if cfg.SASL != nil {
+		opts = append(opts, kgo.SASL(cfg.SASL), kgo.WithHooks(saslHook{saslFailures}))
+	}
 	opts = append(opts, cfg.ExtraOpts...)
 	client, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -112,6 +132,8 @@ func New(cfg Config, log *slog.Logger) (*Publisher, error) {
 		admin:  kadm.NewClient(client),
 		log:    log,
 		known:  make(map[string]struct{}),
+
+		saslFailures: saslFailures,
 	}, nil
 }
 

@@ -33,7 +33,7 @@ type fixture struct {
 	broker *testenv.Broker
 	cfg    config.Config
 	logs   *logBuffer
-	// metrics and reg are the relay's metrics and their registry.
+	// metrics and reg are the last started relay's metrics and registry.
 	metrics *metrics.Metrics
 	reg     *prometheus.Registry
 }
@@ -54,8 +54,7 @@ func newFixture(t *testing.T, mutate func(*config.Config)) *fixture {
 	cfg.Postgres.MinBackoff = 50 * time.Millisecond
 	cfg.Postgres.MaxBackoff = time.Second
 	cfg.Metrics.SlotPollInterval = 200 * time.Millisecond
-	reg := prometheus.NewRegistry()
-	f := &fixture{dsn: dsn, broker: testenv.Kafka(t), cfg: cfg, logs: &logBuffer{}, reg: reg, metrics: metrics.New(reg, "test", cfg.Postgres.Slot)}
+	f := &fixture{dsn: dsn, broker: testenv.Kafka(t), cfg: cfg, logs: &logBuffer{}}
 	f.cfg.Kafka.Brokers = f.broker.Addrs()
 	f.cfg.Kafka.TopicPartitions = 4
 	f.cfg.Relay.ShutdownTimeout = 10 * time.Second
@@ -82,6 +81,8 @@ type running struct {
 // test did not stop it.
 func (f *fixture) start(t *testing.T) *running {
 	t.Helper()
+	f.reg = prometheus.NewRegistry() // each relay gets its own
+	f.metrics = metrics.New(f.reg, "test", f.cfg.Postgres.Slot)
 	r, err := relay.New(f.cfg, f.logs.logger(), f.metrics)
 	if err != nil {
 		t.Fatalf("relay.New: %v", err)

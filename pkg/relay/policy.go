@@ -107,6 +107,12 @@ func (r *Relay) runDeadLetters(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case job := <-r.deadLetters:
+			// Blocking is fine here (not in a promise): the topic is
+			// created on first use like any other.
+			if err := r.pub.EnsureTopic(ctx, job.rec.Topic); err != nil {
+				r.fail.set(fmt.Errorf("preparing relay.dead_letter_topic for outbox event %s (lsn %s): %w", job.origin.id, job.origin.lsn, err))
+				continue
+			}
 			r.pub.Produce(job.rec, func(rec *kgo.Record, err error) {
 				if err != nil {
 					r.metrics.PublishErrors.WithLabelValues("produce").Inc()

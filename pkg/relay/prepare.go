@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/publisher"
 	"github.com/walrelay/walrelay/pkg/router"
 )
 
@@ -41,24 +42,15 @@ func (r *Relay) prepare(ctx context.Context) error {
 	if err := r.checkPublications(ctx, conn); err != nil {
 		return err
 	}
-	if r.usesDeadLetters() {
-		// Created (or checked) now: a dead letter is produced from a
-		// promise's worker, which must not block on topic creation.
-		if err := r.pub.EnsureTopic(ctx, r.cfg.Relay.DeadLetterTopic); err != nil {
-			return fmt.Errorf("preparing relay.dead_letter_topic: %w", err)
+	// Wrong credentials or certificates fail now, clearly, instead of as
+	// a stream of retries; a broker that is merely down is retried.
+	if err := r.pub.CheckAccess(ctx, 10*time.Second); err != nil {
+		if errors.Is(err, publisher.ErrBrokerAccess) {
+			return err
 		}
+		r.log.Warn("kafka brokers not reachable yet; records will wait for them", "err", err)
 	}
 	return nil
-}
-
-func (r *Relay) usesDeadLetters() bool {
-	p := r.cfg.Relay.OnError
-	for _, policy := range []string{p.RoutingValueMissing, p.TopicInvalid, p.PayloadInvalid, p.RecordTooLarge, p.TopicRejected} {
-		if policy == config.PolicyDLQ {
-			return true
-		}
-	}
-	return false
 }
 
 func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, error) {

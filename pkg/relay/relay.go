@@ -28,6 +28,7 @@ package relay
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -92,7 +93,19 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Relay, error
 		fail:        failure{done: make(chan struct{})},
 		deadLetters: make(chan deadLetterJob, cfg.Relay.MaxInFlightRecords+1),
 	}
+	var tlsCfg *tls.Config
+	if t := cfg.Kafka.TLS; t.Enabled {
+		if tlsCfg, err = publisher.TLSConfig(t.CAFile, t.CertFile, t.KeyFile, t.ServerName); err != nil {
+			return nil, err
+		}
+	}
+	mech, err := publisher.SASLMechanism(cfg.Kafka.SASL.Mechanism, cfg.Kafka.SASL.Username, cfg.Kafka.SASL.Password)
+	if err != nil {
+		return nil, err
+	}
 	r.pub, err = publisher.New(publisher.Config{
+		TLS:                    tlsCfg,
+		SASL:                   mech,
 		Brokers:                cfg.Kafka.Brokers,
 		ClientID:               cfg.Kafka.ClientID,
 		CreateTopics:           cfg.Kafka.CreateTopics,

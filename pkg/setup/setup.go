@@ -54,7 +54,10 @@ func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 		return steps, fmt.Errorf("looking up table %s: %w", table, err)
 	}
 	if !exists {
-		ddl := strings.Replace(sqlfiles.OutboxTable, sqlfiles.DefaultTable, table, 1)
+		if !strings.Contains(sqlfiles.OutboxTable, sqlfiles.CreateOutboxTable) {
+			return steps, fmt.Errorf("sql/001_outbox_table.sql no longer starts its statement with %q", sqlfiles.CreateOutboxTable)
+		}
+		ddl := strings.Replace(sqlfiles.OutboxTable, sqlfiles.CreateOutboxTable, "CREATE TABLE IF NOT EXISTS "+table+" (", 1)
 		if _, err := conn.Exec(ctx, ddl); err != nil {
 			return steps, fmt.Errorf("creating table %s: %w", table, err)
 		}
@@ -72,8 +75,20 @@ func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 	}
 	steps = append(steps, Step{Object: "publication", Name: n.Publication, Created: !exists})
 
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, n.Slot).Scan(&exists); err != nil {
+	// Slots are cluster-wide: one of this name may belong to another
+	// database or plugin, and must not be reported as ours.
+	var plugin, database, current string
+	err := conn.QueryRow(ctx, `SELECT coalesce(s.plugin, ''), coalesce(s.database, ''), current_database()
+		FROM (SELECT 1) one LEFT JOIN pg_replication_slots s ON s.slot_name = $1`, n.Slot).Scan(&plugin, &database, &current)
+	if err != nil {
 		return steps, fmt.Errorf("looking up slot %q: %w", n.Slot, err)
+	}
+	exists = database != ""
+	switch {
+	case exists && database != current:
+		return steps, fmt.Errorf("replication slot %q already exists in database %q, not %q: choose another postgres.slot (slot names are cluster-wide)", n.Slot, database, current)
+	case exists && plugin != "pgoutput":
+		return steps, fmt.Errorf("replication slot %q already exists with plugin %q: walrelay needs pgoutput; choose another postgres.slot", n.Slot, plugin)
 	}
 	if !exists {
 		if _, err := conn.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, n.Slot); err != nil {
