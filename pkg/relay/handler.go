@@ -33,6 +33,12 @@ type handler struct {
 	// The transaction being read.
 	tx    *checkpoint.Tx
 	begin *pglogrepl.BeginMessage // its commit time stamps the records
+	// rows counts the transaction's INSERTs handled so far (produced,
+	// dead-lettered or skipped). When a session breaks inside a
+	// transaction, the transaction stays open and Postgres re-sends it
+	// whole; its first skip INSERTs were already handled and are passed
+	// over, so a reconnect duplicates nothing.
+	rows, skip int
 
 	// replaying is set while the stream re-sends a transaction this process
 	// has already handed to the producer (after a reconnect). Its records are
@@ -52,8 +58,20 @@ func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
 		h.replaying = true
 		return nil
 	}
-	h.tx = h.r.tracker.Begin()
-	h.begin = m
+	if h.tx != nil { // left open by a lost session
+		if m.FinalLSN == h.begin.FinalLSN {
+			h.skip, h.rows, h.begin = h.rows, 0, m
+			h.log.Info("resuming a transaction after reconnecting", "commit_lsn", m.FinalLSN.String(), "rows_already_handled", h.skip)
+			return nil
+		}
+		// Not re-sent as expected: it confirms nothing, and its records
+		// are dropped from the tracker as they are acked.
+		h.log.Warn("a transaction left open by a lost session was not re-sent first; its records may be published twice",
+			"commit_lsn", h.begin.FinalLSN.String(), "next_commit_lsn", m.FinalLSN.String())
+		h.r.tracker.Abort(h.tx)
+	}
+	h.tx, h.begin = h.r.tracker.Begin(), m
+	h.rows, h.skip = 0, 0
 	h.r.metrics.Transactions.Inc()
 	return nil
 }
@@ -68,15 +86,14 @@ func (h *handler) Commit(_ context.Context, m *pglogrepl.CommitMessage) error {
 	}
 	h.r.tracker.Commit(h.tx, m.TransactionEndLSN)
 	h.tx, h.begin = nil, nil
+	h.rows, h.skip = 0, 0
 	h.through = m.TransactionEndLSN
 	return nil
 }
 
+// SessionLost keeps an open transaction open: Postgres re-sends it from
+// its Begin (see Begin and rows).
 func (h *handler) SessionLost() {
-	if h.tx != nil {
-		h.r.tracker.Abort(h.tx)
-		h.tx, h.begin = nil, nil
-	}
 	h.replaying = false
 }
 
@@ -96,6 +113,9 @@ func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m 
 	plan := h.plans[rel.RelationID]
 	if plan == nil || h.tx == nil {
 		return fmt.Errorf("insert into %s.%s at %s outside a transaction or before its relation", rel.Namespace, rel.RelationName, lsn)
+	}
+	if h.rows++; h.rows <= h.skip {
+		return nil // handled before the session was lost
 	}
 	msg, err := plan.Route(m.Tuple.Columns, h.begin.CommitTime)
 	o := origin{lsn: lsn, id: plan.EventID(m.Tuple.Columns), table: plan.Table()}
