@@ -9,7 +9,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # Where the Postgres server binaries live; found by pkg/localpg when unset.
 PG_BIN   ?= $(firstword $(wildcard /usr/lib/postgresql/*/bin))
 
-.PHONY: all build demo test test-short vet fmt-check deps clean
+.PHONY: all build demo test test-short soak vet fmt-check deps clean
 
 all: build
 
@@ -56,6 +56,11 @@ deps:
 		command -v promtool >/dev/null && command -v prometheus >/dev/null || exit 1;; \
 	esac; \
 	case "$$pkgs" in *postgresql*) ls -d /usr/lib/postgresql/*/bin;; esac
+
+# soak runs the fault-injection suite with long scenarios and a 1,000,000-row
+# transaction (docs/reliability.md). WALRELAY_FAULT_REPORT=FILE writes its table.
+soak: deps
+	WALRELAY_SOAK=1 $(GO) test -count=1 -timeout 60m -v -run TestFaultSuite ./internal/faultsuite/
 
 clean:
 	rm -rf bin

@@ -1,0 +1,19 @@
+// Package faultsuite is walrelay's fault-injection suite; it holds tests
+// only (see docs/reliability.md).
+//
+// Each scenario runs walrelay as a separate process (the binary built once
+// by TestMain from cmd/walrelay, configured with WALRELAY_* variables)
+// against a real Postgres and an in-process kfake broker, while concurrent
+// writers commit outbox transactions together with a ledger of what they
+// committed. It injects one kind of fault (SIGKILL of the relay, the broker
+// down, lost produce responses, moving partition leaders, Postgres crashed
+// and restarted, the walsender terminated, poison rows, a standby taking
+// over, one huge transaction), waits until the slot's confirmed_flush_lsn
+// reaches the server's WAL, reads every topic back and checks it with
+// internal/verify: nothing lost, nothing invented, per-key first
+// occurrences in commit order; duplicates are counted and reported.
+//
+// TestFaultSuite prints the table of results at the end and writes it as
+// Markdown to $WALRELAY_FAULT_REPORT when set. WALRELAY_SOAK=1 runs longer
+// scenarios and the 1,000,000-row transaction (`make soak`).
+package faultsuite
