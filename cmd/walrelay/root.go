@@ -34,6 +34,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		configCommand(stdout),
 		demoCommand(stdout, stderr),
 		versionCommand(stdout),
+		checkCommand(stdout),
+		slotCommand(stdout, stderr),
+		statusCommand(stdout),
+		lsnCommand(stdout),
 	)
 	for _, sub := range root.Commands() {
 		if check := sub.Args; check != nil {

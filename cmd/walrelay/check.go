@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/walrelay/walrelay/pkg/admin"
+	"github.com/walrelay/walrelay/pkg/config"
+)
+
+// errCheckFailed is returned when a check item failed (exit status 1); the
+// items already say what and how to fix it.
+var errCheckFailed = errors.New("check failed: fix the items marked fail above")
+
+func checkCommand(stdout io.Writer) *cobra.Command {
+	return adminCommand("check", "Preflight: is Postgres and Kafka ready for walrelay run?",
+		`Checks, with the configuration 'walrelay run' would use, and prints each item
+as ok, warn or fail with the fix: server version; wal_level=logical; headroom
+in max_replication_slots and max_wal_senders; the role's REPLICATION attribute
+and SELECT on the outbox; each publication exists, contains the outbox table
+and publishes inserts; the outbox columns match the router config; the slot
+exists with plugin pgoutput in this database, or can be created;
+max_slot_wal_keep_size (warn when unlimited); Kafka brokers reachable and the
+routed topics (from the outbox's rows, plus the dead-letter topic) present or
+creatable. It changes nothing. Exits 1 when any item fails.`, cobra.NoArgs,
+		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, _ []string) error {
+			items := admin.Check(ctx, cfg)
+			failed := admin.Failed(items)
+			if format == outputJSON {
+				if err := writeJSON(stdout, map[string]any{"ok": !failed, "items": items}); err != nil {
+					return err
+				}
+			} else {
+				tw := newTable(stdout)
+				for _, it := range items {
+					fmt.Fprintf(tw, "%s\t%s\t%s\n", it.Status, it.Name, it.Detail)
+					if it.Fix != "" {
+						fmt.Fprintf(tw, "\t\tfix: %s\n", it.Fix)
+					}
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+			}
+			if failed {
+				return errCheckFailed
+			}
+			return nil
+		})
+}

@@ -1,0 +1,409 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/walrelay/walrelay/pkg/admin"
+	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/router"
+)
+
+func slotCommand(stdout, stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "slot",
+		Short: "List, inspect, create, drop, peek at and advance replication slots",
+		Long: `Operates on logical replication slots with the same configuration as
+'walrelay run' (postgres.dsn, postgres.publications, the router options).` + "\n" + exitCodesHelp,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: needsSubcommand,
+	}
+	cmd.AddCommand(
+		slotListCommand(stdout),
+		slotInspectCommand(stdout),
+		slotCreateCommand(stdout),
+		slotDropCommand(stdout, stderr),
+		slotPeekCommand(stdout),
+		slotAdvanceCommand(stdout, stderr),
+	)
+	return cmd
+}
+
+// adminCommand builds a leaf command with the config flags and -o; run
+// gets the loaded config and the output format.
+func adminCommand(use, short, long string, args cobra.PositionalArgs, run func(ctx context.Context, cmd *cobra.Command, cfg config.Config, format string, args []string) error) *cobra.Command {
+	var format *string
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  long + "\n" + exitCodesHelp,
+		Args:  usageArgs(args),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(*format); err != nil {
+				return err
+			}
+			cfg, err := loadConfig(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			return run(cmd.Context(), cmd, cfg, *format, args)
+		},
+	}
+	format = addOutputFlag(cmd)
+	config.BindFlags(cmd.Flags())
+	return cmd
+}
+
+func slotListCommand(stdout io.Writer) *cobra.Command {
+	return adminCommand("list", "List the server's replication slots with their lag and holder",
+		`Prints every replication slot: plugin, database, whether it is active, the
+holder's pid and client address, restart_lsn and confirmed_flush_lsn with the
+bytes from each to pg_current_wal_lsn(), wal_status, safe_wal_size and whether
+it is temporary.`, cobra.NoArgs,
+		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, _ []string) error {
+			conn, err := connect(ctx, cfg.Postgres.DSN)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(context.WithoutCancel(ctx))
+			slots, err := admin.ListSlots(ctx, conn)
+			if err != nil {
+				return err
+			}
+			if format == outputJSON {
+				return writeJSON(stdout, map[string]any{"slots": slots})
+			}
+			tw := newTable(stdout)
+			fmt.Fprintln(tw, "NAME\tPLUGIN\tDATABASE\tACTIVE\tPID\tCLIENT\tRESTART_LSN\tRESTART_LAG\tCONFIRMED_FLUSH_LSN\tCONFIRMED_LAG\tWAL_STATUS\tSAFE_WAL_SIZE\tTEMPORARY")
+			for _, s := range slots {
+				pid := "-"
+				if s.ActivePID != 0 {
+					pid = strconv.Itoa(int(s.ActivePID))
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, dash(s.Plugin), dash(s.Database), yesNo(s.Active), pid,
+					dash(s.ClientAddr), dash(s.RestartLSN), lagText(s.RestartLagBytes), dash(s.ConfirmedFlushLSN), lagText(s.ConfirmedFlushLagBytes),
+					dash(s.WALStatus), safeSize(s.SafeWALSizeBytes), yesNo(s.Temporary))
+			}
+			if len(slots) == 0 {
+				fmt.Fprintln(tw, "(no replication slots)")
+			}
+			return tw.Flush()
+		})
+}
+
+func safeSize(n *int64) string {
+	if n == nil {
+		return "unlimited"
+	}
+	return admin.HumanBytes(*n)
+}
+
+// printSlot prints one slot as "field  value" lines.
+func printSlot(w io.Writer, s admin.Slot, problem string) error {
+	tw := newTable(w)
+	pid := "-"
+	if s.ActivePID != 0 {
+		pid = strconv.Itoa(int(s.ActivePID))
+	}
+	lag := func(lsn string, n *int64) string {
+		if n == nil {
+			return dash(lsn)
+		}
+		return fmt.Sprintf("%s  (%s behind current_lsn: %d bytes)", lsn, admin.HumanBytes(*n), *n)
+	}
+	for _, kv := range [][2]string{
+		{"slot", s.Name},
+		{"plugin", dash(s.Plugin)},
+		{"slot_type", s.SlotType},
+		{"database", dash(s.Database)},
+		{"active", yesNo(s.Active)},
+		{"active_pid", pid},
+		{"client_addr", dash(s.ClientAddr)},
+		{"client_application", dash(s.ClientApplication)},
+		{"restart_lsn", lag(s.RestartLSN, s.RestartLagBytes)},
+		{"confirmed_flush_lsn", lag(s.ConfirmedFlushLSN, s.ConfirmedFlushLagBytes)},
+		{"current_lsn", s.CurrentLSN},
+		{"wal_status", dash(s.WALStatus)},
+		{"safe_wal_size", safeSize(s.SafeWALSizeBytes)},
+		{"temporary", yesNo(s.Temporary)},
+	} {
+		fmt.Fprintf(tw, "%s\t%s\n", kv[0], kv[1])
+	}
+	if problem != "" {
+		fmt.Fprintf(tw, "note\t%s\n", problem)
+	}
+	return tw.Flush()
+}
+
+func slotInspectCommand(stdout io.Writer) *cobra.Command {
+	return adminCommand("inspect NAME", "Show one replication slot in detail",
+		`Prints one slot: plugin, database, active, the holder's pid and client
+address, restart_lsn and confirmed_flush_lsn with the bytes from each to
+pg_current_wal_lsn(), wal_status, safe_wal_size, temporary. A slot walrelay
+cannot use (another plugin or database) is shown with a note saying why.`, cobra.ExactArgs(1),
+		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, args []string) error {
+			if err := slotArg(args[0]); err != nil {
+				return err
+			}
+			conn, err := connect(ctx, cfg.Postgres.DSN)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(context.WithoutCancel(ctx))
+			s, err := admin.InspectSlot(ctx, conn, args[0])
+			if err != nil {
+				return err
+			}
+			db, err := admin.CurrentDatabase(ctx, conn)
+			if err != nil {
+				return err
+			}
+			problem := s.Problem(db)
+			if format == outputJSON {
+				return writeJSON(stdout, struct {
+					admin.Slot
+					Problem string `json:"problem,omitempty"`
+				}{s, problem})
+			}
+			return printSlot(stdout, s, problem)
+		})
+}
+
+func slotCreateCommand(stdout io.Writer) *cobra.Command {
+	return adminCommand("create NAME", "Create a logical replication slot with plugin pgoutput",
+		`Creates a logical slot for walrelay (plugin pgoutput) in the database of
+postgres.dsn. The slot keeps WAL from now on until a relay confirms it: drop
+slots nobody reads. Needs the REPLICATION attribute.`, cobra.ExactArgs(1),
+		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, args []string) error {
+			if err := slotArg(args[0]); err != nil {
+				return err
+			}
+			conn, err := connect(ctx, cfg.Postgres.DSN)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(context.WithoutCancel(ctx))
+			s, err := admin.CreateSlot(ctx, conn, args[0])
+			if err != nil {
+				return err
+			}
+			if format == outputJSON {
+				return writeJSON(stdout, s)
+			}
+			fmt.Fprintf(stdout, "created slot %s (pgoutput, database %s) at %s\n", s.Name, s.Database, s.ConfirmedFlushLSN)
+			return nil
+		})
+}
+
+func slotDropCommand(stdout, stderr io.Writer) *cobra.Command {
+	var yes, force bool
+	cmd := adminCommand("drop NAME", "Drop a replication slot (destructive)",
+		`Drops a slot of this database. Postgres then frees the WAL it kept, and the
+events it had not delivered can no longer be streamed: a relay using it starts
+over from a new slot. A slot in use is refused unless --force, which terminates
+the process holding it first. Needs --yes when stdin is not a terminal, and
+asks (y/N) when it is.`, cobra.ExactArgs(1),
+		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, args []string) error {
+			if err := slotArg(args[0]); err != nil {
+				return err
+			}
+			conn, err := connect(ctx, cfg.Postgres.DSN)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(context.WithoutCancel(ctx))
+			s, err := admin.InspectSlot(ctx, conn, args[0])
+			if err != nil {
+				return err
+			}
+			if s.Active && !force {
+				// Refuse before asking: the answer would not matter.
+				_, err := admin.DropSlot(ctx, conn, args[0], false)
+				return err
+			}
+			q := fmt.Sprintf("Drop slot %s (confirmed_flush_lsn %s, %s of WAL kept)?", s.Name, dash(s.ConfirmedFlushLSN), lagText(s.RestartLagBytes))
+			if s.Active {
+				q = fmt.Sprintf("Terminate pid %d holding slot %s and drop the slot (confirmed_flush_lsn %s)?", s.ActivePID, s.Name, dash(s.ConfirmedFlushLSN))
+			}
+			if err := confirm(yes, stdinIsTerminal(), os.Stdin, stderr, q, "slot drop"); err != nil {
+				return err
+			}
+			dropped, err := admin.DropSlot(ctx, conn, args[0], force)
+			if err != nil {
+				return err
+			}
+			if format == outputJSON {
+				return writeJSON(stdout, map[string]any{"dropped": dropped})
+			}
+			fmt.Fprintf(stdout, "dropped slot %s (it was at confirmed_flush_lsn %s)\n", dropped.Name, dash(dropped.ConfirmedFlushLSN))
+			return nil
+		})
+	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&force, "force", false, "terminate the process holding the slot, then drop it")
+	return cmd
+}
+
+// peekRequest is a PeekRequest from the config.
+func peekRequest(cfg config.Config, slot string) (admin.PeekRequest, error) {
+	rt, err := router.New(cfg.Router)
+	if err != nil {
+		return admin.PeekRequest{}, usageError{fmt.Errorf("config router: %w", err)}
+	}
+	return admin.PeekRequest{Slot: slot, Publications: cfg.Postgres.Publications, Router: rt, Policies: cfg.Relay.OnError}, nil
+}
+
+// printEvents prints outbox events as a table.
+func printEvents(w io.Writer, events []admin.Event) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "LSN\tTX_END_LSN\tID\tTOPIC\tKEY\tPAYLOAD")
+	for _, ev := range events {
+		topic := ev.Topic
+		if ev.ErrorClass != "" {
+			topic = "(cannot publish: " + ev.ErrorClass
+			if ev.OnError != "" {
+				topic += ", on_error=" + ev.OnError
+			}
+			topic += ")"
+		}
+		key := "(null)"
+		if ev.Key != nil {
+			key = *ev.Key
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ev.LSN, ev.TxEndLSN, dash(ev.ID), topic, key, admin.HumanBytes(int64(ev.PayloadBytes)))
+	}
+	if len(events) == 0 {
+		fmt.Fprintln(tw, "(no pending outbox events)")
+	}
+	return tw.Flush()
+}
+
+func slotPeekCommand(stdout io.Writer) *cobra.Command {
+	var limit int
+	var copySlot bool
+	cmd := adminCommand("peek NAME", "Show the outbox events the relay would publish next, without consuming them",
+		`Decodes the slot's pending changes with pgoutput and the relay's publications
+(pg_logical_slot_peek_binary_changes: nothing is consumed, the slot does not
+move) and routes each outbox INSERT with the router config: LSN, the end LSN of
+its transaction, outbox id, topic, key and payload size. A row the relay cannot
+publish shows its error class and the configured relay.on_error policy.
+
+Postgres refuses to peek a slot in use: stop the relay, or pass --copy to peek
+a temporary copy of it.`, cobra.ExactArgs(1),
+		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, args []string) error {
+			if err := slotArg(args[0]); err != nil {
+				return err
+			}
+			if limit < 1 {
+				return usageError{fmt.Errorf("--limit %d: want at least 1", limit)}
+			}
+			req, err := peekRequest(cfg, args[0])
+			if err != nil {
+				return err
+			}
+			req.Limit, req.Copy = limit, copySlot
+			conn, err := connect(ctx, cfg.Postgres.DSN)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(context.WithoutCancel(ctx))
+			res, err := admin.Peek(ctx, conn, req)
+			if err != nil {
+				return err
+			}
+			if format == outputJSON {
+				return writeJSON(stdout, res)
+			}
+			from := "slot " + res.Slot.Name
+			if res.Copy != "" {
+				from += " (a temporary copy)"
+			}
+			fmt.Fprintf(stdout, "%s: confirmed_flush_lsn %s, %d pending outbox event(s) shown\n", from, res.Slot.ConfirmedFlushLSN, len(res.Events))
+			if err := printEvents(stdout, res.Events); err != nil {
+				return err
+			}
+			if res.More {
+				fmt.Fprintf(stdout, "(more pending; raise --limit to see them)\n")
+			}
+			return nil
+		})
+	cmd.Flags().IntVar(&limit, "limit", 20, "show at most this many events")
+	cmd.Flags().BoolVar(&copySlot, "copy", false, "peek a temporary copy of the slot (works while the relay holds it)")
+	return cmd
+}
+
+func slotAdvanceCommand(stdout, stderr io.Writer) *cobra.Command {
+	var yes bool
+	var to, pastEvent string
+	cmd := adminCommand("advance NAME (--to LSN | --past-event ID)", "Move a slot forward to skip a poisoned event (destructive)",
+		`Moves the slot forward with pg_replication_slot_advance, so the relay skips
+what is before the new position. --to LSN moves it to that LSN; --past-event ID
+moves it to the end of the transaction holding the outbox event with that id
+(found with a peek), so that transaction is skipped and the next one is
+published. It first prints exactly which pending outbox events it would skip
+(LSN, id, topic, key), then needs --yes when stdin is not a terminal, or asks
+(y/N) when it is.
+
+It refuses to move the slot backwards, past pg_current_wal_lsn(), or while a
+process holds it (stop the relay first). Skipped events are never published:
+republish them by hand if they matter.`, cobra.ExactArgs(1),
+		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, args []string) error {
+			if err := slotArg(args[0]); err != nil {
+				return err
+			}
+			if (to == "") == (pastEvent == "") {
+				return usageError{fmt.Errorf("slot advance needs exactly one of --to LSN or --past-event ID")}
+			}
+			peek, err := peekRequest(cfg, args[0])
+			if err != nil {
+				return err
+			}
+			req := admin.AdvanceRequest{PeekRequest: peek, PastEvent: pastEvent}
+			if to != "" {
+				lsn, err := lsnArg(to)
+				if err != nil {
+					return err
+				}
+				req.To = &lsn
+			}
+			conn, err := connect(ctx, cfg.Postgres.DSN)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(context.WithoutCancel(ctx))
+			plan, err := admin.PlanAdvance(ctx, conn, req)
+			if err != nil {
+				return err
+			}
+			if format == outputTable {
+				fmt.Fprintf(stdout, "slot %s: from %s to %s skips %d outbox event(s):\n", plan.Slot, plan.From, plan.To, len(plan.Skipped))
+				if err := printEvents(stdout, plan.Skipped); err != nil {
+					return err
+				}
+			}
+			q := fmt.Sprintf("Move slot %s from %s to %s, skipping %d event(s)?", plan.Slot, plan.From, plan.To, len(plan.Skipped))
+			if err := confirm(yes, stdinIsTerminal(), os.Stdin, stderr, q, "slot advance"); err != nil {
+				return err
+			}
+			end, err := admin.Advance(ctx, conn, plan)
+			if err != nil {
+				return err
+			}
+			if format == outputJSON {
+				return writeJSON(stdout, struct {
+					admin.AdvancePlan
+					ConfirmedFlushLSN string `json:"confirmed_flush_lsn"`
+				}{plan, end})
+			}
+			fmt.Fprintf(stdout, "advanced slot %s to %s\n", plan.Slot, end)
+			return nil
+		})
+	cmd.Flags().StringVar(&to, "to", "", "move the slot to this LSN (form 0/16B3748)")
+	cmd.Flags().StringVar(&pastEvent, "past-event", "", "move the slot past the transaction holding the outbox event with this id")
+	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+	return cmd
+}

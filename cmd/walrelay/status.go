@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/walrelay/walrelay/pkg/admin"
+	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/relay"
+)
+
+// statusView is what `walrelay status` shows: the relay's own report and
+// the slot as Postgres sees it, each with the error that kept it away.
+type statusView struct {
+	Time        time.Time     `json:"time"`
+	RelayURL    string        `json:"relay_url"`
+	Relay       *relay.Status `json:"relay"`
+	RelayError  string        `json:"relay_error,omitempty"`
+	Slot        *admin.Slot   `json:"slot"`
+	SlotError   string        `json:"slot_error,omitempty"`
+	SlotProblem string        `json:"slot_problem,omitempty"`
+}
+
+func statusCommand(stdout io.Writer) *cobra.Command {
+	var watch bool
+	var interval time.Duration
+	var statusAddr string
+	cmd := adminCommand("status", "One screen: what the running relay reports and the slot's view from Postgres",
+		`Shows what the running relay reports on GET /status of its http.listen address
+(streaming, ready, confirmed and received LSN, in-flight records, reconnects,
+last error) and the slot as Postgres sees it (active, holder, lag of
+confirmed_flush_lsn and restart_lsn, wal_status, safe_wal_size). When the relay
+does not answer it says so and still shows the slot. With --watch it redraws
+in place every --interval until Ctrl-C.
+
+Exit status 1 when neither the relay nor Postgres could be read (without
+--watch).`, cobra.NoArgs,
+		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, _ []string) error {
+			if interval < 100*time.Millisecond {
+				return usageError{fmt.Errorf("--interval %s: want at least 100ms", interval)}
+			}
+			addr := statusAddr
+			if addr == "" {
+				addr = statusURL(cfg.HTTP.Listen)
+			}
+			render := func(v statusView) []byte {
+				var b bytes.Buffer
+				if format == outputJSON {
+					_ = writeJSON(&b, v)
+				} else {
+					printStatus(&b, cfg.Postgres.Slot, v)
+				}
+				return b.Bytes()
+			}
+			if !watch {
+				v := gatherStatus(ctx, cfg, addr)
+				_, _ = stdout.Write(render(v))
+				if v.Relay == nil && v.Slot == nil {
+					return fmt.Errorf("neither the relay (%s) nor postgres could be read: see the errors above", dash(addr))
+				}
+				return nil
+			}
+			t := time.NewTicker(interval)
+			defer t.Stop()
+			for {
+				v := gatherStatus(ctx, cfg, addr)
+				if ctx.Err() != nil {
+					return nil // Ctrl-C: a clean stop
+				}
+				// Clear the screen and redraw from the top left.
+				_, _ = stdout.Write(append([]byte("\033[H\033[2J"), render(v)...))
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-t.C:
+				}
+			}
+		})
+	cmd.Flags().BoolVar(&watch, "watch", false, "refresh in place until Ctrl-C")
+	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "refresh interval with --watch")
+	cmd.Flags().StringVar(&statusAddr, "url", "", "the relay's status URL (default: http://<http.listen>/status)")
+	return cmd
+}
+
+// statusURL is the /status URL of a relay listening on listen; a wildcard
+// host is asked on loopback.
+func statusURL(listen string) string {
+	if listen == "" {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/status"
+}
+
+// gatherStatus asks the relay and Postgres; each failure is recorded, not
+// returned.
+func gatherStatus(ctx context.Context, cfg config.Config, statusURL string) statusView {
+	v := statusView{Time: time.Now().UTC().Truncate(time.Second), RelayURL: statusURL}
+	if statusURL == "" {
+		v.RelayError = "http.listen is empty, so the relay serves no /status: set http.listen, or pass --url"
+	} else if st, err := fetchStatus(ctx, statusURL); err != nil {
+		v.RelayError = err.Error()
+	} else {
+		v.Relay = &st
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := connect(pctx, cfg.Postgres.DSN)
+	if err != nil {
+		v.SlotError = err.Error()
+		return v
+	}
+	defer conn.Close(context.WithoutCancel(pctx))
+	s, err := admin.InspectSlot(pctx, conn, cfg.Postgres.Slot)
+	if err != nil {
+		v.SlotError = err.Error()
+		return v
+	}
+	v.Slot = &s
+	if db, err := admin.CurrentDatabase(pctx, conn); err == nil {
+		v.SlotProblem = s.Problem(db)
+	}
+	return v
+}
+
+func fetchStatus(ctx context.Context, addr string) (relay.Status, error) {
+	var st relay.Status
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, addr, nil)
+	if err != nil {
+		return st, fmt.Errorf("bad status URL %q: %w", addr, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return st, fmt.Errorf("relay not reachable at %s: is `walrelay run` running with this http.listen? (%v)", addr, unwrapURLError(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("relay at %s answered %s", addr, resp.Status)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
+		return st, fmt.Errorf("reading the relay's status from %s: %w", addr, err)
+	}
+	return st, nil
+}
+
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// printStatus renders the status screen.
+func printStatus(w io.Writer, slot string, v statusView) {
+	fmt.Fprintf(w, "walrelay status at %s\n\n", v.Time.Format(time.RFC3339))
+	tw := newTable(w)
+	fmt.Fprintf(tw, "relay\t%s\n", dash(v.RelayURL))
+	if v.Relay == nil {
+		fmt.Fprintf(tw, "  unreachable\t%s\n", v.RelayError)
+	} else {
+		r := v.Relay
+		ready := yesNo(r.Ready)
+		if !r.Ready && r.NotReadyReason != "" {
+			ready += " (" + r.NotReadyReason + ")"
+		}
+		fmt.Fprintf(tw, "  streaming\t%s\n", yesNo(r.Streaming))
+		fmt.Fprintf(tw, "  ready\t%s\n", ready)
+		fmt.Fprintf(tw, "  confirmed_lsn\t%s\n", r.ConfirmedLSN)
+		fmt.Fprintf(tw, "  received_lsn\t%s\n", r.ReceivedLSN)
+		if c, err1 := admin.ParseLSN(r.ConfirmedLSN); err1 == nil {
+			if rc, err2 := admin.ParseLSN(r.ReceivedLSN); err2 == nil {
+				fmt.Fprintf(tw, "  received - confirmed\t%s\n", admin.DiffString(admin.Diff(rc, c)))
+			}
+		}
+		fmt.Fprintf(tw, "  in flight\t%d records, %s, %d pending transaction(s)\n", r.InFlightRecords, admin.HumanBytes(r.InFlightBytes), r.PendingTransaction)
+		fmt.Fprintf(tw, "  reconnects\t%d\n", r.Reconnects)
+		fmt.Fprintf(tw, "  last error\t%s\n", dash(r.LastError))
+	}
+	fmt.Fprintf(tw, "\t\n")
+	fmt.Fprintf(tw, "slot %s (from postgres)\t\n", slot)
+	if v.Slot == nil {
+		fmt.Fprintf(tw, "  unavailable\t%s\n", v.SlotError)
+	} else {
+		s := v.Slot
+		holder := yesNo(s.Active)
+		if s.Active {
+			holder += fmt.Sprintf(" (pid %d", s.ActivePID)
+			if s.ClientAddr != "" {
+				holder += ", " + s.ClientAddr
+			}
+			if s.ClientApplication != "" {
+				holder += ", " + s.ClientApplication
+			}
+			holder += ")"
+		}
+		fmt.Fprintf(tw, "  active\t%s\n", holder)
+		fmt.Fprintf(tw, "  confirmed_flush_lsn\t%s (%s behind)\n", dash(s.ConfirmedFlushLSN), lagText(s.ConfirmedFlushLagBytes))
+		fmt.Fprintf(tw, "  restart_lsn\t%s (%s of WAL kept)\n", dash(s.RestartLSN), lagText(s.RestartLagBytes))
+		fmt.Fprintf(tw, "  current_lsn\t%s\n", s.CurrentLSN)
+		fmt.Fprintf(tw, "  wal_status\t%s, safe_wal_size %s\n", dash(s.WALStatus), safeSize(s.SafeWALSizeBytes))
+		if v.SlotProblem != "" {
+			fmt.Fprintf(tw, "  problem\t%s\n", v.SlotProblem)
+		}
+	}
+	_ = tw.Flush()
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/walrelay/walrelay/internal/testenv"
+)
+
+type statusResult struct {
+	RelayURL   string `json:"relay_url"`
+	RelayError string `json:"relay_error"`
+	Relay      *struct {
+		Streaming    bool   `json:"streaming"`
+		ConfirmedLSN string `json:"confirmed_lsn"`
+	} `json:"relay"`
+	Slot *struct {
+		Name      string `json:"name"`
+		Active    bool   `json:"active"`
+		ActivePID int32  `json:"active_pid"`
+	} `json:"slot"`
+	SlotError string `json:"slot_error"`
+}
+
+// `walrelay status` shows the running relay's /status and the slot from
+// Postgres; --watch redraws until Ctrl-C; with the relay gone it says so
+// and still shows the slot; with both gone it fails.
+func TestStatus(t *testing.T) {
+	dsn := testenv.Postgres(t).NewDatabase(t)
+	setupOutbox(t, dsn)
+	broker := testenv.Kafka(t)
+	listen := "127.0.0.1:" + closedPort(t)
+	env := childEnv("WALRELAY_POSTGRES_DSN="+dsn, "WALRELAY_KAFKA_BROKERS="+strings.Join(broker.Addrs(), ","), "WALRELAY_HTTP_LISTEN="+listen)
+
+	relay := startChild(t, env, "run")
+	var st statusResult
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st = decodeJSON[statusResult](t, wantOK(t, env, "status", "-o", "json"))
+		if st.Relay != nil && st.Relay.Streaming && st.Slot != nil && st.Slot.Active {
+			break
+		}
+		if time.Now().After(deadline) || relay.exited() {
+			t.Fatalf("status never showed a streaming relay and an active slot: %+v", st)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st.RelayURL != "http://"+listen+"/status" || st.Slot.Name != "walrelay" || st.Slot.ActivePID == 0 {
+		t.Errorf("status -o json = %+v", st)
+	}
+	out := wantOK(t, env, "status")
+	for _, want := range []string{"relay", "http://" + listen + "/status", "streaming", "yes", "slot walrelay (from postgres)", "confirmed_flush_lsn", "active", "pid"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+
+	t.Run("watch", func(t *testing.T) {
+		w := startChild(t, env, "status", "--watch", "--interval", "200ms")
+		deadline := time.Now().Add(30 * time.Second)
+		for strings.Count(w.stdout.String(), "\033[H\033[2J") < 2 {
+			if time.Now().After(deadline) || w.exited() {
+				t.Fatalf("status --watch did not redraw twice:\n%q", w.stdout.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		w.signal(t, syscall.SIGINT)
+		if code := w.wait(t, 10*time.Second); code != 0 {
+			t.Errorf("status --watch exited %d on SIGINT, want 0", code)
+		}
+	})
+
+	relay.signal(t, syscall.SIGTERM)
+	if code := relay.wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("relay exited %d", code)
+	}
+	out = wantOK(t, env, "status")
+	for _, want := range []string{"unreachable", "relay not reachable at http://" + listen + "/status", "is `walrelay run` running", "slot walrelay (from postgres)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status with the relay stopped lacks %q:\n%s", want, out)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^\s+active\s+no$`).MatchString(out) {
+		t.Errorf("status should show the slot inactive:\n%s", out)
+	}
+	noStackTrace(t, "stdout", out)
+
+	stdout, stderr, code := walrelay(t, childEnv("WALRELAY_POSTGRES_DSN="+withPassword(t, dsn, "pw", closedPort(t)), "WALRELAY_HTTP_LISTEN="+listen), "status")
+	wantFailure(t, stdout, stderr, code, 1, "neither the relay", "nor postgres could be read")
+	if !strings.Contains(stdout, "cannot reach postgres at 127.0.0.1:") {
+		t.Errorf("status should say why the slot is unavailable:\n%s", stdout)
+	}
+}

@@ -1,0 +1,117 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// connectTimeout bounds a connection attempt when the DSN sets none.
+const connectTimeout = 10 * time.Second
+
+// Connect opens a normal connection for the admin commands. It pins the
+// settings pgoutput formats values with (as the relay's stream does) so
+// peeked rows route exactly as `walrelay run` would route them. The error
+// says whether the server is unreachable, the login was rejected or the
+// database is missing, and how to fix it; it never contains the password.
+func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("%w: postgres.dsn is not a valid connection string: fix postgres.dsn (or WALRELAY_POSTGRES_DSN)", ErrConnect)
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = connectTimeout
+	}
+	cfg.RuntimeParams["DateStyle"] = "ISO"
+	cfg.RuntimeParams["TimeZone"] = "UTC"
+	cfg.RuntimeParams["bytea_output"] = "hex"
+	if cfg.RuntimeParams["application_name"] == "" {
+		cfg.RuntimeParams["application_name"] = "walrelay admin"
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, connectError(cfg, err)
+	}
+	return conn, nil
+}
+
+// connectError turns a pgx connect error into one line with the fix.
+func connectError(cfg *pgx.ConnConfig, err error) error {
+	where := cfg.Host
+	if cfg.Port != 0 && (len(where) == 0 || where[0] != '/') {
+		where = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "28P01":
+			return fmt.Errorf("%w: password authentication failed for user %q at %s: fix the password in postgres.dsn (or WALRELAY_POSTGRES_DSN)", ErrAuth, cfg.User, where)
+		case "28000":
+			return fmt.Errorf("%w: postgres at %s refused user %q on database %q (%s): add a pg_hba.conf entry for this role and host, or fix the user in postgres.dsn", ErrAuth, where, cfg.User, cfg.Database, pgErr.Message)
+		case "3D000":
+			return fmt.Errorf("%w: database %q does not exist at %s: fix the database name in postgres.dsn", ErrConnect, cfg.Database, where)
+		case "53300":
+			return fmt.Errorf("%w: postgres at %s has no free connection slot (%s): close idle sessions or raise max_connections", ErrConnect, where, pgErr.Message)
+		}
+		return fmt.Errorf("%w at %s as %q: %s", ErrConnect, where, cfg.User, pgErr.Message)
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) {
+		return fmt.Errorf("%w: cannot reach postgres at %s (%s): check that the server is running and the host and port in postgres.dsn", ErrConnect, where, opErrText(opErr))
+	}
+	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+		return fmt.Errorf("%w: no answer from postgres at %s within the connect timeout: check the host and port in postgres.dsn and the network", ErrConnect, where)
+	}
+	return fmt.Errorf("%w at %s as %q: %s", ErrConnect, where, cfg.User, redactConnString(err.Error()))
+}
+
+func opErrText(e *net.OpError) string {
+	if e.Err != nil {
+		return e.Op + ": " + e.Err.Error()
+	}
+	return e.Error()
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+var passwordRe = regexp.MustCompile(`(?i)(password\s*=\s*)\S+`)
+
+// redactConnString drops anything that looks like a password from an
+// error text we did not build ourselves.
+func redactConnString(s string) string { return passwordRe.ReplaceAllString(s, "${1}xxxxx") }
+
+// currentUser returns the session's role name, for fixes that name it.
+func currentUser(ctx context.Context, conn *pgx.Conn) string {
+	var u string
+	if err := conn.QueryRow(ctx, `SELECT current_user`).Scan(&u); err != nil {
+		return conn.Config().User
+	}
+	return u
+}
+
+// queryError wraps a failed query: a missing privilege becomes
+// ErrPrivilege with fix, a slot held by a process ErrSlotActive; anything
+// else keeps its server message after what.
+func queryError(what, fix string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "42501":
+			return fmt.Errorf("%w: %s: %s: %s", ErrPrivilege, what, pgErr.Message, fix)
+		case "55006": // object_in_use: "replication slot ... is active for PID N"
+			return fmt.Errorf("%w: %s: %s: stop the relay first", ErrSlotActive, what, pgErr.Message)
+		}
+		return fmt.Errorf("%s: %s", what, pgErr.Message)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -1,0 +1,24 @@
+// Package admin is the logic behind walrelay's operator subcommands
+// (`walrelay check`, `slot ...`, `status`, `lsn`): it inspects, creates,
+// drops, peeks at and advances replication slots, parses and compares
+// LSNs, and runs the preflight checks.
+//
+// In: a normal (not replication) *pgx.Conn from Connect, the names from
+// config.Config and a *router.Router. Out: plain structs with stable JSON
+// field names (Slot, Event, AdvancePlan, Item) and errors that say, on one
+// line, what is wrong and how to fix it; the sentinels in errors.go
+// classify them.
+//
+// Slot, publication and table names are validated and passed as query
+// parameters or quoted with pgx.Identifier; nothing user-supplied is
+// spliced into SQL. Errors never carry a DSN password.
+//
+// Peeking uses pg_logical_slot_peek_binary_changes with pgoutput
+// proto_version 1 and the relay's publications, so it never consumes
+// anything; Postgres refuses to peek a slot that a walsender holds. The
+// only writes are CreateSlot, DropSlot and Advance (pg_replication_slot_advance),
+// which refuses to move a slot backwards, past the server's WAL end, or
+// while it is in use.
+//
+// It does not print, prompt or decide exit codes: cmd/walrelay does.
+package admin

@@ -1,0 +1,34 @@
+package admin
+
+import "errors"
+
+// Sentinel errors. Each is returned wrapped in a message that names what
+// is involved and says how to fix it; test with errors.Is.
+var (
+	// ErrMalformedLSN: a string is not an LSN of the form 0/16B3748.
+	ErrMalformedLSN = errors.New("malformed LSN")
+	// ErrBadName: a slot name is not 1-63 lowercase letters, digits and
+	// underscores.
+	ErrBadName = errors.New("invalid name")
+	// ErrConnect: the server could not be reached or refused the session.
+	ErrConnect = errors.New("cannot connect to postgres")
+	// ErrAuth: the server rejected the credentials or the role.
+	ErrAuth = errors.New("postgres rejected the login")
+	// ErrPrivilege: the role lacks a privilege the action needs.
+	ErrPrivilege = errors.New("permission denied")
+	// ErrSlotNotFound: no replication slot has this name.
+	ErrSlotNotFound = errors.New("replication slot does not exist")
+	// ErrSlotExists: CreateSlot found a slot with this name already.
+	ErrSlotExists = errors.New("replication slot already exists")
+	// ErrSlotMismatch: the slot uses another plugin than pgoutput or
+	// belongs to another database.
+	ErrSlotMismatch = errors.New("replication slot is not usable by walrelay")
+	// ErrSlotActive: a process holds the slot (Postgres refuses to peek,
+	// advance or drop it).
+	ErrSlotActive = errors.New("replication slot is in use")
+	// ErrRefused: Advance would move the slot backwards or past the
+	// server's current WAL end, or the slot moved while planning.
+	ErrRefused = errors.New("refusing to move the slot")
+	// ErrEventNotFound: the outbox event id is not pending in the slot.
+	ErrEventNotFound = errors.New("outbox event not pending in the slot")
+)
