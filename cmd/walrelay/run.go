@@ -53,7 +53,11 @@ func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
 	if cfg.HTTP.Listen != "" {
-		srv := server.New(cfg.HTTP.Listen, reg, r, log)
+		var opts []server.Option
+		if cfg.HTTP.Pprof {
+			opts = append(opts, server.WithPprof())
+		}
+		srv := server.New(cfg.HTTP.Listen, reg, r, log, opts...)
 		g.Go(func() error { return srv.Run(gctx) })
 	}
 	g.Go(func() error {

@@ -134,6 +134,7 @@ func (p *ErrorPolicies) SetAll(policy string) {
 // HTTP is the listener for /metrics, /healthz, /readyz and /status.
 type HTTP struct {
 	Listen string `yaml:"listen" help:"address for /metrics, /healthz, /readyz and /status (empty: no listener); loopback by default"`
+	Pprof  bool   `yaml:"pprof" help:"also serve Go's profiler under /debug/pprof/ (keep the listener on loopback)"`
 }
 
 // Metrics configures what walrelay measures besides its own work.

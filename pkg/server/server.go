@@ -2,7 +2,7 @@
 // walrelay's own registry), /healthz (the process is alive), /readyz
 // (streaming from the slot and a broker answers; the body says why not)
 // and /status (the relay's and the slot's state as JSON, for `walrelay
-// status`).
+// status`), and, when enabled, Go's profiler under /debug/pprof/.
 //
 // In: an address, a prometheus.Gatherer and a Relay to ask. Out: HTTP
 // responses. It binds loopback by default (config http.listen) and never
@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,9 +40,26 @@ type Server struct {
 	log  *slog.Logger
 }
 
+// Option configures a Server.
+type Option func(*http.ServeMux)
+
+// WithPprof serves Go's profiler under /debug/pprof/.
+func WithPprof() Option {
+	return func(mux *http.ServeMux) {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
+}
+
 // New builds the server; it does not listen yet.
-func New(addr string, g prometheus.Gatherer, r Relay, log *slog.Logger) *Server {
+func New(addr string, g prometheus.Gatherer, r Relay, log *slog.Logger, opts ...Option) *Server {
 	mux := http.NewServeMux()
+	for _, o := range opts {
+		o(mux)
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")

@@ -108,3 +108,28 @@ func TestRunFailsOnBadAddress(t *testing.T) {
 		t.Fatalf("Run on a taken port = %v, want an error naming http.listen", err)
 	}
 }
+
+func TestPprofOnlyWhenEnabled(t *testing.T) {
+	for _, enabled := range []bool{false, true} {
+		var opts []Option
+		want := http.StatusNotFound
+		if enabled {
+			opts, want = []Option{WithPprof()}, http.StatusOK
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- New("", prometheus.NewRegistry(), stubRelay{}, slog.New(slog.DiscardHandler), opts...).Serve(ctx, ln)
+		}()
+		code, _ := get(t, "http://"+ln.Addr().String()+"/debug/pprof/")
+		cancel()
+		<-done
+		if code != want {
+			t.Errorf("pprof enabled=%v: GET /debug/pprof/ = %d, want %d", enabled, code, want)
+		}
+	}
+}
