@@ -32,7 +32,10 @@ type handler struct {
 
 	// The transaction being read.
 	tx    *checkpoint.Tx
-	begin *pglogrepl.BeginMessage // its commit time stamps the records
+	// commitLSN and commitTime are copied from its Begin (the message is
+	// reused by the stream); the commit time stamps the records.
+	commitLSN  pglogrepl.LSN
+	commitTime time.Time
 	// rows counts the transaction's INSERTs handled so far (produced,
 	// dead-lettered or skipped). When a session breaks inside a
 	// transaction, the transaction stays open and Postgres re-sends it
@@ -59,18 +62,18 @@ func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
 		return nil
 	}
 	if h.tx != nil { // left open by a lost session
-		if m.FinalLSN == h.begin.FinalLSN {
-			h.skip, h.rows, h.begin = h.rows, 0, m
+		if m.FinalLSN == h.commitLSN {
+			h.skip, h.rows = h.rows, 0
 			h.log.Info("resuming a transaction after reconnecting", "commit_lsn", m.FinalLSN.String(), "rows_already_handled", h.skip)
 			return nil
 		}
 		// Not re-sent as expected: it confirms nothing, and its records
 		// are dropped from the tracker as they are acked.
 		h.log.Warn("a transaction left open by a lost session was not re-sent first; its records may be published twice",
-			"commit_lsn", h.begin.FinalLSN.String(), "next_commit_lsn", m.FinalLSN.String())
+			"commit_lsn", h.commitLSN.String(), "next_commit_lsn", m.FinalLSN.String())
 		h.r.tracker.Abort(h.tx)
 	}
-	h.tx, h.begin = h.r.tracker.Begin(), m
+	h.tx, h.commitLSN, h.commitTime = h.r.tracker.Begin(), m.FinalLSN, m.CommitTime
 	h.rows, h.skip = 0, 0
 	h.r.metrics.Transactions.Inc()
 	return nil
@@ -85,7 +88,7 @@ func (h *handler) Commit(_ context.Context, m *pglogrepl.CommitMessage) error {
 		return fmt.Errorf("commit at %s without a begin", m.CommitLSN)
 	}
 	h.r.tracker.Commit(h.tx, m.TransactionEndLSN)
-	h.tx, h.begin = nil, nil
+	h.tx = nil
 	h.rows, h.skip = 0, 0
 	h.through = m.TransactionEndLSN
 	return nil
@@ -117,7 +120,7 @@ func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m 
 	if h.rows++; h.rows <= h.skip {
 		return nil // handled before the session was lost
 	}
-	msg, err := plan.Route(m.Tuple.Columns, h.begin.CommitTime)
+	msg, err := plan.Route(m.Tuple.Columns, h.commitTime)
 	o := origin{lsn: lsn, id: plan.EventID(m.Tuple.Columns), table: plan.Table()}
 	if err != nil {
 		class, _ := router.ClassOf(err)
@@ -160,7 +163,7 @@ func (h *handler) produce(ctx context.Context, rec *kgo.Record, o origin) error 
 		h.topics[rec.Topic] = published
 	}
 	tx, size, m := h.tx, recordSize(rec), h.r.metrics
-	committed := h.begin.CommitTime
+	committed := h.commitTime
 	h.r.tracker.Add(tx, size)
 	produced := time.Now()
 	h.r.pub.Produce(rec, func(rec *kgo.Record, err error) {

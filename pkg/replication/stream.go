@@ -1,10 +1,13 @@
 package replication
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -20,8 +23,9 @@ import (
 // position is acknowledged to Postgres.
 //
 // Messages passed in are owned by the Handler only for the duration of the
-// call, except *pglogrepl.RelationMessage, which stays valid for the session.
-// Tuple bytes point into the receive buffer and must be copied if kept.
+// call: the stream reuses them (copy what you keep), except
+// *pglogrepl.RelationMessage, which stays valid for the session. Tuple bytes
+// point into the receive buffer and must be copied if kept.
 type Handler interface {
 	// Begin starts a transaction. m.FinalLSN is its commit LSN.
 	Begin(ctx context.Context, m *pglogrepl.BeginMessage) error
@@ -90,6 +94,7 @@ type Stream struct {
 
 	relations map[uint32]*pglogrepl.RelationMessage
 	inTx      bool
+	dec       decoder
 
 	// Live state for metrics, readiness and status; read from any goroutine.
 	streaming  atomic.Bool
@@ -184,23 +189,29 @@ func (s *Stream) session(ctx context.Context) (streamed bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	defer func() {
+	opts := pglogrepl.StartReplicationOptions{PluginArgs: pluginArgs(s.cfg.Publications)}
+	if err := pglogrepl.StartReplication(ctx, conn, quoteIdent(s.cfg.Slot), 0, opts); err != nil {
 		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = conn.Close(closeCtx)
-	}()
-
-	opts := pglogrepl.StartReplicationOptions{PluginArgs: pluginArgs(s.cfg.Publications)}
-	if err := pglogrepl.StartReplication(ctx, conn, quoteIdent(s.cfg.Slot), 0, opts); err != nil {
 		return false, fmt.Errorf("starting replication on slot %q: %w", s.cfg.Slot, err)
 	}
+	// In copy-both mode the stream owns the connection outright: it reads
+	// through the connection's own (buffered) pgproto3 frontend with socket
+	// deadlines, instead of paying pgconn's per-message locking and context
+	// watching.
+	w, err := newReplConn(ctx, conn)
+	if err != nil {
+		return false, fmt.Errorf("taking over the replication connection: %w", err)
+	}
+	defer w.close()
 	s.log.Info("streaming from slot", "slot", s.cfg.Slot, "publications", s.cfg.Publications, "confirmed", s.cp.Confirmed().String())
 	s.streaming.Store(true)
 	defer s.streaming.Store(false)
 
-	err = s.loop(ctx, conn)
+	err = s.loop(ctx, w)
 	if ctx.Err() != nil && err == nil {
-		s.shutdown(conn)
+		s.shutdown(w)
 	}
 	return true, err
 }
@@ -219,6 +230,11 @@ func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, error) {
 	cfg.RuntimeParams["TimeZone"] = "UTC"
 	cfg.RuntimeParams["bytea_output"] = "hex"
 	cfg.RuntimeParams["extra_float_digits"] = "3"
+	// One read takes everything the socket holds (up to the buffer), not
+	// just the 8 KiB pgproto3 asks for at a time.
+	cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+		return pgproto3.NewFrontend(bufio.NewReaderSize(r, readBufferSize), w)
+	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting for replication to %s: %w", describe(cfg), err)
@@ -226,20 +242,18 @@ func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, error) {
 	return conn, nil
 }
 
-// loop reads messages until ctx is done (returns nil) or an error.
-func (s *Stream) loop(ctx context.Context, conn *pgconn.PgConn) error {
-	var (
-		nextStatus time.Time // zero: send one now
-		recv       receiveDeadline
-	)
-	defer recv.stop()
+// readBufferSize is the replication connection's read buffer.
+const readBufferSize = 256 << 10
 
+// loop reads messages until ctx is done (returns nil) or an error.
+func (s *Stream) loop(ctx context.Context, w *replConn) error {
+	var nextStatus time.Time // zero: send one now
 	for {
 		if ctx.Err() != nil {
 			return nil
 		}
 		if now := time.Now(); !now.Before(nextStatus) {
-			if err := s.sendStatus(conn); err != nil {
+			if err := s.sendStatus(w); err != nil {
 				return err
 			}
 			nextStatus = now.Add(s.cfg.StatusInterval)
@@ -247,10 +261,9 @@ func (s *Stream) loop(ctx context.Context, conn *pgconn.PgConn) error {
 		if !s.cp.WaitRoom(ctx, nextStatus) {
 			continue // at the in-flight cap: keep reporting status, read nothing
 		}
-		recvCtx := recv.until(ctx, nextStatus)
-		msg, err := conn.ReceiveMessage(recvCtx)
+		msg, err := w.receive(ctx, nextStatus)
 		if err != nil {
-			if ctx.Err() != nil || (recvCtx.Err() != nil && pgconn.Timeout(err)) {
+			if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
 				continue
 			}
 			return fmt.Errorf("receiving from slot %q: %w", s.cfg.Slot, err)
@@ -291,30 +304,6 @@ func (s *Stream) loop(ctx context.Context, conn *pgconn.PgConn) error {
 	}
 }
 
-// receiveDeadline reuses one deadline context per status period, so a
-// receive wakes up when the next status update is due without a new
-// context per message.
-type receiveDeadline struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	at     time.Time
-}
-
-func (r *receiveDeadline) until(parent context.Context, at time.Time) context.Context {
-	if r.ctx == nil || !r.at.Equal(at) {
-		r.stop()
-		r.ctx, r.cancel = context.WithDeadline(parent, at)
-		r.at = at
-	}
-	return r.ctx
-}
-
-func (r *receiveDeadline) stop() {
-	if r.cancel != nil {
-		r.cancel()
-	}
-}
-
 // markReceived raises the received position.
 func (s *Stream) markReceived(lsn pglogrepl.LSN) {
 	if uint64(lsn) > s.received.Load() {
@@ -324,7 +313,7 @@ func (s *Stream) markReceived(lsn pglogrepl.LSN) {
 
 // dispatch decodes one pgoutput message and calls the handler.
 func (s *Stream) dispatch(ctx context.Context, xld pglogrepl.XLogData) error {
-	m, err := pglogrepl.Parse(xld.WALData)
+	m, err := s.dec.decode(xld.WALData)
 	if err != nil {
 		return fmt.Errorf("decoding pgoutput message at %s: %w", xld.WALStart, err)
 	}
@@ -388,15 +377,9 @@ func (s *Stream) relation(id uint32, lsn pglogrepl.LSN) (*pglogrepl.RelationMess
 
 // sendStatus reports Confirmed as the write, flush and apply positions. All
 // three are set explicitly: pglogrepl copies a zero flush/apply from write.
-func (s *Stream) sendStatus(conn *pgconn.PgConn) error {
+func (s *Stream) sendStatus(w *replConn) error {
 	lsn := s.cp.Confirmed()
-	err := pglogrepl.SendStandbyStatusUpdate(context.Background(), conn, pglogrepl.StandbyStatusUpdate{
-		WALWritePosition: lsn,
-		WALFlushPosition: lsn,
-		WALApplyPosition: lsn,
-		ClientTime:       time.Now(),
-	})
-	if err != nil {
+	if err := w.sendStatus(lsn, lsn, lsn); err != nil {
 		return fmt.Errorf("sending standby status (flush %s): %w", lsn, err)
 	}
 	return nil
@@ -404,7 +387,7 @@ func (s *Stream) sendStatus(conn *pgconn.PgConn) error {
 
 // shutdown waits (bounded) for in-flight records, keeps the walsender
 // informed while it waits, then reports the final confirmed position.
-func (s *Stream) shutdown(conn *pgconn.PgConn) {
+func (s *Stream) shutdown(w *replConn) {
 	deadline := time.Now().Add(s.cfg.ShutdownTimeout)
 	for {
 		step := time.Now().Add(s.cfg.StatusInterval)
@@ -425,12 +408,12 @@ func (s *Stream) shutdown(conn *pgconn.PgConn) {
 			s.log.Warn("not waiting for in-flight records", "err", err)
 			break
 		}
-		if err := s.sendStatus(conn); err != nil {
+		if err := s.sendStatus(w); err != nil {
 			s.log.Warn("reporting position during shutdown", "err", err)
 			return
 		}
 	}
-	if err := s.sendStatus(conn); err != nil {
+	if err := s.sendStatus(w); err != nil {
 		s.log.Warn("reporting final position", "err", err)
 		return
 	}
