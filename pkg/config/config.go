@@ -54,6 +54,7 @@ type Postgres struct {
 	StatusInterval time.Duration `yaml:"status_interval" help:"how often the confirmed LSN is reported to Postgres"`
 	MinBackoff     time.Duration `yaml:"min_backoff" help:"first delay before reconnecting after a lost connection"`
 	MaxBackoff     time.Duration `yaml:"max_backoff" help:"longest delay between reconnect attempts"`
+	ReadWait       time.Duration `yaml:"read_wait" help:"after a read from the slot that got little, wait this long before the next so messages arrive in batches (adds at most this latency; 0: off)"`
 }
 
 // Kafka is where events go.
@@ -168,6 +169,7 @@ func Default() Config {
 			StatusInterval: time.Second,
 			MinBackoff:     250 * time.Millisecond,
 			MaxBackoff:     30 * time.Second,
+			ReadWait:       time.Millisecond,
 		},
 		Kafka: Kafka{
 			Brokers:                []string{"localhost:9092"},
@@ -253,6 +255,9 @@ func (c *Config) Validate() error {
 		bad("postgres.min_backoff", c.Postgres.MinBackoff.String(), "must be positive")
 	} else if c.Postgres.MaxBackoff < c.Postgres.MinBackoff {
 		bad("postgres.max_backoff", c.Postgres.MaxBackoff.String(), "must be at least postgres.min_backoff ("+c.Postgres.MinBackoff.String()+")")
+	}
+	if c.Postgres.ReadWait < 0 || c.Postgres.ReadWait > 100*time.Millisecond {
+		bad("postgres.read_wait", c.Postgres.ReadWait.String(), "must be between 0 and 100ms")
 	}
 	if len(c.Kafka.Brokers) == 0 {
 		bad("kafka.brokers", "", "at least one broker is required")

@@ -31,7 +31,7 @@ type handler struct {
 	topics map[string]prometheus.Counter // events_published_total by topic
 
 	// The transaction being read.
-	tx    *checkpoint.Tx
+	tx *checkpoint.Tx
 	// commitLSN and commitTime are copied from its Begin (the message is
 	// reused by the stream); the commit time stamps the records.
 	commitLSN  pglogrepl.LSN

@@ -128,6 +128,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Relay, error
 		ShutdownTimeout: cfg.Relay.ShutdownTimeout,
 		MinBackoff:      cfg.Postgres.MinBackoff,
 		MaxBackoff:      cfg.Postgres.MaxBackoff,
+		ReadWait:        cfg.Postgres.ReadWait,
 	}, newHandler(r), failureAware{r.tracker, &r.fail}, log)
 	r.monitor = newSlotMonitor(cfg.Postgres.DSN, cfg.Postgres.Slot, cfg.Metrics.SlotPollInterval, m, log)
 	r.registerGauges()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"time"
 
@@ -85,3 +86,27 @@ func (w *replConn) close() {
 
 // pgEpoch is Postgres's time zero, for the timestamp in status updates.
 var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// coalescingReader sits under the connection's read buffer. When a read
+// returned little (the stream is keeping up with the walsender, one
+// message per read), it waits before the next read so that several
+// messages arrive in one: far fewer wake-ups and system calls for at most
+// wait of added latency. An idle stream is not delayed further: the wait
+// comes before a read that would block anyway.
+type coalescingReader struct {
+	r     io.Reader
+	wait  time.Duration
+	small bool // the last read returned less than smallRead
+}
+
+// smallRead is what counts as a read that got little.
+const smallRead = 16 << 10
+
+func (c *coalescingReader) Read(p []byte) (int, error) {
+	if c.small && c.wait > 0 {
+		time.Sleep(c.wait)
+	}
+	n, err := c.r.Read(p)
+	c.small = n < smallRead
+	return n, err
+}

@@ -82,6 +82,10 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the reconnect delay (defaults 250ms, 30s).
 	MinBackoff, MaxBackoff time.Duration
+	// ReadWait is how long a read waits after one that returned little,
+	// so that messages arrive in batches (0: never wait). It bounds the
+	// latency it adds.
+	ReadWait time.Duration
 }
 
 // Stream is a logical replication client for one slot. Create it with New
@@ -233,7 +237,7 @@ func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, error) {
 	// One read takes everything the socket holds (up to the buffer), not
 	// just the 8 KiB pgproto3 asks for at a time.
 	cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
-		return pgproto3.NewFrontend(bufio.NewReaderSize(r, readBufferSize), w)
+		return pgproto3.NewFrontend(bufio.NewReaderSize(&coalescingReader{r: r, wait: s.cfg.ReadWait}, readBufferSize), w)
 	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
