@@ -6,18 +6,30 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// manualKey marks a record whose Partition field was set by the router
-// (Debezium's "partition" placement). It is a context key, not a value, so
-// marking a record costs no allocation.
-type manualKey struct{}
+// PartitionHint is implemented by a record's Context when the record may
+// carry its own partition (Debezium's "partition" placement): when
+// ManualPartition reports true, the record goes to r.Partition instead of
+// the hash of its key.
+type PartitionHint interface {
+	ManualPartition() bool
+}
 
-// manual is the one context that marks records; it is immutable.
-var manual = context.WithValue(context.Background(), manualKey{}, true)
+// manualContext marks a record placed with SetPartition.
+type manualContext struct{ context.Context }
 
-// SetPartition directs r to partition, bypassing key hashing.
+func (manualContext) ManualPartition() bool { return true }
+
+// SetPartition directs r to partition, bypassing key hashing. It replaces
+// r.Context (with one that is never cancelled).
 func SetPartition(r *kgo.Record, partition int32) {
 	r.Partition = partition
-	r.Context = manual
+	r.Context = manualContext{context.Background()}
+}
+
+// isManual reports whether r carries its own partition.
+func isManual(r *kgo.Record) bool {
+	h, ok := r.Context.(PartitionHint)
+	return ok && h.ManualPartition()
 }
 
 // partitioner is Kafka's default for keyed records (murmur2, masked, mod n:
@@ -39,11 +51,11 @@ type topicPartitioner struct{ base kgo.TopicPartitioner }
 // must never be moved to another partition when theirs is unavailable,
 // or per-aggregate order would break.
 func (t *topicPartitioner) RequiresConsistency(r *kgo.Record) bool {
-	return r.Context == manual || t.base.RequiresConsistency(r)
+	return isManual(r) || t.base.RequiresConsistency(r)
 }
 
 func (t *topicPartitioner) Partition(r *kgo.Record, n int) int {
-	if r.Context == manual {
+	if isManual(r) {
 		return int(r.Partition)
 	}
 	return t.base.Partition(r, n)

@@ -9,11 +9,9 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/pkg/checkpoint"
 	"github.com/walrelay/walrelay/pkg/config"
-	"github.com/walrelay/walrelay/pkg/publisher"
 	"github.com/walrelay/walrelay/pkg/router"
 )
 
@@ -29,6 +27,7 @@ type handler struct {
 	log    *slog.Logger
 	plans  map[uint32]*router.Plan
 	topics map[string]prometheus.Counter // events_published_total by topic
+	msg    router.Message                // reused by RouteTo for every row
 
 	// The transaction being read.
 	tx *checkpoint.Tx
@@ -120,9 +119,8 @@ func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m 
 	if h.rows++; h.rows <= h.skip {
 		return nil // handled before the session was lost
 	}
-	msg, err := plan.Route(m.Tuple.Columns, h.commitTime)
-	o := origin{lsn: lsn, id: plan.EventID(m.Tuple.Columns), table: plan.Table()}
-	if err != nil {
+	if err := plan.RouteTo(&h.msg, m.Tuple.Columns, h.commitTime); err != nil {
+		o := origin{lsn: lsn, id: plan.EventID(m.Tuple.Columns), table: plan.Table()}
 		class, _ := router.ClassOf(err)
 		switch h.r.reject(o, class.String(), err, "cannot route outbox row") {
 		case config.PolicyStop:
@@ -130,53 +128,43 @@ func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m 
 		case config.PolicyLog:
 			return nil
 		default:
-			return h.produce(ctx, deadLetter(h.r.cfg.Relay.DeadLetterTopic, rel, m.Tuple.Columns, o, class.String(), err), o)
+			return h.produce(ctx, wrapRecord(deadLetter(h.r.cfg.Relay.DeadLetterTopic, rel, m.Tuple.Columns, o, class.String(), err), o))
 		}
 	}
-	return h.produce(ctx, recordOf(&msg), o)
+	return h.produce(ctx, newRecord(&h.msg, lsn, plan.Table()))
 }
 
-// produce tracks rec in the current transaction and hands it to the
+// produce tracks out in the current transaction and hands it to the
 // producer. The tracker counts it until its ack. A record the broker
 // refuses for good follows relay.on_error (record_too_large,
 // topic_rejected); any other failure stops the relay. A refused record is
 // never acked as published, so its LSN is not confirmed until its
 // dead-letter copy is acked (dlq) or it is deliberately skipped (log).
-func (h *handler) produce(ctx context.Context, rec *kgo.Record, o origin) error {
-	published, ok := h.topics[rec.Topic]
+func (h *handler) produce(ctx context.Context, out *outRecord) error {
+	published, ok := h.topics[out.rec.Topic]
 	if !ok {
-		if err := h.r.pub.EnsureTopic(ctx, rec.Topic); err != nil {
+		if err := h.r.pub.EnsureTopic(ctx, out.rec.Topic); err != nil {
 			class, known := produceErrorClass(err)
-			if !known || rec.Topic == h.r.cfg.Relay.DeadLetterTopic {
+			if !known || out.rec.Topic == h.r.cfg.Relay.DeadLetterTopic {
 				return err
 			}
+			o := out.origin()
 			switch h.r.reject(o, class, err, "kafka refused the topic") {
 			case config.PolicyStop:
 				return fmt.Errorf("%w: outbox row %s at %s: %w", ErrStopped, o.id, o.lsn, err)
 			case config.PolicyLog:
 				return nil
 			default:
-				return h.produce(ctx, deadLetterOf(rec, h.r.cfg.Relay.DeadLetterTopic, o, class, err), o)
+				return h.produce(ctx, wrapRecord(deadLetterOf(&out.rec, h.r.cfg.Relay.DeadLetterTopic, o, class, err), o))
 			}
 		}
-		published = h.r.metrics.Published(rec.Topic)
-		h.topics[rec.Topic] = published
+		published = h.r.metrics.Published(out.rec.Topic)
+		h.topics[out.rec.Topic] = published
 	}
-	tx, size, m := h.tx, recordSize(rec), h.r.metrics
-	committed := h.commitTime
-	h.r.tracker.Add(tx, size)
-	produced := time.Now()
-	h.r.pub.Produce(rec, func(rec *kgo.Record, err error) {
-		if err != nil {
-			h.r.refused(rec, err, o, pending{tx: tx, size: size})
-			return
-		}
-		h.r.tracker.Ack(tx, size)
-		now := time.Now()
-		published.Inc()
-		m.ProduceAckLatency.Observe(now.Sub(produced).Seconds())
-		m.EndToEndLatency.Observe(now.Sub(committed).Seconds())
-	})
+	out.tx, out.size, out.published, out.committed = h.tx, out.bytes(), published, h.commitTime
+	h.r.tracker.Add(out.tx, out.size)
+	out.produced = time.Now()
+	h.r.pub.Produce(&out.rec, h.r.promise)
 	return nil
 }
 
@@ -233,37 +221,4 @@ func relationOf(rel *pglogrepl.RelationMessage) router.Relation {
 		cols[i] = router.Column{Name: c.Name, TypeOID: c.DataType}
 	}
 	return router.Relation{ID: rel.RelationID, Namespace: rel.Namespace, Name: rel.RelationName, Columns: cols}
-}
-
-// recordOf turns a routed message into a franz-go record.
-func recordOf(m *router.Message) *kgo.Record {
-	rec := &kgo.Record{Topic: m.Topic, Key: m.Key, Value: m.Value, Timestamp: m.Timestamp}
-	if len(m.Headers) > 0 {
-		rec.Headers = make([]kgo.RecordHeader, len(m.Headers))
-		for i, hd := range m.Headers {
-			rec.Headers[i] = kgo.RecordHeader{Key: hd.Key, Value: hd.Value}
-		}
-	}
-	if m.HasPartition {
-		publisher.SetPartition(rec, m.Partition)
-	}
-	return rec
-}
-
-// recordSize is what a record counts against relay.max_in_flight_bytes.
-func recordSize(r *kgo.Record) int {
-	n := len(r.Key) + len(r.Value) + len(r.Topic)
-	for _, h := range r.Headers {
-		n += len(h.Key) + len(h.Value)
-	}
-	return n
-}
-
-func headerValue(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
 }

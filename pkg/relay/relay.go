@@ -63,6 +63,7 @@ type Relay struct {
 	// so a promise never blocks on it.
 	deadLetters chan deadLetterJob
 	hb          heartbeats
+	promise     func(*kgo.Record, error) // onProduced, bound once
 }
 
 // New validates cfg and builds the relay. It does not connect. m may be
@@ -93,6 +94,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Relay, error
 		fail:        failure{done: make(chan struct{})},
 		deadLetters: make(chan deadLetterJob, cfg.Relay.MaxInFlightRecords+1),
 	}
+	r.promise = r.onProduced
 	var tlsCfg *tls.Config
 	if t := cfg.Kafka.TLS; t.Enabled {
 		if tlsCfg, err = publisher.TLSConfig(t.CAFile, t.CertFile, t.KeyFile, t.ServerName); err != nil {

@@ -229,37 +229,49 @@ func (p *Plan) EventID(cols []*pglogrepl.TupleDataColumn) string {
 // copies: the caller may reuse cols' buffers once Route returns. Errors are
 // *RowError.
 func (p *Plan) Route(cols []*pglogrepl.TupleDataColumn, commitTime time.Time) (Message, error) {
+	var msg Message
+	if err := p.RouteTo(&msg, cols, commitTime); err != nil {
+		return Message{}, err
+	}
+	return msg, nil
+}
+
+// RouteTo is Route writing into *out, whose Headers slice it reuses: the
+// headers (not their bytes) are valid until the next RouteTo with the same
+// out. On error *out is unspecified. It saves an allocation per row.
+func (p *Plan) RouteTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTime time.Time) error {
 	if len(cols) < p.need {
-		return Message{}, &RowError{Class: ClassColumnMissing,
+		return &RowError{Class: ClassColumnMissing,
 			Err: fmt.Errorf("tuple has %d columns, table %q needs at least %d", len(cols), p.table, p.need)}
 	}
-	var msg Message
+	*out = Message{Headers: out.Headers[:0]}
+	msg := out
 
 	rv, null, err := columnData(cols, &p.route)
 	if err != nil {
-		return Message{}, err
+		return err
 	}
 	if null || len(rv) == 0 {
 		what := "empty"
 		if null {
 			what = "NULL"
 		}
-		return Message{}, &RowError{Class: ClassRoutingValueMissing, Column: p.route.name,
+		return &RowError{Class: ClassRoutingValueMissing, Column: p.route.name,
 			Err: fmt.Errorf("%s value is %s", optRouteByField, what)}
 	}
 	if msg.Topic, err = p.topic(rv); err != nil {
-		return Message{}, &RowError{Class: ClassTopicInvalid, Column: p.route.name, Value: errValue(rv), Err: err}
+		return &RowError{Class: ClassTopicInvalid, Column: p.route.name, Value: errValue(rv), Err: err}
 	}
 
 	msg.Timestamp = commitTime
 	if p.ts.idx >= 0 {
 		d, null, err := columnData(cols, &p.ts)
 		if err != nil {
-			return Message{}, err
+			return err
 		}
 		if !null {
 			if msg.Timestamp, err = parseTimestamp(d); err != nil {
-				return Message{}, &RowError{Class: ClassPayloadInvalid, Column: p.ts.name, Value: errValue(d), Err: err}
+				return &RowError{Class: ClassPayloadInvalid, Column: p.ts.name, Value: errValue(d), Err: err}
 			}
 		}
 	}
@@ -267,11 +279,11 @@ func (p *Plan) Route(cols []*pglogrepl.TupleDataColumn, commitTime time.Time) (M
 	if p.part.idx >= 0 {
 		d, null, err := columnData(cols, &p.part)
 		if err != nil {
-			return Message{}, err
+			return err
 		}
 		if !null {
 			if msg.Partition, err = parsePartition(d); err != nil {
-				return Message{}, &RowError{Class: ClassPayloadInvalid, Column: p.part.name, Value: errValue(d), Err: err}
+				return &RowError{Class: ClassPayloadInvalid, Column: p.part.name, Value: errValue(d), Err: err}
 			}
 			msg.HasPartition = true
 		}
@@ -279,7 +291,7 @@ func (p *Plan) Route(cols []*pglogrepl.TupleDataColumn, commitTime time.Time) (M
 
 	pd, pnull, err := columnData(cols, &p.payload)
 	if err != nil {
-		return Message{}, err
+		return err
 	}
 	tombstone := pnull && len(p.envFields) == 0 // Debezium forwards a null payload as a null value
 	if p.r.cfg.TombstoneOnEmptyPayload && (pnull || payloadEmpty(pd, p.payload.kind)) {
@@ -306,14 +318,14 @@ func (p *Plan) Route(cols []*pglogrepl.TupleDataColumn, commitTime time.Time) (M
 		pc := &pcs[i]
 		if pc.f != &p.payload {
 			if pc.src, pc.null, err = columnData(cols, pc.f); err != nil {
-				return Message{}, err
+				return err
 			}
 		}
 		if pc.null {
 			continue
 		}
 		if pc.n, err = decodedLen(pc.src, pc.f.kind); err != nil {
-			return Message{}, p.valueErr(pc.f, pc.src, err)
+			return p.valueErr(pc.f, pc.src, err)
 		}
 		total += pc.n
 	}
@@ -327,13 +339,12 @@ func (p *Plan) Route(cols []*pglogrepl.TupleDataColumn, commitTime time.Time) (M
 		pc.out = buf[off : off+pc.n : off+pc.n]
 		off += pc.n
 		if err := decodeInto(pc.out, pc.src, pc.f.kind); err != nil {
-			return Message{}, p.valueErr(pc.f, pc.src, err)
+			return p.valueErr(pc.f, pc.src, err)
 		}
 	}
 
 	i := 0
-	msg.Headers = make([]Header, 1+len(p.headers))
-	msg.Headers[0] = Header{Key: "id", Value: pcs[i].out}
+	msg.Headers = append(msg.Headers[:0], Header{Key: "id", Value: pcs[i].out})
 	i++
 	if p.key.idx >= 0 {
 		msg.Key = pcs[i].out
@@ -344,16 +355,16 @@ func (p *Plan) Route(cols []*pglogrepl.TupleDataColumn, commitTime time.Time) (M
 		i++
 	}
 	for h := range p.headers {
-		msg.Headers[1+h] = Header{Key: p.headers[h].alias, Value: pcs[i].out}
+		msg.Headers = append(msg.Headers, Header{Key: p.headers[h].alias, Value: pcs[i].out})
 		i++
 	}
 
 	if !tombstone && len(p.envFields) > 0 {
 		if msg.Value, err = p.envelope(cols, pd, pnull); err != nil {
-			return Message{}, err
+			return err
 		}
 	}
-	return msg, nil
+	return nil
 }
 
 // topic returns the topic for a route.by.field value, from the cache when it

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 )
@@ -376,5 +377,39 @@ func TestRouteAllocs(t *testing.T) {
 	// One buffer for all bytes and one header slice.
 	if n := testing.AllocsPerRun(100, func() { _, _ = p.Route(cols, commitTime) }); n > 2 {
 		t.Errorf("Route allocates %v times per row, want at most 2", n)
+	}
+}
+
+// RouteTo reuses the caller's Message: one allocation per row (the bytes).
+func TestRouteToAllocs(t *testing.T) {
+	r, err := New(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := r.Bind(Relation{Namespace: "public", Name: "outbox", Columns: []Column{
+		{Name: "id", TypeOID: 2950}, {Name: "aggregatetype", TypeOID: 25}, {Name: "aggregateid", TypeOID: 25},
+		{Name: "type", TypeOID: 25}, {Name: "payload", TypeOID: 3802},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := func(s string) *pglogrepl.TupleDataColumn {
+		return &pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeText, Length: uint32(len(s)), Data: []byte(s)}
+	}
+	cols := []*pglogrepl.TupleDataColumn{text("0b7e3c3a-8f1d-4c3e-9b0a-2d6f5e4c3b2a"), text("order"), text("o-1"), text("Created"), text(`{"a": 1}`)}
+	var msg Message
+	if err := plan.RouteTo(&msg, cols, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if err := plan.RouteTo(&msg, cols, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 1 {
+		t.Errorf("RouteTo: %v allocations per row, want 1", allocs)
+	}
+	if string(msg.Value) != `{"a": 1}` || string(msg.Key) != "o-1" || len(msg.Headers) != 1 {
+		t.Errorf("message %+v", msg)
 	}
 }

@@ -1,0 +1,102 @@
+package relay
+
+import (
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/pkg/checkpoint"
+	"github.com/walrelay/walrelay/pkg/router"
+)
+
+// outRecord is one record on its way to Kafka together with everything its
+// promise needs, in a single allocation: the franz-go record, up to two
+// headers inline, its place in the tracker and its origin. It is also the
+// record's Context, so one promise function (Relay.onProduced) serves every
+// record without a closure each. franz-go only asks the Context for Done,
+// which is nil: a record is never cancelled (a shutdown drains it).
+type outRecord struct {
+	rec     kgo.Record
+	headers [2]kgo.RecordHeader
+
+	tx        *checkpoint.Tx
+	size      int
+	lsn       pglogrepl.LSN
+	table     string
+	manual    bool // rec.Partition was set by the router
+	produced  time.Time
+	committed time.Time
+	published prometheus.Counter
+}
+
+// newRecord turns a routed message into a record. The message's header
+// slice may be reused by the router; the header bytes are the message's own.
+func newRecord(m *router.Message, lsn pglogrepl.LSN, table string) *outRecord {
+	out := &outRecord{lsn: lsn, table: table}
+	out.rec = kgo.Record{Topic: m.Topic, Key: m.Key, Value: m.Value, Timestamp: m.Timestamp, Context: out}
+	if len(m.Headers) <= len(out.headers) {
+		out.rec.Headers = out.headers[:len(m.Headers):len(m.Headers)]
+	} else {
+		out.rec.Headers = make([]kgo.RecordHeader, len(m.Headers))
+	}
+	for i, hd := range m.Headers {
+		out.rec.Headers[i] = kgo.RecordHeader{Key: hd.Key, Value: hd.Value}
+	}
+	if m.HasPartition {
+		out.rec.Partition, out.manual = m.Partition, true
+	}
+	return out
+}
+
+// wrapRecord carries a record built elsewhere (a dead letter).
+func wrapRecord(rec *kgo.Record, o origin) *outRecord {
+	out := &outRecord{rec: *rec, lsn: o.lsn, table: o.table}
+	out.rec.Context = out
+	return out
+}
+
+// origin is the row behind the record, for logs and dead letters.
+func (o *outRecord) origin() origin {
+	return origin{lsn: o.lsn, id: headerValue(&o.rec, "id"), table: o.table}
+}
+
+// size is what a record counts against relay.max_in_flight_bytes.
+func (o *outRecord) bytes() int {
+	n := len(o.rec.Key) + len(o.rec.Value) + len(o.rec.Topic)
+	for _, h := range o.rec.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// context.Context, for franz-go; publisher.PartitionHint, for the partitioner.
+func (o *outRecord) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (o *outRecord) Done() <-chan struct{}       { return nil }
+func (o *outRecord) Err() error                  { return nil }
+func (o *outRecord) Value(any) any               { return nil }
+func (o *outRecord) ManualPartition() bool       { return o.manual }
+
+// onProduced is every record's promise.
+func (r *Relay) onProduced(rec *kgo.Record, err error) {
+	out := rec.Context.(*outRecord)
+	if err != nil {
+		r.refused(rec, err, out.origin(), pending{tx: out.tx, size: out.size})
+		return
+	}
+	r.tracker.Ack(out.tx, out.size)
+	now := time.Now()
+	out.published.Inc()
+	r.metrics.ProduceAckLatency.Observe(now.Sub(out.produced).Seconds())
+	r.metrics.EndToEndLatency.Observe(now.Sub(out.committed).Seconds())
+}
+
+func headerValue(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
