@@ -34,8 +34,10 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # deps installs what the tests need when it is missing: the PostgreSQL
-# server (initdb, pg_ctl, postgres) and Prometheus (prometheus, promtool;
-# internal/monitoring runs both). It needs apt-get and root (or sudo).
+# server (initdb, pg_ctl, postgres), Prometheus (prometheus, promtool;
+# internal/monitoring runs both) and docker-compose (internal/compose
+# validates docker-compose.yml with `docker-compose config`; no Docker
+# engine is needed). It needs apt-get and root (or sudo).
 # The Debian package starts a system prometheus on :9090; it is stopped
 # (tests use their own server on a free port, nothing needs :9090).
 deps:
@@ -47,6 +49,9 @@ deps:
 	if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then \
 		echo "promtool/prometheus not found: installing prometheus with apt-get"; pkgs="$$pkgs prometheus"; \
 	fi; \
+	if ! command -v docker-compose >/dev/null 2>&1; then \
+		echo "docker-compose not found: installing docker-compose with apt-get"; pkgs="$$pkgs docker-compose"; \
+	fi; \
 	[ -n "$$pkgs" ] || exit 0; \
 	$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 	$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkgs >/dev/null || exit 1; \
@@ -55,6 +60,7 @@ deps:
 		if command -v service >/dev/null 2>&1; then $$SUDO service prometheus stop >/dev/null 2>&1 || true; fi; \
 		command -v promtool >/dev/null && command -v prometheus >/dev/null || exit 1;; \
 	esac; \
+	case "$$pkgs" in *docker-compose*) command -v docker-compose >/dev/null || exit 1;; esac; \
 	case "$$pkgs" in *postgresql*) ls -d /usr/lib/postgresql/*/bin;; esac
 
 # soak runs the fault-injection suite with long scenarios and a 1,000,000-row
