@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
 	"github.com/walrelay/walrelay/pkg/config"
@@ -38,6 +40,10 @@ able to create tables and publications and to have REPLICATION.`,
 			})
 			for _, s := range steps {
 				fmt.Fprintln(stdout, s)
+			}
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+				return fmt.Errorf("%w (walrelay setup needs CREATE on the schema and the database, ownership of the table, and REPLICATION: see docs/deploy.md, or have a DBA run sql/001-003 by hand)", err)
 			}
 			return err
 		},

@@ -7,6 +7,7 @@ import (
 	"net"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -54,6 +55,9 @@ func connectError(cfg *pgx.ConnConfig, err error) error {
 		case "28P01":
 			return fmt.Errorf("%w: password authentication failed for user %q at %s: fix the password in postgres.dsn (or WALRELAY_POSTGRES_DSN)", ErrAuth, cfg.User, where)
 		case "28000":
+			if strings.Contains(pgErr.Message, "certificate") {
+				return fmt.Errorf("%w: postgres at %s refused the client certificate for user %q (%s): check sslcert and sslkey in postgres.dsn (the certificate's CN must match the user)", ErrAuth, where, cfg.User, pgErr.Message)
+			}
 			return fmt.Errorf("%w: postgres at %s refused user %q on database %q (%s): add a pg_hba.conf entry for this role and host, or fix the user in postgres.dsn", ErrAuth, where, cfg.User, cfg.Database, pgErr.Message)
 		case "3D000":
 			return fmt.Errorf("%w: database %q does not exist at %s: fix the database name in postgres.dsn", ErrConnect, cfg.Database, where)

@@ -232,7 +232,14 @@ func (c *Config) Validate() error {
 	if c.Postgres.DSN == "" {
 		bad("postgres.dsn", "", "required")
 	} else if _, err := pgconn.ParseConfig(c.Postgres.DSN); err != nil {
-		bad("postgres.dsn", Redact(c.Postgres.DSN), "not a valid connection string")
+		reason := "not a valid connection string"
+		// The cause (e.g. an sslrootcert file that cannot be read) names
+		// no secret; the whole error would repeat the DSN.
+		var pe *pgconn.ParseConfigError
+		if errors.As(err, &pe) && pe.Unwrap() != nil {
+			reason += ": " + pe.Unwrap().Error()
+		}
+		bad("postgres.dsn", Redact(c.Postgres.DSN), reason)
 	}
 	if !identRe.MatchString(c.Postgres.Slot) {
 		bad("postgres.slot", c.Postgres.Slot, "slot names are 1-63 lowercase letters, digits and underscores")
