@@ -9,7 +9,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # Where the Postgres server binaries live; found by pkg/localpg when unset.
 PG_BIN   ?= $(firstword $(wildcard /usr/lib/postgresql/*/bin))
 
-.PHONY: all build demo test test-short soak vet fmt-check deps clean
+.PHONY: all build demo test test-short soak bench bench-go vet fmt-check deps clean
 
 all: build
 
@@ -67,6 +67,17 @@ deps:
 # transaction (docs/reliability.md). WALRELAY_FAULT_REPORT=FILE writes its table.
 soak: deps
 	WALRELAY_SOAK=1 $(GO) test -count=1 -timeout 60m -v -run TestFaultSuite ./internal/faultsuite/
+
+# bench runs the benchmark harness's default set (about 4 minutes on 2
+# cores; docs/benchmarks.md): a table on stdout, JSON in bin/bench.json.
+bench: deps
+	$(GO) build -ldflags '$(LDFLAGS)' -o bin/walrelay ./cmd/walrelay
+	$(GO) build -o bin/walrelay-bench ./cmd/walrelay-bench
+	bin/walrelay-bench --walrelay-bin bin/walrelay --json bin/bench.json
+
+# bench-go runs the Go micro-benchmarks of the hot paths.
+bench-go:
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pkg/...
 
 clean:
 	rm -rf bin

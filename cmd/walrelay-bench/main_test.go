@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestUsageErrors checks that bad flags fail before anything starts, with
+// exit status 2 and a message naming the flag.
+func TestUsageErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown flag", []string{"--bogus"}, "unknown flag"},
+		{"bad backlog", []string{"--backlog", "batch:10"}, "--backlog"},
+		{"bad live", []string{"--live", "onetx@5"}, "--live"},
+		{"blackhole with live", []string{"--kfake-blackhole", "--backlog", "single:10"}, "--kfake-blackhole"},
+		{"nothing to run", []string{"--backlog", "none", "--live", "none"}, "nothing to measure"},
+		{"N not a multiple", []string{"--backlog", "tx100:150", "--live", "none"}, "multiple"},
+		{"bad env", []string{"--walrelay-env", "LINGER=1ms", "--live", "none"}, "walrelay-env"},
+		{"bad log level", []string{"--log-level", "loud"}, "--log-level"},
+		{"positional argument", []string{"extra"}, "unknown command"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), tc.args, strings.NewReader(""), &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("run(%q) = %v, want an error containing %q", tc.args, err, tc.want)
+			}
+			if code := exitCode(err, &stderr); code != 2 {
+				t.Fatalf("exit code %d, want 2 (stderr: %s)", code, stderr.String())
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"kfake", "--help"}} {
+		var stdout, stderr bytes.Buffer
+		if err := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr); err != nil {
+			t.Fatalf("run(%q) = %v", args, err)
+		}
+		if !strings.Contains(stdout.String(), "Usage:") {
+			t.Errorf("run(%q) printed no usage:\n%s", args, stdout.String())
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/walrelay/walrelay/internal/testenv"
+)
+
+// TestMain doubles as the kfake child the harness starts: the smoke test
+// passes this test binary with the argument "kfake" as BrokerCommand.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "kfake" {
+		os.Exit(kfakeChild(os.Args[2:]))
+	}
+	testenv.Main(m)
+}
+
+func kfakeChild(args []string) int {
+	fs := flag.NewFlagSet("kfake", flag.ContinueOnError)
+	var opts KfakeOptions
+	fs.IntVar(&opts.Port, "port", 0, "")
+	fs.IntVar(&opts.Brokers, "brokers", 1, "")
+	fs.IntVar(&opts.Partitions, "partitions", 3, "")
+	fs.BoolVar(&opts.Blackhole, "blackhole", false, "")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := ServeKfake(ctx, opts, os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// testWriter sends progress lines to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// TestSmoke runs one small backlog measurement and one short live
+// measurement end to end (private broker process, real walrelay binary)
+// and checks the results are complete and consistent. It asserts nothing
+// about speed.
+func TestSmoke(t *testing.T) {
+	pg := testenv.Postgres(t)
+	dsn := pg.NewDatabase(t)
+	var pgBin string
+	if c := pg.Cluster(); c != nil {
+		pgBin = c.BinDir()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "walrelay")
+	if err := BuildWalrelay(ctx, bin, raceBuildFlags...); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 2000
+	cfg := Config{
+		DSN:           dsn,
+		PGBinDir:      pgBin,
+		BrokerCommand: []string{os.Args[0], "kfake"},
+		WalrelayBin:   bin,
+		Backlogs:      []Backlog{{Shape: Shape{RowsPerTx: 1}, N: n}},
+		Lives:         []Live{{Shape: Shape{RowsPerTx: 2}, Rate: 200}},
+		LiveDuration:  2 * time.Second,
+		LiveWarmup:    500 * time.Millisecond,
+		Repeat:        1,
+		Writers:       2,
+		StepTimeout:   2 * time.Minute,
+		VerifyCount:   true,
+		Progress:      testWriter{t},
+	}
+	r, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if len(r.Backlogs) != 1 {
+		t.Fatalf("%d backlog results, want 1", len(r.Backlogs))
+	}
+	b := r.Backlogs[0]
+	if b.Error != "" {
+		t.Fatalf("backlog failed: %s", b.Error)
+	}
+	if b.Events != n || b.Transactions != n || b.WALBytes == 0 || b.PayloadBytes <= 0 {
+		t.Errorf("backlog = %d events in %d transactions, %d WAL bytes, %.0f-byte payloads; want %d in %d, some WAL, payloads",
+			b.Events, b.Transactions, b.WALBytes, b.PayloadBytes, n, n)
+	}
+	if b.Floor == nil || b.Walrelay == nil || len(b.FloorRuns) != 1 || len(b.WalrelayRuns) != 1 {
+		t.Fatalf("floor %v, walrelay %v, runs %d/%d; want one of each", b.Floor, b.Walrelay, len(b.FloorRuns), len(b.WalrelayRuns))
+	}
+	if got := b.Walrelay.BrokerRecords; got != n {
+		t.Errorf("broker holds %d records, want %d", got, n)
+	}
+	for name, d := range map[string]*Drain{"pg_recvlogical": b.Floor, "walrelay": b.Walrelay} {
+		if d.Seconds <= 0 || d.EventsPerSec <= 0 || d.StreamSeconds <= 0 || d.StreamSeconds > d.Seconds || d.PeakRSSBytes <= 0 || d.CPUSeconds < 0 {
+			t.Errorf("%s drain = %+v; want positive times, rates and RSS, stream time within wall time", name, *d)
+		}
+		if math.Abs(d.EventsPerSec*d.Seconds-n) > 1 {
+			t.Errorf("%s: %.0f events/s over %.3fs is not %d events", name, d.EventsPerSec, d.Seconds, n)
+		}
+	}
+	if b.Walrelay.AckedSeconds <= 0 || b.Walrelay.AckedSeconds > b.Walrelay.Seconds+1 {
+		t.Errorf("walrelay acked at %.3fs, confirmed at %.3fs", b.Walrelay.AckedSeconds, b.Walrelay.Seconds)
+	}
+	if want := b.Walrelay.EventsPerSec / b.Floor.EventsPerSec; b.Ratio <= 0 || math.Abs(b.Ratio-want) > 1e-9 || b.StreamRatio <= 0 {
+		t.Errorf("ratio = %v (stream %v), want %v", b.Ratio, b.StreamRatio, want)
+	}
+
+	if len(r.Lives) != 1 {
+		t.Fatalf("%d live results, want 1", len(r.Lives))
+	}
+	l := r.Lives[0]
+	if l.Error != "" {
+		t.Fatalf("live failed: %s", l.Error)
+	}
+	if l.Inserted <= 0 || l.Received != l.Inserted || l.Events <= 0 || int64(l.Events) > l.Inserted || l.Latency.Samples != l.Events {
+		t.Errorf("live: inserted %d, received %d, %d events in the window, %d latency samples", l.Inserted, l.Received, l.Events, l.Latency.Samples)
+	}
+	if l.AchievedRate <= 0 || l.Latency.P50 <= 0 || l.Latency.P99 < l.Latency.P50 || l.Latency.P999 < l.Latency.P99 || l.Latency.Max < l.Latency.P999 {
+		t.Errorf("live: %.0f events/s, latency %+v", l.AchievedRate, l.Latency)
+	}
+	if l.PeakRSSBytes <= 0 || l.CPUPerEventUS < 0 {
+		t.Errorf("live: peak RSS %d, CPU %.2f µs/event", l.PeakRSSBytes, l.CPUPerEventUS)
+	}
+
+	var table, js bytes.Buffer
+	if err := r.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"pg_recvlogical ev/s", "ratio", "single", "tx2", "p99.9 ms"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+		t.Fatalf("JSON report does not decode: %v", err)
+	}
+	if back.Backlogs[0].Ratio != b.Ratio || back.Lives[0].Latency != l.Latency {
+		t.Errorf("JSON round trip changed the results")
+	}
+	t.Logf("\n%s", table.String())
+}

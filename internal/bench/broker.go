@@ -1,0 +1,151 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// KfakeOptions configures ServeKfake.
+type KfakeOptions struct {
+	// Port is the first broker's port on 127.0.0.1; 0 picks free ports.
+	Port int
+	// Brokers is the number of brokers (default 1).
+	Brokers int
+	// Partitions is the partition count of auto-created topics (default 3).
+	Partitions int
+	// Blackhole acknowledges produced records without storing them
+	// (kfake.BlackholeProduce): offsets advance, nothing can be consumed.
+	Blackhole bool
+}
+
+// listenPrefix starts the line ServeKfake prints once it listens.
+const listenPrefix = "kfake listening on "
+
+// ServeKfake runs a kfake cluster until ctx is done or stdin reaches EOF
+// (the harness that started it closed the pipe or died). Once it listens
+// it prints one line to out: "kfake listening on host:port[,host:port...]".
+func ServeKfake(ctx context.Context, opts KfakeOptions, stdin io.Reader, out io.Writer) error {
+	if opts.Brokers <= 0 {
+		opts.Brokers = 1
+	}
+	if opts.Partitions <= 0 {
+		opts.Partitions = 3
+	}
+	kopts := []kfake.Opt{kfake.NumBrokers(opts.Brokers), kfake.DefaultNumPartitions(opts.Partitions)}
+	if opts.Port != 0 {
+		ports := make([]int, opts.Brokers)
+		for i := range ports {
+			ports[i] = opts.Port + i
+		}
+		kopts = append(kopts, kfake.Ports(ports...))
+	}
+	if opts.Blackhole {
+		kopts = append(kopts, kfake.BlackholeProduce())
+	}
+	c, err := kfake.NewCluster(kopts...)
+	if err != nil {
+		return fmt.Errorf("starting kfake: %w", err)
+	}
+	defer c.Close()
+	if _, err := fmt.Fprintln(out, listenPrefix+strings.Join(c.ListenAddrs(), ",")); err != nil {
+		return fmt.Errorf("announcing kfake address: %w", err)
+	}
+	eof := make(chan struct{})
+	if stdin != nil {
+		go func() {
+			_, _ = io.Copy(io.Discard, stdin) // returns at EOF or on error
+			close(eof)
+		}()
+	}
+	select {
+	case <-ctx.Done():
+	case <-eof:
+	}
+	return nil
+}
+
+// broker is a kfake cluster in a child process.
+type broker struct {
+	p     *proc
+	stdin io.WriteCloser
+	addrs []string
+}
+
+// startBroker runs command (which must behave like ServeKfake) with the
+// kfake options appended as flags, and waits for its address.
+func startBroker(ctx context.Context, command []string, opts KfakeOptions, workDir string) (*broker, error) {
+	args := append(append([]string(nil), command[1:]...),
+		"--port", strconv.Itoa(opts.Port),
+		"--brokers", strconv.Itoa(max(opts.Brokers, 1)),
+		"--partitions", strconv.Itoa(max(opts.Partitions, 1)),
+	)
+	if opts.Blackhole {
+		args = append(args, "--blackhole")
+	}
+	cmd := exec.Command(command[0], args...)
+	cmd.Env = childEnv()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("starting kfake: %w", err)
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("starting kfake: %w", err)
+	}
+	p, err := startProc("kfake", cmd, filepath.Join(workDir, "kfake.log"))
+	if err != nil {
+		return nil, err
+	}
+	b := &broker{p: p, stdin: stdin}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if addr, ok := strings.CutPrefix(sc.Text(), listenPrefix); ok {
+				lines <- addr
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case addr := <-lines:
+		b.addrs = strings.Split(addr, ",")
+		return b, nil
+	case <-p.done:
+		return nil, fmt.Errorf("kfake exited before listening: %v\n%s", p.waitErr, p.logTail(20))
+	case <-time.After(30 * time.Second):
+		b.close()
+		return nil, fmt.Errorf("kfake did not announce its address within 30s\n%s", p.logTail(20))
+	case <-ctx.Done():
+		b.close()
+		return nil, ctx.Err()
+	}
+}
+
+// cpu returns the broker process's CPU time so far.
+func (b *broker) cpu() time.Duration {
+	d, _ := procCPU(b.p.pid()) // 0 when unreadable: reported as unknown
+	return d
+}
+
+// close asks the broker to exit by closing its stdin, then kills its
+// process group.
+func (b *broker) close() {
+	_ = b.stdin.Close()
+	select {
+	case <-b.p.done:
+	case <-time.After(5 * time.Second):
+	}
+	_ = b.p.stop(syscall.SIGKILL, 5*time.Second) // exit status of a killed fake broker: nothing to report
+}

@@ -1,0 +1,371 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Shape is how a workload groups outbox rows into transactions.
+type Shape struct {
+	// RowsPerTx is the number of rows per transaction; 0 means all rows
+	// of the backlog in one transaction.
+	RowsPerTx int
+}
+
+// String is the shape's name: "single", "txK" or "onetx".
+func (s Shape) String() string {
+	switch s.RowsPerTx {
+	case 0:
+		return "onetx"
+	case 1:
+		return "single"
+	default:
+		return "tx" + strconv.Itoa(s.RowsPerTx)
+	}
+}
+
+// ParseShape reads a shape name: single (tx1), txK (K rows per
+// transaction) or onetx (the whole backlog in one transaction).
+func ParseShape(s string) (Shape, error) {
+	switch s {
+	case "single", "tx1":
+		return Shape{RowsPerTx: 1}, nil
+	case "onetx":
+		return Shape{}, nil
+	}
+	if k, ok := strings.CutPrefix(s, "tx"); ok {
+		n, err := strconv.Atoi(k)
+		if err == nil && n >= 1 && n <= 100000 {
+			return Shape{RowsPerTx: n}, nil
+		}
+	}
+	return Shape{}, fmt.Errorf("unknown shape %q (want single, txK with 1<=K<=100000, or onetx)", s)
+}
+
+// Backlog is one backlog-drain measurement: N rows written in the given
+// shape before any consumer runs.
+type Backlog struct {
+	Shape Shape
+	N     int
+}
+
+func (b Backlog) String() string { return b.Shape.String() + ":" + strconv.Itoa(b.N) }
+
+// FormatBacklogs is the inverse of ParseBacklogs.
+func FormatBacklogs(bs []Backlog) string {
+	parts := make([]string, len(bs))
+	for i, b := range bs {
+		parts[i] = b.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseBacklogs reads "shape:N,shape:N,...", e.g. "single:200000,tx100:500000".
+func ParseBacklogs(s string) ([]Backlog, error) {
+	var out []Backlog
+	for _, item := range splitList(s) {
+		name, n, ok := strings.Cut(item, ":")
+		if !ok {
+			return nil, fmt.Errorf("backlog %q: want shape:N", item)
+		}
+		shape, err := ParseShape(name)
+		if err != nil {
+			return nil, fmt.Errorf("backlog %q: %w", item, err)
+		}
+		count, err := parseCount(n)
+		if err != nil || count < 1 {
+			return nil, fmt.Errorf("backlog %q: N must be a positive number (e.g. 200000 or 200k)", item)
+		}
+		out = append(out, Backlog{Shape: shape, N: count})
+	}
+	return out, nil
+}
+
+// Live is one live measurement: rows inserted at a steady rate while
+// walrelay runs.
+type Live struct {
+	Shape Shape // RowsPerTx >= 1
+	// Rate is the target in events (rows) per second; 0 means as fast as
+	// the writers can go ("max").
+	Rate int
+}
+
+func (l Live) String() string {
+	rate := "max"
+	if l.Rate > 0 {
+		rate = strconv.Itoa(l.Rate)
+	}
+	return l.Shape.String() + "@" + rate
+}
+
+// FormatLives is the inverse of ParseLives.
+func FormatLives(ls []Live) string {
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		parts[i] = l.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseLives reads "shape@rate,...", e.g. "single@2000,tx10@20000,single@max";
+// rates are events per second (10k is accepted).
+func ParseLives(s string) ([]Live, error) {
+	var out []Live
+	for _, item := range splitList(s) {
+		name, r, ok := strings.Cut(item, "@")
+		if !ok {
+			return nil, fmt.Errorf("live %q: want shape@rate", item)
+		}
+		shape, err := ParseShape(name)
+		if err != nil {
+			return nil, fmt.Errorf("live %q: %w", item, err)
+		}
+		if shape.RowsPerTx == 0 {
+			return nil, fmt.Errorf("live %q: onetx has no steady rate; use single or txK", item)
+		}
+		rate := 0
+		if r != "max" {
+			if rate, err = parseCount(r); err != nil || rate < 1 {
+				return nil, fmt.Errorf("live %q: rate must be a positive number of events/s or max", item)
+			}
+		}
+		out = append(out, Live{Shape: shape, Rate: rate})
+	}
+	return out, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// parseCount reads 2000, 2k or 1m.
+func parseCount(s string) (int, error) {
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "k"):
+		mult, s = 1000, strings.TrimSuffix(s, "k")
+	case strings.HasSuffix(s, "m"):
+		mult, s = 1000000, strings.TrimSuffix(s, "m")
+	}
+	n, err := strconv.Atoi(s)
+	return n * mult, err
+}
+
+// Config configures a harness run. Default returns the default set; the
+// zero value of a field means its default.
+type Config struct {
+	// DSN is an existing Postgres server (wal_level=logical; a role that
+	// may create schemas, publications and slots). Empty: a private
+	// cluster from the local installation (pkg/localpg).
+	DSN string
+	// PGBinDir holds pg_recvlogical. Empty: the private cluster's, or
+	// localpg's search.
+	PGBinDir string
+	// Brokers are existing Kafka brokers. Empty: a kfake cluster in a
+	// child process started with BrokerCommand.
+	Brokers []string
+	// BrokerCommand starts the kfake child: it is run with --port,
+	// --brokers, --partitions (and --blackhole) appended and must behave
+	// like ServeKfake. Default: this executable with the argument "kfake".
+	BrokerCommand []string
+	// Kfake configures the kfake child (Port and Partitions are set from
+	// this config).
+	Kfake KfakeOptions
+	// WalrelayBin is the walrelay binary to measure. Empty: built with
+	// `go build` from the module (BuildFlags added).
+	WalrelayBin string
+	// BuildFlags are extra `go build` flags for the walrelay binary.
+	BuildFlags []string
+	// WalrelayEnv are extra KEY=VALUE settings for `walrelay run`, after
+	// the harness's own (so they override them).
+	WalrelayEnv []string
+	// Backlogs are the backlog-drain measurements, in order.
+	Backlogs []Backlog
+	// Lives are the live measurements, in order.
+	Lives []Live
+	// LiveDuration is how long each live measurement drives its rate,
+	// after LiveWarmup.
+	LiveDuration time.Duration
+	// LiveWarmup is driven at the same rate before measuring; its events
+	// are not counted.
+	LiveWarmup time.Duration
+	// Writers is the number of concurrent writer connections building a
+	// backlog of single-row or small transactions, and driving live mode.
+	Writers int
+	// Partitions is the partition count of the topics walrelay creates.
+	Partitions int
+	// PayloadBytes is the approximate size of each row's jsonb payload.
+	PayloadBytes int
+	// StatusInterval is walrelay's postgres.status_interval during the
+	// runs. It bounds how late the slot's confirmed_flush_lsn shows the
+	// acknowledgements, so it is part of the measured drain time.
+	StatusInterval time.Duration
+	// StepTimeout bounds each build, drain and live measurement.
+	StepTimeout time.Duration
+	// Poll is how often slot state and broker offsets are sampled.
+	Poll time.Duration
+	// Repeat is how many times each backlog is drained by each consumer
+	// (each from its own slot; the backlog is built once). The report
+	// gives the median run and the spread.
+	Repeat int
+	// WalrelayFirst starts each backlog with walrelay rather than
+	// pg_recvlogical; repetitions alternate the order either way.
+	WalrelayFirst bool
+	// VerifyCount checks, after each drain, that the broker holds exactly
+	// N records for the backlog (kadm ListEndOffsets).
+	VerifyCount bool
+	// ProfileDir, when set, receives a CPU profile of walrelay for each
+	// drain and live run (from its /debug/pprof/profile; needs a binary
+	// with http.pprof). Profiling costs walrelay a little CPU: measure
+	// without it.
+	ProfileDir string
+	// ProfileSeconds is the length of each drain's profile; 0 means the
+	// floor's time for the same backlog (or 10s before the first floor
+	// run). Live runs profile their measured window.
+	ProfileSeconds int
+	// KeepWorkDir leaves the work directory (binary, logs) in place.
+	KeepWorkDir bool
+	// Progress receives progress lines (stderr); nil discards them.
+	Progress io.Writer
+	// Log receives the harness's diagnostics; nil discards them.
+	Log *slog.Logger
+}
+
+// Default returns the default set, the one `make bench` runs (about 4
+// minutes on 2 cores): backlogs of 200k single-row transactions, 500k rows
+// in 100-row transactions and 1M rows in one transaction, each drained 3
+// times by each consumer; live at 2k, 5k and 10k single-row transactions/s
+// and at 20k events/s in 10-row transactions, 15s each after a 3s warm-up.
+func Default() Config {
+	return Config{
+		Backlogs: []Backlog{
+			{Shape: Shape{RowsPerTx: 1}, N: 200000},
+			{Shape: Shape{RowsPerTx: 100}, N: 500000},
+			{Shape: Shape{RowsPerTx: 0}, N: 1000000},
+		},
+		Lives: []Live{
+			{Shape: Shape{RowsPerTx: 1}, Rate: 2000},
+			{Shape: Shape{RowsPerTx: 1}, Rate: 5000},
+			{Shape: Shape{RowsPerTx: 1}, Rate: 10000},
+			{Shape: Shape{RowsPerTx: 10}, Rate: 20000},
+		},
+		LiveDuration:   15 * time.Second,
+		LiveWarmup:     3 * time.Second,
+		Repeat:         3,
+		Writers:        8,
+		Partitions:     3,
+		PayloadBytes:   300,
+		StatusInterval: 100 * time.Millisecond,
+		StepTimeout:    10 * time.Minute,
+		Poll:           10 * time.Millisecond,
+		VerifyCount:    true,
+	}
+}
+
+// withDefaults fills zero fields from Default (not Backlogs and Lives:
+// empty lists mean none).
+func (c Config) withDefaults() Config {
+	d := Default()
+	if c.LiveDuration == 0 {
+		c.LiveDuration = d.LiveDuration
+	}
+	if c.LiveWarmup == 0 {
+		c.LiveWarmup = d.LiveWarmup
+	}
+	if c.Writers == 0 {
+		c.Writers = d.Writers
+	}
+	if c.Repeat == 0 {
+		c.Repeat = d.Repeat
+	}
+	if c.Partitions == 0 {
+		c.Partitions = d.Partitions
+	}
+	if c.PayloadBytes == 0 {
+		c.PayloadBytes = d.PayloadBytes
+	}
+	if c.StatusInterval == 0 {
+		c.StatusInterval = d.StatusInterval
+	}
+	if c.StepTimeout == 0 {
+		c.StepTimeout = d.StepTimeout
+	}
+	if c.Poll == 0 {
+		c.Poll = d.Poll
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate reports the first bad field, naming it and its value.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field string, value any, why string) {
+		errs = append(errs, fmt.Errorf("%s=%v: %s", field, value, why))
+	}
+	if len(c.Backlogs) == 0 && len(c.Lives) == 0 {
+		bad("backlogs/lives", "(none)", "nothing to measure")
+	}
+	for _, b := range c.Backlogs {
+		if b.N < 1 {
+			bad("backlog", b, "N must be positive")
+		}
+		if b.Shape.RowsPerTx > 0 && b.N%b.Shape.RowsPerTx != 0 {
+			bad("backlog", b, "N must be a multiple of the rows per transaction")
+		}
+	}
+	for _, l := range c.Lives {
+		if l.Shape.RowsPerTx < 1 {
+			bad("live", l, "shape must have rows per transaction")
+		}
+		if l.Rate < 0 {
+			bad("live", l, "rate must be positive (or 0 for max)")
+		}
+	}
+	if c.LiveDuration < 0 || c.LiveWarmup < 0 {
+		bad("live duration/warmup", c.LiveDuration.String()+"/"+c.LiveWarmup.String(), "must not be negative")
+	}
+	if c.Repeat < 1 || c.Repeat > 25 {
+		bad("repeat", c.Repeat, "must be between 1 and 25 (two slots each)")
+	}
+	if c.Writers < 1 || c.Writers > 128 {
+		bad("writers", c.Writers, "must be between 1 and 128")
+	}
+	if c.Partitions < 1 {
+		bad("partitions", c.Partitions, "must be positive")
+	}
+	if c.PayloadBytes < 0 || c.PayloadBytes > 1<<20 {
+		bad("payload-bytes", c.PayloadBytes, "must be between 0 and 1MiB")
+	}
+	if c.StatusInterval < 10*time.Millisecond {
+		bad("status-interval", c.StatusInterval, "walrelay accepts 10ms at least")
+	}
+	if c.Poll <= 0 || c.Poll > time.Second {
+		bad("poll", c.Poll, "must be between 1ns and 1s")
+	}
+	if len(c.BrokerCommand) == 0 && len(c.Brokers) == 0 {
+		bad("broker-command", "(empty)", "needed when no brokers are given")
+	}
+	for _, kv := range c.WalrelayEnv {
+		if k, _, ok := strings.Cut(kv, "="); !ok || !strings.HasPrefix(k, "WALRELAY_") {
+			bad("walrelay-env", kv, "want WALRELAY_NAME=value")
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,289 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/pkg/localpg"
+)
+
+// walrelayPkg is the package `go build` builds when no binary is given.
+const walrelayPkg = "github.com/walrelay/walrelay/cmd/walrelay"
+
+// clusterSettings tune the private cluster for a benchmark on top of
+// localpg's defaults (fsync off, wal_level=logical): no checkpoint or WAL
+// recycling in the middle of a measurement.
+var clusterSettings = map[string]string{
+	"max_wal_size":       "32GB",
+	"checkpoint_timeout": "1h",
+	"shared_buffers":     "512MB",
+}
+
+// env is what one run measures against: Postgres, the broker, the binary.
+type env struct {
+	cfg     Config
+	workDir string
+
+	cluster *localpg.Cluster // nil with Config.DSN
+	dsn     string
+	pgBin   string
+	local   bool // Postgres's processes are this machine's (walsender CPU is readable)
+	// postmaster is the private cluster's postmaster pid, so its CPU counts
+	// as the benchmark's (0 with an external server).
+	postmaster int
+	db         *db
+
+	broker  *broker // nil with Config.Brokers
+	brokers []string
+	kcl     *kgo.Client
+	admin   *kadm.Client
+
+	walrelay string
+	// walrelayEnvKnown says which optional WALRELAY_* variables this
+	// walrelay binary accepts (from `walrelay config --list`).
+	walrelayEnvKnown map[string]bool
+	walrelayVersion  string
+}
+
+// startEnv brings up everything; close tears down what it started.
+func startEnv(ctx context.Context, cfg Config) (_ *env, err error) {
+	e := &env{cfg: cfg}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+	if e.workDir, err = os.MkdirTemp("", "walrelay-bench-"); err != nil {
+		return nil, fmt.Errorf("creating work directory: %w", err)
+	}
+	progress(cfg, "work directory %s", e.workDir)
+
+	if err := e.startPostgres(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.startBroker(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.prepareWalrelay(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *env) startPostgres(ctx context.Context) error {
+	e.dsn, e.pgBin = e.cfg.DSN, e.cfg.PGBinDir
+	if e.dsn == "" {
+		progress(e.cfg, "starting a private Postgres cluster")
+		c, err := localpg.Start(ctx, localpg.Options{Settings: clusterSettings, Logger: e.cfg.Log})
+		if err != nil {
+			return fmt.Errorf("starting postgres: %w", err)
+		}
+		e.cluster, e.dsn, e.local = c, c.DSN("postgres"), true
+		e.postmaster = postmasterPID(c.DataDir())
+		if e.pgBin == "" {
+			e.pgBin = c.BinDir()
+		}
+	}
+	if e.pgBin == "" {
+		dir, err := localpg.FindBinDir(ctx)
+		if err != nil {
+			return fmt.Errorf("finding pg_recvlogical (set --pg-bin): %w", err)
+		}
+		e.pgBin = dir
+	}
+	if _, err := os.Stat(filepath.Join(e.pgBin, "pg_recvlogical")); err != nil {
+		return fmt.Errorf("finding pg_recvlogical in %s: %w", e.pgBin, err)
+	}
+	d, err := openDB(ctx, e.dsn)
+	if err != nil {
+		return err
+	}
+	e.db = d
+	if err := d.prepare(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (e *env) startBroker(ctx context.Context) error {
+	e.brokers = e.cfg.Brokers
+	if len(e.brokers) == 0 {
+		progress(e.cfg, "starting a kfake broker in its own process")
+		opts := e.cfg.Kfake
+		opts.Partitions = e.cfg.Partitions
+		b, err := startBroker(ctx, e.cfg.BrokerCommand, opts, e.workDir)
+		if err != nil {
+			return err
+		}
+		e.broker, e.brokers = b, b.addrs
+	}
+	// A short metadata age: the client must see topics walrelay creates
+	// mid-drain at once, not after kgo's default 5s.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.MetadataMinAge(10*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("creating kafka admin client: %w", err)
+	}
+	e.kcl, e.admin = cl, kadm.NewClient(cl)
+	pingCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := cl.Ping(pingCtx); err != nil {
+		return fmt.Errorf("reaching brokers %v: %w", e.brokers, err)
+	}
+	return nil
+}
+
+// prepareWalrelay builds the binary unless one is given, and asks it which
+// optional settings it knows.
+func (e *env) prepareWalrelay(ctx context.Context) error {
+	e.walrelay = e.cfg.WalrelayBin
+	if e.walrelay == "" {
+		progress(e.cfg, "building walrelay (go build %s)", walrelayPkg)
+		e.walrelay = filepath.Join(e.workDir, "walrelay")
+		if err := BuildWalrelay(ctx, e.walrelay, e.cfg.BuildFlags...); err != nil {
+			return err
+		}
+	}
+	out, err := exec.CommandContext(ctx, e.walrelay, "version").Output()
+	if err != nil {
+		return fmt.Errorf("running %s version: %w", e.walrelay, err)
+	}
+	e.walrelayVersion = strings.TrimSpace(string(out))
+	list := exec.CommandContext(ctx, e.walrelay, "config", "--list")
+	list.Env = childEnv()
+	out, err = list.Output()
+	if err != nil {
+		return fmt.Errorf("running %s config --list: %w", e.walrelay, err)
+	}
+	e.walrelayEnvKnown = make(map[string]bool)
+	for _, f := range strings.FieldsFunc(string(out), func(r rune) bool { return r == '|' || r == '`' || r == ' ' || r == '\n' }) {
+		if strings.HasPrefix(f, "WALRELAY_") {
+			e.walrelayEnvKnown[f] = true
+		}
+	}
+	if e.cfg.ProfileDir != "" && !e.profiling() {
+		return fmt.Errorf("profiling: %s has no http.pprof (WALRELAY_HTTP_PPROF) or no HTTP listener", e.walrelay)
+	}
+	return nil
+}
+
+// BuildWalrelay builds cmd/walrelay into dst with `go build`, run from the
+// current directory, which must be inside the walrelay module.
+func BuildWalrelay(ctx context.Context, dst string, flags ...string) error {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("building walrelay: no go command (pass a binary with --walrelay-bin): %w", err)
+	}
+	if !slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(f, "-ldflags") }) {
+		// Stamp the version as `make build` does, so the report names the
+		// source the binary came from.
+		if out, err := exec.CommandContext(ctx, "git", "describe", "--tags", "--always", "--dirty").Output(); err == nil {
+			flags = append([]string{"-ldflags=-X main.version=" + strings.TrimSpace(string(out))}, flags...)
+		}
+	}
+	args := append(append([]string{"build", "-o", dst}, flags...), walrelayPkg)
+	cmd := exec.CommandContext(ctx, goBin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("building walrelay (go %s): %w\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return nil
+}
+
+// close stops everything startEnv started, in reverse order.
+func (e *env) close() error {
+	var errs []error
+	if e.kcl != nil {
+		e.kcl.Close()
+	}
+	if e.broker != nil {
+		e.broker.close()
+	}
+	if e.db != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := e.db.drop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("removing the benchmark's objects from postgres: %w", err))
+		}
+		cancel()
+		e.db.close()
+	}
+	if e.cluster != nil {
+		if err := e.cluster.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("stopping postgres: %w", err))
+		}
+	}
+	if e.workDir != "" && !e.cfg.KeepWorkDir {
+		if err := os.RemoveAll(e.workDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// walrelayEnv is the configuration of `walrelay run` for slot, as
+// environment variables; httpAddr is set when the binary has a listener.
+func (e *env) walrelayEnv(slot, httpAddr string) []string {
+	env := []string{
+		"WALRELAY_POSTGRES_DSN=" + e.dsn,
+		"WALRELAY_POSTGRES_SLOT=" + slot,
+		"WALRELAY_POSTGRES_PUBLICATIONS=" + pubName,
+		"WALRELAY_POSTGRES_TABLE=" + qualTable,
+		"WALRELAY_POSTGRES_CREATE_SLOT=false",
+		"WALRELAY_POSTGRES_STATUS_INTERVAL=" + e.cfg.StatusInterval.String(),
+		"WALRELAY_KAFKA_BROKERS=" + strings.Join(e.brokers, ","),
+		fmt.Sprintf("WALRELAY_KAFKA_TOPIC_PARTITIONS=%d", e.cfg.Partitions),
+		"WALRELAY_LOG_LEVEL=warn",
+	}
+	if e.walrelayEnvKnown["WALRELAY_HTTP_LISTEN"] {
+		env = append(env, "WALRELAY_HTTP_LISTEN="+httpAddr)
+	}
+	if e.profiling() {
+		env = append(env, "WALRELAY_HTTP_PPROF=true")
+	}
+	return append(env, e.cfg.WalrelayEnv...)
+}
+
+// hasHTTP reports whether the walrelay binary has the metrics listener.
+func (e *env) hasHTTP() bool { return e.walrelayEnvKnown["WALRELAY_HTTP_LISTEN"] }
+
+// startWalrelay runs `walrelay run`; its stderr goes to a log in the work
+// directory.
+func (e *env) startWalrelay(name, slot, httpAddr string) (*proc, error) {
+	cmd := exec.Command(e.walrelay, "run")
+	cmd.Env = childEnv(e.walrelayEnv(slot, httpAddr)...)
+	return startProc("walrelay", cmd, filepath.Join(e.workDir, name+".walrelay.log"))
+}
+
+// cpuMark samples the machine's CPU for otherShare; a failed sample gives
+// a zero mark, which otherShare reports as unknown (-1).
+func (e *env) cpuMark() cpuSample {
+	if e.postmaster == 0 {
+		return cpuSample{} // Postgres is elsewhere: its CPU cannot be told from others'
+	}
+	s, err := sampleCPU(e.postmaster)
+	if err != nil {
+		e.cfg.Log.Warn("sampling CPU use", "err", err)
+		return cpuSample{}
+	}
+	return s
+}
+
+// otherCPU is the share of the machine's CPU that other work used between
+// two marks, or -1 when unknown.
+func otherCPU(a, b cpuSample) float64 {
+	if a.at.IsZero() || b.at.IsZero() {
+		return -1
+	}
+	return otherShare(a, b)
+}

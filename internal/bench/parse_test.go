@@ -1,0 +1,229 @@
+package bench
+
+import (
+	"math"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseBacklogs(t *testing.T) {
+	cases := []struct {
+		name    string
+		in      string
+		want    []Backlog
+		wantErr string
+	}{
+		{"default set", "single:200k,tx100:500k,onetx:1m", []Backlog{{Shape{1}, 200000}, {Shape{100}, 500000}, {Shape{0}, 1000000}}, ""},
+		{"tx1 is single", "tx1:10", []Backlog{{Shape{1}, 10}}, ""},
+		{"spaces and empty items", " single:5 , ,tx10:20", []Backlog{{Shape{1}, 5}, {Shape{10}, 20}}, ""},
+		{"missing count", "single", nil, "want shape:N"},
+		{"bad shape", "batch:10", nil, "unknown shape"},
+		{"tx0", "tx0:10", nil, "unknown shape"},
+		{"zero count", "single:0", nil, "positive"},
+		{"bad count", "single:ten", nil, "positive"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseBacklogs(tc.in)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ParseBacklogs(%q) error = %v, want one containing %q", tc.in, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("ParseBacklogs(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseLives(t *testing.T) {
+	cases := []struct {
+		name    string
+		in      string
+		want    []Live
+		wantErr string
+	}{
+		{"rates and max", "single@2000,tx10@20k,single@max", []Live{{Shape{1}, 2000}, {Shape{10}, 20000}, {Shape{1}, 0}}, ""},
+		{"onetx has no rate", "onetx@100", nil, "no steady rate"},
+		{"missing rate", "single", nil, "want shape@rate"},
+		{"zero rate", "single@0", nil, "positive"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseLives(tc.in)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ParseLives(%q) error = %v, want one containing %q", tc.in, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("ParseLives(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestFormatRoundTrip(t *testing.T) {
+	d := Default()
+	bs, err := ParseBacklogs(FormatBacklogs(d.Backlogs))
+	if err != nil || !reflect.DeepEqual(bs, d.Backlogs) {
+		t.Errorf("backlogs %q parse back as %v, %v", FormatBacklogs(d.Backlogs), bs, err)
+	}
+	ls, err := ParseLives(FormatLives(append(d.Lives, Live{Shape{1}, 0})))
+	if err != nil || !reflect.DeepEqual(ls, append(d.Lives, Live{Shape{1}, 0})) {
+		t.Errorf("lives %q parse back as %v, %v", FormatLives(d.Lives), ls, err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := Default()
+	ok.BrokerCommand = []string{"x", "kfake"}
+	cases := []struct {
+		name    string
+		mutate  func(*Config)
+		wantErr string // "" means valid
+	}{
+		{"default", func(*Config) {}, ""},
+		{"nothing to do", func(c *Config) { c.Backlogs, c.Lives = nil, nil }, "nothing to measure"},
+		{"N not a multiple", func(c *Config) { c.Backlogs = []Backlog{{Shape{100}, 150}} }, "multiple"},
+		{"status interval", func(c *Config) { c.StatusInterval = time.Millisecond }, "status-interval=1ms"},
+		{"no broker", func(c *Config) { c.BrokerCommand = nil }, "broker-command"},
+		{"bad env", func(c *Config) { c.WalrelayEnv = []string{"KAFKA_LINGER=1ms"} }, "walrelay-env=KAFKA_LINGER=1ms"},
+		{"repeat", func(c *Config) { c.Repeat = 0 }, "repeat=0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok
+			tc.mutate(&c)
+			err := c.Validate()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Validate() = %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestPayloadTS(t *testing.T) {
+	cases := []struct {
+		name string
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"jsonb text", `{"ts": 1763712000123456, "pad": "x", "seq": 1}`, 1763712000123456, true},
+		{"missing", `{"seq": 1}`, 0, false},
+		{"not a number", `{"ts": "x"}`, 0, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := payloadTS([]byte(tc.in))
+			if got != tc.want || ok != tc.ok {
+				t.Fatalf("payloadTS(%s) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestQuantiles(t *testing.T) {
+	us := make([]int64, 1000)
+	for i := range us {
+		us[i] = int64(1000 - i) // 1000µs down to 1µs, unsorted
+	}
+	q := quantiles(us)
+	want := Quantiles{Samples: 1000, P50: 0.5, P99: 0.99, P999: 0.999, Max: 1, Mean: 0.5005}
+	if q != want {
+		t.Fatalf("quantiles = %+v, want %+v", q, want)
+	}
+	if q := quantiles(nil); q != (Quantiles{}) {
+		t.Fatalf("quantiles(nil) = %+v, want zero", q)
+	}
+}
+
+func TestHistogramQuantiles(t *testing.T) {
+	before := map[float64]uint64{0.001: 10, 0.002: 10, 0.004: 10, math.Inf(1): 10}
+	// 100 new observations: 50 in (0,1ms], 40 in (1,2ms], 10 in (2,4ms].
+	after := map[float64]uint64{0.001: 60, 0.002: 100, 0.004: 110, math.Inf(1): 110}
+	q, ok := histogramQuantiles(before, after)
+	if !ok {
+		t.Fatal("no quantiles")
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	if q.Samples != 100 || !near(q.P50, 1) || !near(q.P99, 3.8) || !near(q.P999, 3.98) {
+		t.Fatalf("histogramQuantiles = %+v, want 100 samples, p50 1ms, p99 3.8ms, p99.9 3.98ms", q)
+	}
+	if _, ok := histogramQuantiles(after, after); ok {
+		t.Fatal("no new observations gave quantiles")
+	}
+}
+
+func TestProcReadings(t *testing.T) {
+	// Burn a little CPU so the reading is not zero.
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for x := 0; time.Now().Before(deadline); x++ {
+		_ = x * x
+	}
+	cpu, err := procCPU(os.Getpid())
+	if err != nil || cpu <= 0 {
+		t.Fatalf("procCPU(self) = %v, %v; want > 0", cpu, err)
+	}
+	hwm, err := procHWM(os.Getpid())
+	if err != nil || hwm < 1<<20 {
+		t.Fatalf("procHWM(self) = %d, %v; want at least 1 MiB", hwm, err)
+	}
+}
+
+func TestSplitPassword(t *testing.T) {
+	cases := []struct {
+		name, dsn, conninfo, password string
+	}{
+		{"url without password", "postgres://walrelay@127.0.0.1:5432/postgres?sslmode=disable", "postgres://walrelay@127.0.0.1:5432/postgres?sslmode=disable", ""},
+		{"url with password", "postgres://u:s3cret@db:5432/app", "postgres://u@db:5432/app", "s3cret"},
+		{"url password parameter", "postgresql://u@db/app?password=s3cret&sslmode=require", "postgresql://u@db/app?sslmode=require", "s3cret"},
+		{"key value", "host=db user=u password=s3cret dbname=app", "host=db user=u dbname=app", "s3cret"},
+		{"quoted key value", "host=db password='a b' dbname=app", "host=db dbname=app", "a b"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, p := splitPassword(tc.dsn)
+			if c != tc.conninfo || p != tc.password {
+				t.Fatalf("splitPassword(%q) = %q, %q; want %q, %q", tc.dsn, c, p, tc.conninfo, tc.password)
+			}
+		})
+	}
+}
+
+func TestCPUAccounting(t *testing.T) {
+	a, err := sampleCPU(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(100 * time.Millisecond)
+	for x := 0; time.Now().Before(deadline); x++ {
+		_ = x * x
+	}
+	b, err := sampleCPU(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.total <= a.total || b.ours <= a.ours {
+		t.Fatalf("busy %v -> %v, ours %v -> %v: want both to grow after burning CPU", a.total, b.total, a.ours, b.ours)
+	}
+	if s := otherShare(a, b); s < 0 || s > 1 {
+		t.Fatalf("otherShare = %v, want a share in [0, 1]", s)
+	}
+	if otherCPU(cpuSample{}, b) != -1 {
+		t.Fatal("otherCPU without a first mark is not unknown")
+	}
+}

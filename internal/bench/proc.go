@@ -1,0 +1,202 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on
+// every Linux architecture walrelay runs on).
+const userHZ = 100
+
+// proc is a child process in its own process group. It is killed (the
+// whole group) by stop, and by the kernel when this process dies
+// (Pdeathsig), so no child outlives the harness.
+type proc struct {
+	name    string
+	cmd     *exec.Cmd
+	started time.Time
+	done    chan struct{} // closed when Wait returned
+	waitErr error
+	exitAt  time.Time // when Wait returned; read after done is closed
+	logPath string    // the child's stderr, "" when not captured
+}
+
+// startProc starts cmd in its own process group. stderr goes to logPath
+// when it is not empty.
+func startProc(name string, cmd *exec.Cmd, logPath string) (*proc, error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	var logFile *os.File
+	if logPath != "" {
+		f, err := os.Create(logPath)
+		if err != nil {
+			return nil, fmt.Errorf("creating log of %s: %w", name, err)
+		}
+		logFile = f
+		cmd.Stderr = f
+		if cmd.Stdout == nil {
+			cmd.Stdout = f
+		}
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), logPath: logPath}
+	p.started = time.Now()
+	if err := cmd.Start(); err != nil {
+		if logFile != nil {
+			_ = logFile.Close()
+		}
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	go func() {
+		p.waitErr = cmd.Wait()
+		p.exitAt = time.Now()
+		if logFile != nil {
+			_ = logFile.Close()
+		}
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+// exited reports whether the process has exited.
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends sig to the process group, waits up to grace for the process
+// to exit, then kills the group. It returns the process's exit error (nil
+// for a clean exit after sig).
+func (p *proc) stop(sig syscall.Signal, grace time.Duration) error {
+	if p.exited() {
+		return p.waitErr
+	}
+	_ = syscall.Kill(-p.pid(), sig) // ESRCH: already gone
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+		<-p.done
+		return fmt.Errorf("%s did not exit within %s of %s; killed", p.name, grace, sig)
+	}
+	// Anything else left in the group (there should be nothing) goes too.
+	_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+	return p.waitErr
+}
+
+// wait waits for the process to exit or ctx to be done (then kills it).
+func (p *proc) wait(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return p.waitErr
+	case <-ctx.Done():
+		_ = p.stop(syscall.SIGKILL, 5*time.Second)
+		return ctx.Err()
+	}
+}
+
+// rusage is the process's resource usage once it has exited.
+func (p *proc) rusage() (cpu time.Duration, maxRSS int64, ok bool) {
+	if !p.exited() || p.cmd.ProcessState == nil {
+		return 0, 0, false
+	}
+	ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		return 0, 0, false
+	}
+	cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return cpu, ru.Maxrss * 1024, true
+}
+
+// logTail returns the last n lines of the child's log.
+func (p *proc) logTail(n int) string {
+	if p.logPath == "" {
+		return ""
+	}
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// procCPU returns the CPU time (user + system, all threads) pid has used.
+// Its resolution is 1/userHZ s.
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces;
+	// fields are counted after its closing parenthesis.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("parsing /proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("parsing /proc/%d/stat: %d fields", pid, len(f)+2)
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("parsing /proc/%d/stat: %w", pid, err)
+	}
+	return time.Duration(ut+st) * time.Second / userHZ, nil
+}
+
+// procHWM returns pid's peak resident set size (VmHWM) in bytes.
+func procHWM(pid int) (int64, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parsing VmHWM of %d: %w", pid, err)
+			}
+			return kb * 1024, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}
+
+// childEnv returns the environment for a child: this process's, without
+// any WALRELAY_* variable (walrelay rejects unknown ones), plus extra.
+func childEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "WALRELAY_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, extra...)
+}

@@ -1,0 +1,84 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// profiling says whether this run captures walrelay CPU profiles: asked
+// for, and the binary serves Go's profiler (http.pprof).
+func (e *env) profiling() bool {
+	return e.cfg.ProfileDir != "" && e.walrelayEnvKnown["WALRELAY_HTTP_PPROF"] && e.hasHTTP()
+}
+
+// startProfile fetches a CPU profile of `seconds` from walrelay's listener
+// at addr once start is closed, into ProfileDir/<name>.cpu.pprof. wait
+// blocks until the fetch ended (bounded); failures are logged, not fatal.
+func (e *env) startProfile(ctx context.Context, addr, name string, seconds int, start <-chan struct{}) (wait func()) {
+	if !e.profiling() {
+		return func() {}
+	}
+	done := make(chan struct{})
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds)*time.Second+time.Minute)
+	go func() {
+		defer close(done)
+		select {
+		case <-start:
+		case <-ctx.Done():
+			return
+		}
+		path := filepath.Join(e.cfg.ProfileDir, name+".cpu.pprof")
+		if err := fetchProfile(ctx, addr, seconds, path); err != nil {
+			e.cfg.Log.Warn("capturing walrelay CPU profile", "path", path, "err", err)
+			return
+		}
+		progress(e.cfg, "  CPU profile of walrelay (%ds): %s", seconds, path)
+	}()
+	return func() {
+		select {
+		case <-start:
+		default:
+			cancel() // the window never began: nothing to profile
+		}
+		select {
+		case <-done:
+		case <-time.After(time.Duration(seconds)*time.Second + 15*time.Second):
+			e.cfg.Log.Warn("CPU profile still running; not waiting", "name", name)
+		}
+		cancel()
+	}
+}
+
+func fetchProfile(ctx context.Context, addr string, seconds int, path string) error {
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s: %s: %s", url, resp.Status, b)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

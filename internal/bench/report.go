@@ -1,0 +1,230 @@
+package bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is the outcome of a run; it is written as JSON and as a table.
+type Report struct {
+	Started  time.Time `json:"started"`
+	Seconds  float64   `json:"seconds"`
+	Machine  Machine   `json:"machine"`
+	Postgres string    `json:"postgres"`
+	Walrelay string    `json:"walrelay"`
+	Broker   string    `json:"broker"`
+	Settings Settings  `json:"settings"`
+
+	Backlogs []BacklogResult `json:"backlogs"`
+	Lives    []LiveOutcome   `json:"live"`
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	CPUs      int    `json:"cpus"`
+	CPUModel  string `json:"cpu_model"`
+	MemBytes  int64  `json:"mem_bytes"`
+	Kernel    string `json:"kernel"`
+	GoVersion string `json:"go"` // the harness's
+	// LoadStart and LoadEnd are /proc/loadavg's 1-minute load before and
+	// after the run (LoadEnd includes the run's own processes); each
+	// measurement's other_cpu_share says what other work took during it.
+	LoadStart float64 `json:"load_start"`
+	LoadEnd   float64 `json:"load_end"`
+}
+
+// loadAvg returns the 1-minute load average, or -1 when unknown.
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	var l float64
+	if _, err := fmt.Sscan(string(b), &l); err != nil {
+		return -1
+	}
+	return l
+}
+
+// Settings are the knobs the results depend on.
+type Settings struct {
+	Partitions       int      `json:"partitions"`
+	PayloadBytes     int      `json:"payload_bytes"`
+	Writers          int      `json:"writers"`
+	Repeat           int      `json:"repeat"`
+	StatusInterval   string   `json:"walrelay_status_interval"`
+	WalrelayEnv      []string `json:"walrelay_env,omitempty"`
+	LiveSeconds      float64  `json:"live_seconds"`
+	LiveWarmupSecond float64  `json:"live_warmup_seconds"`
+}
+
+// BacklogResult is one backlog: building it, then the floor and walrelay
+// draining it.
+type BacklogResult struct {
+	Shape        string  `json:"shape"`
+	Events       int     `json:"events"`
+	Transactions int     `json:"transactions"`
+	PayloadBytes float64 `json:"avg_payload_bytes"`
+	WALBytes     uint64  `json:"wal_bytes"`
+	BuildSeconds float64 `json:"build_seconds"`
+	// Floor and Walrelay are the median runs by events/s.
+	Floor    *Drain `json:"pg_recvlogical,omitempty"`
+	Walrelay *Drain `json:"walrelay,omitempty"`
+	// Ratio is walrelay's median events/s over pg_recvlogical's, from
+	// process start; StreamRatio the same from the slot becoming active.
+	Ratio       float64 `json:"ratio"`
+	StreamRatio float64 `json:"stream_ratio"`
+	// The spread over the repetitions, and walrelay's largest peak RSS.
+	FloorMinRate    float64 `json:"pg_recvlogical_min_events_per_sec"`
+	FloorMaxRate    float64 `json:"pg_recvlogical_max_events_per_sec"`
+	WalrelayMinRate float64 `json:"walrelay_min_events_per_sec"`
+	WalrelayMaxRate float64 `json:"walrelay_max_events_per_sec"`
+	WalrelayPeakRSS int64   `json:"walrelay_peak_rss_bytes"`
+	// OtherCPU is the largest OtherCPU of the runs (-1: unknown).
+	OtherCPU     float64 `json:"max_other_cpu_share"`
+	FloorRuns    []Drain `json:"pg_recvlogical_runs,omitempty"`
+	WalrelayRuns []Drain `json:"walrelay_runs,omitempty"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// LiveOutcome is a live measurement or why it failed.
+type LiveOutcome struct {
+	LiveResult
+	Error string `json:"error,omitempty"`
+}
+
+func machine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), LoadStart: loadAvg()}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			var kb int64
+			if _, err := fmt.Sscanf(sc.Text(), "MemTotal: %d kB", &kb); err == nil {
+				m.MemBytes = kb * 1024
+				break
+			}
+		}
+		f.Close()
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+// WriteJSON writes the report, indented.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes the report for people.
+func (r *Report) WriteTable(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	m := r.Machine
+	fmt.Fprintf(bw, "machine: %d CPUs (%s), %.0f GiB, Linux %s; %s; load average %.2f before the run\n",
+		m.CPUs, m.CPUModel, float64(m.MemBytes)/(1<<30), m.Kernel, m.GoVersion, m.LoadStart)
+	fmt.Fprintf(bw, "postgres: %s\nwalrelay: %s\nbroker: %s\n", r.Postgres, r.Walrelay, r.Broker)
+	s := r.Settings
+	fmt.Fprintf(bw, "settings: %d partitions, ~%d-byte payloads, %d writers, walrelay status interval %s", s.Partitions, s.PayloadBytes, s.Writers, s.StatusInterval)
+	if len(s.WalrelayEnv) > 0 {
+		fmt.Fprintf(bw, ", %s", strings.Join(s.WalrelayEnv, " "))
+	}
+	fmt.Fprintln(bw)
+
+	if len(r.Backlogs) > 0 {
+		fmt.Fprintf(bw, "\nBacklog drain: median events/s over %d runs each (min-max), from process start; ratio = walrelay / pg_recvlogical;\nother CPU = share of the machine used by processes outside the benchmark (worst run)\n", s.Repeat)
+		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "shape\tevents\tbuild s\tpg_recvlogical ev/s\twalrelay ev/s\tratio\tratio excl. startup\twalrelay CPU µs/ev\twalrelay peak RSS MB\twalsender CPU µs/ev (floor/walrelay)\tkfake CPU µs/ev\tother CPU\t")
+		for _, b := range r.Backlogs {
+			if b.Error != "" {
+				fmt.Fprintf(tw, "%s\t%d\t%s\t\t\t\t\t\t\t\t\t\t\n", b.Shape, b.Events, "error: "+firstLine(b.Error))
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s (%s-%s)\t%s (%s-%s)\t%.2f\t%.2f\t%.2f\t%.1f\t%s / %s\t%s\t%s\t\n",
+				b.Shape, b.Events, b.BuildSeconds,
+				rate(b.Floor.EventsPerSec), rate(b.FloorMinRate), rate(b.FloorMaxRate),
+				rate(b.Walrelay.EventsPerSec), rate(b.WalrelayMinRate), rate(b.WalrelayMaxRate),
+				b.Ratio, b.StreamRatio, b.Walrelay.CPUPerEventUS, mb(b.WalrelayPeakRSS),
+				perEvent(b.Floor.WalsenderCPU, b.Events), perEvent(b.Walrelay.WalsenderCPU, b.Events),
+				perEvent(b.Walrelay.BrokerCPU, b.Events), share(b.OtherCPU))
+		}
+		tw.Flush()
+	}
+	if len(r.Lives) > 0 {
+		fmt.Fprintln(bw, "\nLive: commit-to-consume latency (an upper bound of commit-to-ack) over the measured window")
+		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "shape\ttarget ev/s\tachieved ev/s\tevents\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\twalrelay hist p50/p99 ms\twalrelay CPU µs/ev\twalrelay peak RSS MB\tother CPU\t")
+		for _, l := range r.Lives {
+			target := "max"
+			if l.TargetRate > 0 {
+				target = rate(float64(l.TargetRate))
+			}
+			if l.Error != "" {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t\t\t\t\t\t\t\t\t\t\n", l.Shape, target, "error: "+firstLine(l.Error))
+				continue
+			}
+			hist := "-"
+			if l.RelayLatency != nil {
+				hist = fmt.Sprintf("%.1f / %.1f", l.RelayLatency.P50, l.RelayLatency.P99)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%.2f\t%.1f\t%s\t\n",
+				l.Shape, target, rate(l.AchievedRate), l.Events, l.Latency.P50, l.Latency.P99, l.Latency.P999, l.Latency.Max,
+				hist, l.CPUPerEventUS, mb(l.PeakRSSBytes), share(l.OtherCPU))
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(bw, "\ntotal %.0fs\n", r.Seconds)
+	return bw.Flush()
+}
+
+func rate(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e4:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	default:
+		return fmt.Sprintf("%.0f", v)
+	}
+}
+
+func mb(b int64) float64 { return float64(b) / (1 << 20) }
+
+func perEvent(cpuSeconds float64, n int) string {
+	if cpuSeconds == 0 || n == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", cpuSeconds*1e6/float64(n))
+}
+
+// share formats an OtherCPU share as a percentage of the machine.
+func share(v float64) string {
+	if v < 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%.0f%%", 100*v)
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

@@ -1,0 +1,159 @@
+package relay
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/walrelay/walrelay/pkg/checkpoint"
+	"github.com/walrelay/walrelay/pkg/router"
+)
+
+// The benchmarks below cover the relay's per-row work that needs no
+// network: routing a decoded outbox row, building the franz-go record and
+// tracking it in the checkpoint. Producing (franz-go, the broker) is
+// measured end to end by cmd/walrelay-bench.
+
+// benchRel is the outbox table of sql/001_outbox_table.sql as a pgoutput
+// Relation message.
+var benchRel = &pglogrepl.RelationMessage{
+	RelationID:   16385,
+	Namespace:    "public",
+	RelationName: "outbox",
+	Columns: []*pglogrepl.RelationMessageColumn{
+		{Name: "id", DataType: 2950, TypeModifier: -1, Flags: 1},
+		{Name: "aggregatetype", DataType: 1043, TypeModifier: -1},
+		{Name: "aggregateid", DataType: 1043, TypeModifier: -1},
+		{Name: "type", DataType: 1043, TypeModifier: -1},
+		{Name: "payload", DataType: 3802, TypeModifier: -1},
+		{Name: "created_at", DataType: 1184, TypeModifier: -1},
+	},
+}
+
+// benchPayload is a typical ~300-byte jsonb event as pgoutput sends it.
+var benchPayload = `{"lines": [` + strings.Repeat(`{"qty": 2, "sku": "SKU-123", "price": 9.99}, `, 4) +
+	`{"qty": 1, "sku": "SKU-9", "price": 1}], "total": 41.95, "orderId": "A-1", "customer": {"id": "C-77", "tier": "gold"}}`
+
+func benchTuple() []*pglogrepl.TupleDataColumn {
+	vals := []string{"6f1c2a9e-5d0b-4c39-9a57-3d2f1b8e7c41", "order", "1234567", "OrderCreated", benchPayload, "2026-11-21 10:00:00.123456+00"}
+	cols := make([]*pglogrepl.TupleDataColumn, len(vals))
+	for i, v := range vals {
+		cols[i] = &pglogrepl.TupleDataColumn{DataType: pglogrepl.TupleDataTypeText, Length: uint32(len(v)), Data: []byte(v)}
+	}
+	return cols
+}
+
+var benchCommitTime = time.Date(2026, 11, 21, 10, 0, 0, 123456000, time.UTC)
+
+func benchPlan(tb testing.TB) *router.Plan {
+	tb.Helper()
+	rt, err := router.New(router.DefaultConfig())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	plan, err := rt.Bind(relationOf(benchRel))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return plan
+}
+
+func benchMessage(tb testing.TB) router.Message {
+	tb.Helper()
+	msg, err := benchPlan(tb).Route(benchTuple(), benchCommitTime)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return msg
+}
+
+// benchSink makes records escape to the heap as they do when handed to
+// the producer.
+var benchSink *outRecord
+
+// BenchmarkNewRecord is building the franz-go record from a routed message.
+func BenchmarkNewRecord(b *testing.B) {
+	msg := benchMessage(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		benchSink = newRecord(&msg, 1, "public.outbox")
+	}
+}
+
+// BenchmarkRecordSize is what a record counts against the in-flight bytes.
+func BenchmarkRecordSize(b *testing.B) {
+	msg := benchMessage(b)
+	rec := newRecord(&msg, 1, "public.outbox")
+	b.ReportAllocs()
+	for b.Loop() {
+		if rec.bytes() == 0 {
+			b.Fatal("zero size")
+		}
+	}
+}
+
+// BenchmarkRowPath is the handler's work for one single-row transaction
+// without the producer: Begin, route the Insert, build the record, Add it
+// to the tracker, Commit, and the Ack franz-go's callback would do.
+func BenchmarkRowPath(b *testing.B) {
+	plan := benchPlan(b)
+	cols := benchTuple()
+	tr := checkpoint.New(checkpoint.Limits{MaxRecords: 20000, MaxBytes: 16 << 20})
+	var (
+		end pglogrepl.LSN
+		msg router.Message
+	)
+	b.ReportAllocs()
+	for b.Loop() {
+		end++
+		tx := tr.Begin()
+		if err := plan.RouteTo(&msg, cols, benchCommitTime); err != nil {
+			b.Fatal(err)
+		}
+		rec := newRecord(&msg, end, "public.outbox")
+		benchSink = rec
+		size := rec.bytes()
+		tr.Add(tx, size)
+		tr.Commit(tx, end)
+		tr.Ack(tx, size)
+	}
+	if tr.Confirmed() != end {
+		b.Fatalf("Confirmed = %v, want %v", tr.Confirmed(), end)
+	}
+}
+
+// BenchmarkRowPath100 is the same per row for 100-row transactions: one op
+// is one row.
+func BenchmarkRowPath100(b *testing.B) {
+	plan := benchPlan(b)
+	cols := benchTuple()
+	tr := checkpoint.New(checkpoint.Limits{MaxRecords: 20000, MaxBytes: 16 << 20})
+	var (
+		end  pglogrepl.LSN
+		tx   *checkpoint.Tx
+		recs = make([]*outRecord, 0, 100)
+		msg  router.Message
+	)
+	b.ReportAllocs()
+	for b.Loop() {
+		if tx == nil {
+			tx = tr.Begin()
+		}
+		if err := plan.RouteTo(&msg, cols, benchCommitTime); err != nil {
+			b.Fatal(err)
+		}
+		rec := newRecord(&msg, end, "public.outbox")
+		tr.Add(tx, rec.bytes())
+		recs = append(recs, rec)
+		if len(recs) == cap(recs) {
+			end++
+			tr.Commit(tx, end)
+			for _, r := range recs {
+				tr.Ack(tx, r.bytes())
+			}
+			tx, recs = nil, recs[:0]
+		}
+	}
+}
