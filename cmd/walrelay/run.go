@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
+	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -43,6 +45,9 @@ in-flight records to be acknowledged, confirms them to Postgres and exits 0.`,
 // The listener stops when the relay does; a listener that cannot bind
 // stops the relay.
 func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	if limit, set := memoryLimit(cfg); set {
+		log.Debug("set Go's soft memory limit", "bytes", limit)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r, err := relay.New(cfg, log, metrics.New(reg, version, cfg.Postgres.Slot))
@@ -65,4 +70,19 @@ func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return r.Run(gctx)
 	})
 	return g.Wait()
+}
+
+// memoryLimit sets Go's soft memory limit from the in-flight cap, which
+// bounds what walrelay holds: twice relay.max_in_flight_bytes (records and
+// the producer's batches built from them) plus 8 MiB for everything else.
+// Without it, the heap's growth target lets a brief peak double the
+// resident size. GOMEMLIMIT, when set, wins. Past the limit the runtime
+// only spends more CPU on GC (capped at half), it never fails.
+func memoryLimit(cfg config.Config) (int64, bool) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return 0, false
+	}
+	limit := 2*cfg.Relay.MaxInFlightBytes + 8<<20
+	debug.SetMemoryLimit(limit)
+	return limit, true
 }

@@ -90,7 +90,7 @@ type KafkaSASL struct {
 // Relay is how walrelay moves events between the two.
 type Relay struct {
 	MaxInFlightRecords int           `yaml:"max_in_flight_records" help:"records produced but not yet acknowledged before reading from the slot pauses"`
-	MaxInFlightBytes   int64         `yaml:"max_in_flight_bytes" help:"bytes produced but not yet acknowledged before reading from the slot pauses"`
+	MaxInFlightBytes   int64         `yaml:"max_in_flight_bytes" help:"bytes produced but not yet acknowledged before reading from the slot pauses; Go's soft memory limit is set to twice this plus 8 MiB unless GOMEMLIMIT is set"`
 	ShutdownTimeout    time.Duration `yaml:"shutdown_timeout" help:"on SIGTERM, how long to wait for in-flight records to be acknowledged"`
 	DeadLetterTopic    string        `yaml:"dead_letter_topic" help:"topic for rows walrelay cannot publish (policy dlq)"`
 	OnError            ErrorPolicies `yaml:"on_error"`
@@ -183,8 +183,8 @@ func Default() Config {
 		},
 		Router: router.DefaultConfig(),
 		Relay: Relay{
-			MaxInFlightRecords: 20000,
-			MaxInFlightBytes:   16 << 20,
+			MaxInFlightRecords: 4096,
+			MaxInFlightBytes:   4 << 20,
 			ShutdownTimeout:    30 * time.Second,
 			DeadLetterTopic:    "walrelay.deadletter",
 			OnError:            ErrorPolicies{PolicyDLQ, PolicyDLQ, PolicyDLQ, PolicyDLQ, PolicyDLQ},
