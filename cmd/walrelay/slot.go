@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"io"
 	"os"
 	"strconv"
@@ -147,10 +148,7 @@ address, restart_lsn and confirmed_flush_lsn with the bytes from each to
 pg_current_wal_lsn(), wal_status, safe_wal_size, temporary. A slot walrelay
 cannot use (another plugin or database) is shown with a note saying why.`, cobra.ExactArgs(1),
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, args []string) error {
-			if err := slotArg(args[0]); err != nil {
-				return err
-			}
-			conn, err := connect(ctx, cfg.Postgres.DSN)
+			conn, err := slotConn(ctx, cfg, args[0])
 			if err != nil {
 				return err
 			}
@@ -180,10 +178,7 @@ func slotCreateCommand(stdout io.Writer) *cobra.Command {
 postgres.dsn. The slot keeps WAL from now on until a relay confirms it: drop
 slots nobody reads. Needs the REPLICATION attribute.`, cobra.ExactArgs(1),
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, args []string) error {
-			if err := slotArg(args[0]); err != nil {
-				return err
-			}
-			conn, err := connect(ctx, cfg.Postgres.DSN)
+			conn, err := slotConn(ctx, cfg, args[0])
 			if err != nil {
 				return err
 			}
@@ -209,10 +204,7 @@ over from a new slot. A slot in use is refused unless --force, which terminates
 the process holding it first. Needs --yes when stdin is not a terminal, and
 asks (y/N) when it is.`, cobra.ExactArgs(1),
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, args []string) error {
-			if err := slotArg(args[0]); err != nil {
-				return err
-			}
-			conn, err := connect(ctx, cfg.Postgres.DSN)
+			conn, err := slotConn(ctx, cfg, args[0])
 			if err != nil {
 				return err
 			}
@@ -406,4 +398,13 @@ republish them by hand if they matter.`, cobra.ExactArgs(1),
 	cmd.Flags().StringVar(&pastEvent, "past-event", "", "move the slot past the transaction holding the outbox event with this id")
 	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
 	return cmd
+}
+
+// slotConn validates a slot name given on the command line and connects;
+// the caller closes the connection.
+func slotConn(ctx context.Context, cfg config.Config, name string) (*pgx.Conn, error) {
+	if err := slotArg(name); err != nil {
+		return nil, err
+	}
+	return connect(ctx, cfg.Postgres.DSN)
 }
