@@ -16,7 +16,8 @@ all: build
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/walrelay ./cmd/walrelay
 
-demo: deps
+demo:
+	@$(MAKE) --no-print-directory deps DEPS=postgresql
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/walrelay demo
 
 test: deps vet fmt-check
@@ -40,16 +41,19 @@ fmt-check:
 # engine is needed). It needs apt-get and root (or sudo).
 # The Debian package starts a system prometheus on :9090; it is stopped
 # (tests use their own server on a free port, nothing needs :9090).
+# DEPS selects what deps installs (make demo asks only for postgresql).
+DEPS ?= postgresql prometheus docker-compose
+
 deps:
 	@SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	pkgs=""; \
-	if [ -z "$$WALRELAY_TEST_PG_DSN" ] && [ ! -x "$(PG_BIN)/initdb" ] && ! command -v initdb >/dev/null 2>&1; then \
+	pkgs=""; want=" $(DEPS) "; \
+	if [ -z "$${want##* postgresql *}" ] && [ -z "$$WALRELAY_TEST_PG_DSN" ] && [ ! -x "$(PG_BIN)/initdb" ] && ! command -v initdb >/dev/null 2>&1; then \
 		echo "PostgreSQL server not found: installing it with apt-get"; pkgs="postgresql"; \
 	fi; \
-	if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then \
+	if [ -z "$${want##* prometheus *}" ] && { ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; }; then \
 		echo "promtool/prometheus not found: installing prometheus with apt-get"; pkgs="$$pkgs prometheus"; \
 	fi; \
-	if ! command -v docker-compose >/dev/null 2>&1; then \
+	if [ -z "$${want##* docker-compose *}" ] && ! command -v docker-compose >/dev/null 2>&1; then \
 		echo "docker-compose not found: installing docker-compose with apt-get"; pkgs="$$pkgs docker-compose"; \
 	fi; \
 	[ -n "$$pkgs" ] || exit 0; \
