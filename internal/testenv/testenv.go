@@ -48,7 +48,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,7 +155,6 @@ type PG struct {
 	adminDSN string
 	cluster  *localpg.Cluster
 	backend  string
-	seq      atomic.Uint64
 }
 
 // Postgres returns the package's server, starting it on first use. It fails

@@ -106,9 +106,6 @@ const (
 	placePartition
 )
 
-// placementNames is indexed by placement; immutable.
-var placementNames = [...]string{placeHeader: "header", placeEnvelope: "envelope", placePartition: "partition"}
-
 // additional is one parsed table.fields.additional.placement entry.
 type additional struct {
 	column string
