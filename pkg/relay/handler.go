@@ -119,7 +119,8 @@ func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m 
 	if h.rows++; h.rows <= h.skip {
 		return nil // handled before the session was lost
 	}
-	if err := plan.RouteTo(&h.msg, m.Tuple.Columns, h.commitTime); err != nil {
+	out, err := h.r.records.route(plan, &h.msg, m.Tuple.Columns, h.commitTime, lsn)
+	if err != nil {
 		o := origin{lsn: lsn, id: plan.EventID(m.Tuple.Columns), table: plan.Table()}
 		class, _ := router.ClassOf(err)
 		switch h.r.reject(o, class.String(), err, "cannot route outbox row") {
@@ -131,7 +132,7 @@ func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m 
 			return h.produce(ctx, wrapRecord(deadLetter(h.r.cfg.Relay.DeadLetterTopic, rel, m.Tuple.Columns, o, class.String(), err), o))
 		}
 	}
-	return h.produce(ctx, newRecord(&h.msg, lsn, plan.Table()))
+	return h.produce(ctx, out)
 }
 
 // produce tracks out in the current transaction and hands it to the

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"sync"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -17,9 +18,15 @@ import (
 // record's Context, so one promise function (Relay.onProduced) serves every
 // record without a closure each. franz-go only asks the Context for Done,
 // which is nil: a record is never cancelled (a shutdown drains it).
+//
+// Once the broker has acknowledged it, an outRecord and the buffer its
+// bytes are in go back to a recordPool for a later row: in a steady stream
+// routing a row allocates nothing, which keeps the garbage collector (and
+// so walrelay's CPU and memory) small at high rates.
 type outRecord struct {
 	rec     kgo.Record
 	headers [2]kgo.RecordHeader
+	buf     []byte // the router's bytes: key, value, header values
 
 	tx        *checkpoint.Tx
 	size      int
@@ -31,10 +38,47 @@ type outRecord struct {
 	published prometheus.Counter
 }
 
-// newRecord turns a routed message into a record. The message's header
-// slice may be reused by the router; the header bytes are the message's own.
-func newRecord(m *router.Message, lsn pglogrepl.LSN, table string) *outRecord {
-	out := &outRecord{lsn: lsn, table: table}
+// maxPooledBuf is the largest byte buffer a recycled record keeps: rows with
+// bigger payloads are rare enough that holding their buffers is not worth
+// the memory.
+const maxPooledBuf = 16 << 10
+
+// recordPool recycles outRecords from acknowledged records to new rows.
+type recordPool struct{ p sync.Pool }
+
+// route routes one row into a record: one from the pool, its buffer given
+// to the router for the row's bytes. msg is the router's reused Message.
+func (p *recordPool) route(plan *router.Plan, msg *router.Message, cols []*pglogrepl.TupleDataColumn, commitTime time.Time, lsn pglogrepl.LSN) (*outRecord, error) {
+	out, _ := p.p.Get().(*outRecord)
+	if out == nil {
+		out = new(outRecord)
+	}
+	msg.Buf = out.buf
+	err := plan.RouteTo(msg, cols, commitTime)
+	out.buf, msg.Buf = msg.Buf, nil // the bytes are the record's now
+	if err != nil {
+		p.put(out)
+		return nil, err
+	}
+	out.set(msg, lsn, plan.Table())
+	return out, nil
+}
+
+// put returns a record nothing refers to any more: franz-go has called its
+// promise, and the promise kept none of its bytes.
+func (p *recordPool) put(out *outRecord) {
+	buf := out.buf[:0]
+	if cap(buf) > maxPooledBuf {
+		buf = nil
+	}
+	*out = outRecord{buf: buf}
+	p.p.Put(out)
+}
+
+// set fills out from a routed message whose bytes are in out.buf. The
+// message's header slice may be reused by the router.
+func (out *outRecord) set(m *router.Message, lsn pglogrepl.LSN, table string) {
+	out.lsn, out.table = lsn, table
 	out.rec = kgo.Record{Topic: m.Topic, Key: m.Key, Value: m.Value, Timestamp: m.Timestamp, Context: out}
 	if len(m.Headers) <= len(out.headers) {
 		out.rec.Headers = out.headers[:len(m.Headers):len(m.Headers)]
@@ -47,7 +91,6 @@ func newRecord(m *router.Message, lsn pglogrepl.LSN, table string) *outRecord {
 	if m.HasPartition {
 		out.rec.Partition, out.manual = m.Partition, true
 	}
-	return out
 }
 
 // wrapRecord carries a record built elsewhere (a dead letter).
@@ -90,6 +133,7 @@ func (r *Relay) onProduced(rec *kgo.Record, err error) {
 	out.published.Inc()
 	r.metrics.ProduceAckLatency.Observe(now.Sub(out.produced).Seconds())
 	r.metrics.EndToEndLatency.Observe(now.Sub(out.committed).Seconds())
+	r.records.put(out) // franz-go does not touch a record after its promise
 }
 
 func headerValue(r *kgo.Record, key string) string {

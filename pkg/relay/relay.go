@@ -64,6 +64,7 @@ type Relay struct {
 	deadLetters chan deadLetterJob
 	hb          heartbeats
 	promise     func(*kgo.Record, error) // onProduced, bound once
+	records     recordPool
 }
 
 // New validates cfg and builds the relay. It does not connect. m may be

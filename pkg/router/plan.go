@@ -52,6 +52,14 @@ type Message struct {
 	// Partition is meaningful only when HasPartition is true.
 	Partition    int32
 	HasPartition bool
+
+	// Buf holds the bytes Key, Value and the header values point into.
+	// RouteTo writes them into Buf when it has room and into a new buffer,
+	// left in Buf, otherwise. A caller that keeps a message's bytes after
+	// the next RouteTo into the same Message moves Buf away first (sets it
+	// to nil, or to a spare buffer it owns): recycling buffers that way,
+	// routing allocates nothing. An envelope Value has its own allocation.
+	Buf []byte
 }
 
 // Type OIDs with special handling (pg_type.dat).
@@ -236,15 +244,16 @@ func (p *Plan) Route(cols []*pglogrepl.TupleDataColumn, commitTime time.Time) (M
 	return msg, nil
 }
 
-// RouteTo is Route writing into *out, whose Headers slice it reuses: the
-// headers (not their bytes) are valid until the next RouteTo with the same
-// out. On error *out is unspecified. It saves an allocation per row.
+// RouteTo is Route writing into *out, whose Headers slice and Buf it
+// reuses: the headers are valid until the next RouteTo with the same out,
+// and so are their bytes unless out.Buf was moved away (see Message.Buf).
+// On error *out is unspecified.
 func (p *Plan) RouteTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTime time.Time) error {
 	if len(cols) < p.need {
 		return &RowError{Class: ClassColumnMissing,
 			Err: fmt.Errorf("tuple has %d columns, table %q needs at least %d", len(cols), p.table, p.need)}
 	}
-	*out = Message{Headers: out.Headers[:0]}
+	*out = Message{Headers: out.Headers[:0], Buf: out.Buf}
 	msg := out
 
 	rv, null, err := columnData(cols, &p.route)
@@ -329,7 +338,12 @@ func (p *Plan) RouteTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTi
 		}
 		total += pc.n
 	}
-	buf := make([]byte, total)
+	buf := msg.Buf
+	if cap(buf) < total {
+		buf = make([]byte, total)
+	}
+	buf = buf[:total]
+	msg.Buf = buf
 	off := 0
 	for i := range pcs {
 		pc := &pcs[i]
