@@ -1,6 +1,7 @@
 package relay_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/relay"
 )
 
 func insertEvent(typ, aggregate string) string {
@@ -257,5 +259,28 @@ func TestRelayResumesTransactionAfterReconnect(t *testing.T) {
 	f.waitCaughtUp(t, 30*time.Second)
 	if err := run.stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A relay stopped while it is still starting (SIGTERM during the startup
+// checks) returns nil, like one stopped while streaming, and leaves the slot
+// where it was.
+func TestRelayStoppedWhileStarting(t *testing.T) {
+	f := newFixture(t, nil)
+	before, _ := f.slot(t)
+	for _, after := range []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond} {
+		r, err := relay.New(f.cfg, f.logs.logger(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(after, cancel)
+		if err := r.Run(ctx); err != nil {
+			t.Errorf("stopped %s after start: Run = %v, want nil", after, err)
+		}
+		cancel()
+	}
+	if confirmed, _ := f.slot(t); confirmed != before {
+		t.Errorf("slot moved from %s to %s", before, confirmed)
 	}
 }

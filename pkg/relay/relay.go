@@ -151,11 +151,15 @@ func (r *Relay) Tracker() *checkpoint.Tracker { return r.tracker }
 
 // Run checks the database, then streams until ctx is done (returns nil
 // after draining in-flight records and confirming them) or until an error
-// stops the relay (returns it; nothing unacknowledged is confirmed). It
+// stops the relay (returns it; nothing unacknowledged is confirmed). A ctx
+// done during the startup checks is a clean stop too: nothing was read. It
 // closes the Kafka client when it returns.
 func (r *Relay) Run(ctx context.Context) error {
 	defer r.pub.Close()
 	if err := r.prepare(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // asked to stop while starting (SIGTERM)
+		}
 		return err
 	}
 
