@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,6 +49,9 @@ func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if limit, set := memoryLimit(cfg); set {
 		log.Debug("set Go's soft memory limit", "bytes", limit)
 	}
+	if procs, set := maxProcs(cfg); set {
+		log.Debug("set GOMAXPROCS", "procs", procs)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r, err := relay.New(cfg, log, metrics.New(reg, version, cfg.Postgres.Slot))
@@ -70,6 +74,21 @@ func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return r.Run(gctx)
 	})
 	return g.Wait()
+}
+
+// maxProcs sets how many CPUs run walrelay's Go code at once
+// (relay.max_procs). The relay is a pipeline of small steps on a few
+// goroutines (the stream, franz-go's producer and its promises): with one
+// CPU each hand-off is a goroutine switch on the same thread instead of a
+// wake-up of another, and the walsender feeding the slot, one process
+// spending more CPU per event than walrelay does, is the limit either way.
+// GOMAXPROCS, when set, wins; 0 keeps Go's default (the CPUs available).
+func maxProcs(cfg config.Config) (int, bool) {
+	if os.Getenv("GOMAXPROCS") != "" || cfg.Relay.MaxProcs <= 0 {
+		return 0, false
+	}
+	runtime.GOMAXPROCS(cfg.Relay.MaxProcs)
+	return cfg.Relay.MaxProcs, true
 }
 
 // memoryLimit sets Go's soft memory limit from the in-flight cap, which

@@ -67,6 +67,7 @@ type Kafka struct {
 	TopicConfigs           map[string]string `yaml:"topic_configs" help:"configs of created topics, key=value (comma-separated)"`
 	Linger                 time.Duration     `yaml:"linger" help:"how long a partition waits to fill a batch"`
 	BatchMaxBytes          int32             `yaml:"batch_max_bytes" help:"largest record batch sent to a partition"`
+	ClientMetrics          bool              `yaml:"client_metrics" help:"send client metrics to brokers that subscribe to them (KIP-714); walrelay's own metrics are on /metrics either way"`
 	TLS                    KafkaTLS          `yaml:"tls"`
 	SASL                   KafkaSASL         `yaml:"sasl"`
 }
@@ -91,6 +92,7 @@ type KafkaSASL struct {
 type Relay struct {
 	MaxInFlightRecords int           `yaml:"max_in_flight_records" help:"records produced but not yet acknowledged before reading from the slot pauses"`
 	MaxInFlightBytes   int64         `yaml:"max_in_flight_bytes" help:"bytes produced but not yet acknowledged before reading from the slot pauses; Go's soft memory limit is set to twice this plus 8 MiB unless GOMEMLIMIT is set"`
+	MaxProcs           int           `yaml:"max_procs" help:"CPUs walrelay runs Go code on at once (GOMAXPROCS; 0: all available). One keeps up with a slot's walsender, which spends more CPU per event than walrelay, and costs the least CPU per event; GOMAXPROCS, when set, wins"`
 	ShutdownTimeout    time.Duration `yaml:"shutdown_timeout" help:"on SIGTERM, how long to wait for in-flight records to be acknowledged"`
 	DeadLetterTopic    string        `yaml:"dead_letter_topic" help:"topic for rows walrelay cannot publish (policy dlq)"`
 	OnError            ErrorPolicies `yaml:"on_error"`
@@ -185,6 +187,7 @@ func Default() Config {
 		Relay: Relay{
 			MaxInFlightRecords: 4096,
 			MaxInFlightBytes:   4 << 20,
+			MaxProcs:           1,
 			ShutdownTimeout:    30 * time.Second,
 			DeadLetterTopic:    "walrelay.deadletter",
 			OnError:            ErrorPolicies{PolicyDLQ, PolicyDLQ, PolicyDLQ, PolicyDLQ, PolicyDLQ},
@@ -309,6 +312,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Relay.MaxInFlightBytes < 1024 {
 		bad("relay.max_in_flight_bytes", fmt.Sprint(c.Relay.MaxInFlightBytes), "must be at least 1024")
+	}
+	if c.Relay.MaxProcs < 0 {
+		bad("relay.max_procs", fmt.Sprint(c.Relay.MaxProcs), "must not be negative")
 	}
 	if c.Relay.ShutdownTimeout < 0 {
 		bad("relay.shutdown_timeout", c.Relay.ShutdownTimeout.String(), "must not be negative")

@@ -152,3 +152,56 @@ func TestProducePartitions(t *testing.T) {
 		t.Errorf("record with SetPartition(%d) landed on partition %d (hash would give %d)", manualPart, got["manual"], hashed)
 	}
 }
+
+// Client metrics (KIP-714) stay off unless asked for: a publisher with the
+// default config never asks the broker for a telemetry subscription, while
+// one with ClientMetrics does, both living as long against brokers that
+// offer subscriptions (kfake does).
+func TestClientMetricsOffByDefault(t *testing.T) {
+	subscriptions := func(b *testenv.Broker) *atomic.Int64 {
+		var n atomic.Int64
+		b.Cluster.ControlKey(int16(kmsg.GetTelemetrySubscriptions), func(kmsg.Request) (kmsg.Response, error, bool) {
+			n.Add(1)
+			return nil, nil, false // observe only
+		})
+		return &n
+	}
+	off, on := testenv.Kafka(t), testenv.Kafka(t)
+	if off.Cluster == nil {
+		t.Skip("needs kfake to observe requests")
+	}
+	offCount, onCount := subscriptions(off), subscriptions(on)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		broker  *testenv.Broker
+		metrics bool
+	}{{off, false}, {on, true}} {
+		p, err := New(Config{Brokers: c.broker.Addrs(), CreateTopics: true, TopicPartitions: 1, ClientMetrics: c.metrics}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		topic := testenv.UniqueName(t, "telemetry")
+		if err := p.EnsureTopic(ctx, topic); err != nil {
+			t.Fatal(err)
+		}
+		p.Produce(&kgo.Record{Topic: topic, Value: []byte("v")}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("produce: %v", err)
+			}
+		})
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for onCount.Load() == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the publisher with ClientMetrics never asked for a telemetry subscription")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := offCount.Load(); n != 0 {
+		t.Errorf("the default publisher sent %d GetTelemetrySubscriptions requests, want 0", n)
+	}
+}

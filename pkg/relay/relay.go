@@ -117,6 +117,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Relay, error
 		TopicConfigs:           cfg.Kafka.TopicConfigs,
 		Linger:                 cfg.Kafka.Linger,
 		BatchMaxBytes:          cfg.Kafka.BatchMaxBytes,
+		ClientMetrics:          cfg.Kafka.ClientMetrics,
 		MaxBufferedRecords:     2*cfg.Relay.MaxInFlightRecords + 1, // records plus their dead-letter copies
 		ExtraOpts:              []kgo.Opt{kgo.WithHooks(kprom.NewMetrics(metrics.Namespace, kprom.Registerer(m.Registerer()), kprom.Subsystem("kafka")))},
 	}, log)

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// walrelay run sets GOMAXPROCS from relay.max_procs and Go's soft memory
+// limit from relay.max_in_flight_bytes, and leaves both alone when the Go
+// variables are set: what the process reports on /metrics (client_golang's
+// Go collector reads them from the runtime).
+func TestRunSetsRuntimeLimits(t *testing.T) {
+	e := newE2E(t)
+	e.setup(t, "created")
+	var base []string
+	for _, kv := range e.env {
+		if !strings.HasPrefix(kv, "GOMAXPROCS=") && !strings.HasPrefix(kv, "GOMEMLIMIT=") {
+			base = append(base, kv)
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		env        []string
+		procs      int
+		limitBytes int64
+	}{
+		{name: "defaults", procs: 1, limitBytes: 2*4<<20 + 8<<20},
+		{name: "max_procs 0 and a smaller in-flight cap",
+			env:   []string{"WALRELAY_RELAY_MAX_PROCS=0", "WALRELAY_RELAY_MAX_IN_FLIGHT_BYTES=1048576"},
+			procs: runtime.NumCPU(), limitBytes: 2*1<<20 + 8<<20},
+		{name: "Go's variables win",
+			env:   []string{"WALRELAY_RELAY_MAX_PROCS=1", "GOMAXPROCS=3", "GOMEMLIMIT=64MiB"},
+			procs: 3, limitBytes: 64 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			listen := "127.0.0.1:" + closedPort(t)
+			env := append(append(append([]string(nil), base...), "WALRELAY_HTTP_LISTEN="+listen), tc.env...)
+			c := startChild(t, env, "run")
+			deadline := time.Now().Add(30 * time.Second)
+			for metricValue(t, listen, "go_sched_gomaxprocs_threads") < 0 {
+				if c.exited() || time.Now().After(deadline) {
+					t.Fatalf("no go_sched_gomaxprocs_threads on %s (exited=%t)", listen, c.exited())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if got := metricValue(t, listen, "go_sched_gomaxprocs_threads"); got != float64(tc.procs) {
+				t.Errorf("GOMAXPROCS = %v, want %d", got, tc.procs)
+			}
+			if got := metricValue(t, listen, "go_gc_gomemlimit_bytes"); got != float64(tc.limitBytes) {
+				t.Errorf("memory limit = %v bytes, want %d", got, tc.limitBytes)
+			}
+			stopRelay(t, c)
+		})
+	}
+}
