@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -93,10 +94,19 @@ var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // messages arrive in one: far fewer wake-ups and system calls for at most
 // wait of added latency. An idle stream is not delayed further: the wait
 // comes before a read that would block anyway.
+//
+// During the wait the socket's receive low-water mark is raised to
+// smallRead (on Linux, when the socket is known): otherwise every message
+// the walsender sends in the meantime would wake the Go network poller
+// for nothing, a wake-up that costs walrelay a thread switch and the
+// walsender, who pays for waking its reader, even more. The mark is back
+// at one byte before any read, so a read that blocks wakes on the first
+// byte as usual and no message waits for company.
 type coalescingReader struct {
 	r     io.Reader
 	wait  time.Duration
-	small bool // the last read returned less than smallRead
+	sock  syscall.RawConn // the TCP socket, nil if unknown
+	small bool            // the last read returned less than smallRead
 }
 
 // smallRead is what counts as a read that got little.
@@ -104,7 +114,13 @@ const smallRead = 16 << 10
 
 func (c *coalescingReader) Read(p []byte) (int, error) {
 	if c.small && c.wait > 0 {
+		lowat := c.sock != nil && setRcvLowat(c.sock, smallRead) == nil
 		time.Sleep(c.wait)
+		if lowat {
+			if err := setRcvLowat(c.sock, 1); err != nil {
+				return 0, fmt.Errorf("resetting SO_RCVLOWAT: %w", err)
+			}
+		}
 	}
 	n, err := c.r.Read(p)
 	c.small = n < smallRead

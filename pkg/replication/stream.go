@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -235,9 +237,21 @@ func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, error) {
 	cfg.RuntimeParams["bytea_output"] = "hex"
 	cfg.RuntimeParams["extra_float_digits"] = "3"
 	// One read takes everything the socket holds (up to the buffer), not
-	// just the 8 KiB pgproto3 asks for at a time.
+	// just the 8 KiB pgproto3 asks for at a time. pgconn dials, then builds
+	// the frontend, one address at a time: the socket dialed last is the
+	// one the frontend reads (through TLS, when used).
+	var sock syscall.RawConn
+	dial := cfg.DialFunc
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		sock = nil
+		if sc, ok := c.(syscall.Conn); ok && err == nil {
+			sock, _ = sc.SyscallConn()
+		}
+		return c, err
+	}
 	cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
-		return pgproto3.NewFrontend(bufio.NewReaderSize(&coalescingReader{r: r, wait: s.cfg.ReadWait}, readBufferSize), w)
+		return pgproto3.NewFrontend(bufio.NewReaderSize(&coalescingReader{r: r, wait: s.cfg.ReadWait, sock: sock}, readBufferSize), w)
 	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
