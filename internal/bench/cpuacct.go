@@ -12,15 +12,15 @@ import (
 	"time"
 )
 
-// cpuSample is the machine's busy CPU time and the part of it spent by
-// this benchmark: the harness and its children (walrelay, pg_recvlogical,
-// kfake, go build) and, with a private cluster, every Postgres process.
-// The difference between two samples is what other work on the machine
-// took while a measurement ran.
+// cpuSample is the machine's busy CPU time and the CPU time of the
+// benchmark's processes: the harness and its children (walrelay,
+// pg_recvlogical, kfake, go build) and, with a private cluster, every
+// Postgres process. Comparing two samples tells what other work on the
+// machine took while a measurement ran.
 type cpuSample struct {
 	at    time.Time
-	total time.Duration // busy time of all CPUs (/proc/stat)
-	ours  time.Duration
+	total time.Duration    // busy time of all CPUs (/proc/stat)
+	procs map[int]procStat // the benchmark's processes, by pid
 }
 
 // sampleCPU takes a sample; postmaster is the private cluster's
@@ -32,30 +32,19 @@ func sampleCPU(postmaster int) (cpuSample, error) {
 		return s, err
 	}
 	s.total = total
-	st, err := readStat(os.Getpid())
-	if err != nil {
-		return s, err
-	}
-	s.ours = st.self + st.children // the harness and every child it reaped
-	roots := map[int]bool{os.Getpid(): true}
-	if postmaster > 0 {
-		if pm, err := readStat(postmaster); err == nil {
-			s.ours += pm.self + pm.children // Postgres and its exited backends
-			roots[postmaster] = true
-		}
-	}
-	// Live descendants: children not reaped yet, and their own children.
 	all, err := allStats()
 	if err != nil {
 		return s, err
 	}
+	roots := map[int]bool{os.Getpid(): true}
+	if postmaster > 0 {
+		roots[postmaster] = true
+	}
+	s.procs = make(map[int]procStat)
 	for pid, st := range all {
-		if roots[pid] {
-			continue
-		}
-		for p, depth := st.ppid, 0; p > 1 && depth < 8; p, depth = all[p].ppid, depth+1 {
+		for p, depth := pid, 0; p > 1 && depth < 8; p, depth = all[p].ppid, depth+1 {
 			if roots[p] {
-				s.ours += st.self
+				s.procs[pid] = st
 				break
 			}
 			if _, ok := all[p]; !ok {
@@ -63,7 +52,32 @@ func sampleCPU(postmaster int) (cpuSample, error) {
 			}
 		}
 	}
+	if _, ok := s.procs[os.Getpid()]; !ok {
+		return s, fmt.Errorf("the harness is not in /proc")
+	}
 	return s, nil
+}
+
+// oursBetween is the CPU time the benchmark's processes spent between a
+// and b. A process that exited in between is in its parent's children
+// time by b, with everything it ever spent: only what it spent after a
+// counts. (Counting a parent's children time as it grows would charge a
+// backend's whole life to the moment the postmaster reaps it.)
+func oursBetween(a, b cpuSample) time.Duration {
+	var d time.Duration
+	for pid, st := range b.procs {
+		if prev, ok := a.procs[pid]; ok {
+			d += st.self - prev.self + st.children - prev.children
+		} else {
+			d += st.self + st.children
+		}
+	}
+	for pid, st := range a.procs {
+		if _, ok := b.procs[pid]; !ok {
+			d -= st.self + st.children
+		}
+	}
+	return d
 }
 
 // otherShare is the share of the machine's CPU capacity (all CPUs) that
@@ -73,7 +87,7 @@ func otherShare(a, b cpuSample) float64 {
 	if wall <= 0 {
 		return 0
 	}
-	other := (b.total - a.total) - (b.ours - a.ours)
+	other := (b.total - a.total) - oursBetween(a, b)
 	return max(0, other.Seconds()/(wall.Seconds()*float64(runtime.NumCPU())))
 }
 
