@@ -145,14 +145,6 @@ func parseStat(b []byte) (procStat, error) {
 	}, nil
 }
 
-func readStat(pid int) (procStat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, err
-	}
-	return parseStat(b)
-}
-
 // allStats reads every process's stat (processes that vanish meanwhile
 // are skipped).
 func allStats() (map[int]procStat, error) {
