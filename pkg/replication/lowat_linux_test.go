@@ -58,8 +58,23 @@ func TestCoalescingReaderLowWaterMark(t *testing.T) {
 	const wait = 300 * time.Millisecond
 	r := &coalescingReader{r: client, wait: wait, sock: rc, small: true}
 
-	during := make(chan int, 1)
-	time.AfterFunc(wait/2, func() { during <- rcvLowat(t, rc) })
+	// Watch the mark while the read waits.
+	raised, stop := make(chan bool, 1), make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stop:
+				raised <- false
+				return
+			default:
+			}
+			if rcvLowat(t, rc) == smallRead {
+				raised <- true
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
 	// The message arrives after the wait, while the read blocks.
 	time.AfterFunc(wait+100*time.Millisecond, func() {
 		if _, err := server.Write([]byte("hello")); err != nil {
@@ -78,8 +93,9 @@ func TestCoalescingReaderLowWaterMark(t *testing.T) {
 	if string(buf[:n]) != "hello" {
 		t.Fatalf("read %q", buf[:n])
 	}
-	if got := <-during; got != smallRead {
-		t.Errorf("SO_RCVLOWAT during the wait = %d, want %d", got, smallRead)
+	close(stop)
+	if !<-raised {
+		t.Errorf("SO_RCVLOWAT was never %d during the wait", smallRead)
 	}
 	if got := rcvLowat(t, rc); got != 1 {
 		t.Errorf("SO_RCVLOWAT after the read = %d, want 1", got)
