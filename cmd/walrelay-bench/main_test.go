@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/walrelay/walrelay/internal/cli"
 )
 
 // TestUsageErrors checks that bad flags fail before anything starts, with
@@ -32,7 +34,7 @@ func TestUsageErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("run(%q) = %v, want an error containing %q", tc.args, err, tc.want)
 			}
-			if code := exitCode(err, &stderr); code != 2 {
+			if code := cli.ExitCode("walrelay-bench", err, &stderr); code != 2 {
 				t.Fatalf("exit code %d, want 2 (stderr: %s)", code, stderr.String())
 			}
 		})

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/walrelay/walrelay/internal/bench"
+	"github.com/walrelay/walrelay/internal/cli"
 )
 
 // run executes the command line in args and returns what main turns into
@@ -22,11 +23,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.UsageError{Err: err} })
 	root.AddCommand(kfakeCommand(stdin, stdout))
 	cmd, err := root.ExecuteContextC(ctx)
 	if err != nil && cmd != nil && !cmd.HasParent() && strings.Contains(err.Error(), "unknown command") {
-		return usageError{err}
+		return cli.UsageError{Err: err}
 	}
 	return err
 }
@@ -72,7 +73,7 @@ or max.`,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.apply(&cfg, stderr); err != nil {
-				return usageError{err}
+				return cli.UsageError{Err: err}
 			}
 			exe, err := os.Executable()
 			if err != nil {
@@ -80,7 +81,7 @@ or max.`,
 			}
 			cfg.BrokerCommand = []string{exe, "kfake"}
 			if err := cfg.Validate(); err != nil {
-				return usageError{err}
+				return cli.UsageError{Err: err}
 			}
 			report, runErr := bench.Run(cmd.Context(), cfg)
 			if report == nil {

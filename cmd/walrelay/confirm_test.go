@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/walrelay/walrelay/internal/cli"
 )
 
 // Destructive commands proceed with --yes, ask on a terminal (only y or
@@ -30,7 +32,7 @@ func TestConfirm(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var prompt bytes.Buffer
 			err := confirm(c.yes, c.terminal, strings.NewReader(c.answer), &prompt, "Drop it?", "slot drop")
-			var ue usageError
+			var ue cli.UsageError
 			switch {
 			case c.usage:
 				if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--yes") {

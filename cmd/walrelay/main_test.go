@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/config"
 )
@@ -36,7 +37,7 @@ func TestMain(m *testing.M) {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err := run(ctx, args, os.Stdout, os.Stderr)
 		stop()
-		os.Exit(exitCode(err, os.Stderr))
+		os.Exit(cli.ExitCode("walrelay", err, os.Stderr))
 	}
 	testenv.Main(m)
 }

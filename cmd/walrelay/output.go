@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
+	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/pkg/admin"
 )
 
@@ -38,7 +39,7 @@ func addOutputFlag(cmd *cobra.Command) *string {
 // checkOutput rejects an unknown -o value as bad usage.
 func checkOutput(format string) error {
 	if format != outputTable && format != outputJSON {
-		return usageError{fmt.Errorf("-o %q: want table or json", format)}
+		return cli.UsageError{Err: fmt.Errorf("-o %q: want table or json", format)}
 	}
 	return nil
 }
@@ -60,7 +61,7 @@ func newTable(w io.Writer) *tabwriter.Writer {
 func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := check(cmd, args); err != nil {
-			return usageError{err}
+			return cli.UsageError{Err: err}
 		}
 		return nil
 	}
@@ -73,13 +74,13 @@ func needsSubcommand(cmd *cobra.Command, _ []string) error {
 	for _, c := range cmd.Commands() {
 		names = append(names, c.Name())
 	}
-	return usageError{fmt.Errorf("%s needs a subcommand: %s (see %s --help)", cmd.CommandPath(), strings.Join(names, ", "), cmd.CommandPath())}
+	return cli.UsageError{Err: fmt.Errorf("%s needs a subcommand: %s (see %s --help)", cmd.CommandPath(), strings.Join(names, ", "), cmd.CommandPath())}
 }
 
 // slotArg validates a slot name argument (exit 2 when invalid).
 func slotArg(name string) error {
 	if err := admin.ValidateSlotName(name); err != nil {
-		return usageError{err}
+		return cli.UsageError{Err: err}
 	}
 	return nil
 }
@@ -88,7 +89,7 @@ func slotArg(name string) error {
 func lsnArg(s string) (admin.LSN, error) {
 	lsn, err := admin.ParseLSN(s)
 	if err != nil {
-		return 0, usageError{err}
+		return 0, cli.UsageError{Err: err}
 	}
 	return lsn, nil
 }
@@ -123,7 +124,7 @@ func confirm(yes, terminal bool, in io.Reader, prompt io.Writer, question, actio
 		return nil
 	}
 	if !terminal {
-		return usageError{fmt.Errorf("%s needs confirmation: re-run with --yes (stdin is not a terminal to ask on)", action)}
+		return cli.UsageError{Err: fmt.Errorf("%s needs confirmation: re-run with --yes (stdin is not a terminal to ask on)", action)}
 	}
 	fmt.Fprintf(prompt, "%s [y/N] ", question)
 	line, _ := bufio.NewReader(in).ReadString('\n')

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/pkg/config"
 )
 
@@ -27,7 +28,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.UsageError{Err: err} })
 	root.AddCommand(
 		runCommand(stderr),
 		setupCommand(stdout, stderr),
@@ -43,7 +44,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if check := sub.Args; check != nil {
 			sub.Args = func(cmd *cobra.Command, args []string) error {
 				if err := check(cmd, args); err != nil {
-					return usageError{err} // stray arguments: bad usage, like a bad flag
+					return cli.UsageError{Err: err} // stray arguments: bad usage, like a bad flag
 				}
 				return nil
 			}
@@ -51,7 +52,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	cmd, err := root.ExecuteContextC(ctx)
 	if err != nil && cmd != nil && !cmd.HasParent() {
-		return usageError{err} // unknown command or flag at the top level
+		return cli.UsageError{Err: err} // unknown command or flag at the top level
 	}
 	return err
 }
@@ -60,7 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func loadConfig(fs *pflag.FlagSet) (config.Config, error) {
 	cfg, err := config.Load(fs, os.Environ())
 	if err != nil {
-		return config.Config{}, usageError{err}
+		return config.Config{}, cli.UsageError{Err: err}
 	}
 	return cfg, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/metrics"
 	"github.com/walrelay/walrelay/pkg/relay"
@@ -56,7 +57,7 @@ func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r, err := relay.New(cfg, log, metrics.New(reg, version, cfg.Postgres.Slot))
 	if err != nil {
-		return usageError{err}
+		return cli.UsageError{Err: err}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/router"
@@ -244,7 +245,7 @@ asks (y/N) when it is.`, cobra.ExactArgs(1),
 func peekRequest(cfg config.Config, slot string) (admin.PeekRequest, error) {
 	rt, err := router.New(cfg.Router)
 	if err != nil {
-		return admin.PeekRequest{}, usageError{fmt.Errorf("config router: %w", err)}
+		return admin.PeekRequest{}, cli.UsageError{Err: fmt.Errorf("config router: %w", err)}
 	}
 	return admin.PeekRequest{Slot: slot, Publications: cfg.Postgres.Publications, Router: rt, Policies: cfg.Relay.OnError}, nil
 }
@@ -291,7 +292,7 @@ a temporary copy of it.`, cobra.ExactArgs(1),
 				return err
 			}
 			if limit < 1 {
-				return usageError{fmt.Errorf("--limit %d: want at least 1", limit)}
+				return cli.UsageError{Err: fmt.Errorf("--limit %d: want at least 1", limit)}
 			}
 			req, err := peekRequest(cfg, args[0])
 			if err != nil {
@@ -348,7 +349,7 @@ republish them by hand if they matter.`, cobra.ExactArgs(1),
 				return err
 			}
 			if (to == "") == (pastEvent == "") {
-				return usageError{fmt.Errorf("slot advance needs exactly one of --to LSN or --past-event ID")}
+				return cli.UsageError{Err: fmt.Errorf("slot advance needs exactly one of --to LSN or --past-event ID")}
 			}
 			peek, err := peekRequest(cfg, args[0])
 			if err != nil {

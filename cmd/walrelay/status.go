@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/relay"
@@ -47,7 +48,7 @@ Exit status 1 when neither the relay nor Postgres could be read (without
 --watch).`, cobra.NoArgs,
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, _ []string) error {
 			if interval < 100*time.Millisecond {
-				return usageError{fmt.Errorf("--interval %s: want at least 100ms", interval)}
+				return cli.UsageError{Err: fmt.Errorf("--interval %s: want at least 100ms", interval)}
 			}
 			addr := statusAddr
 			if addr == "" {
