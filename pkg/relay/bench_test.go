@@ -73,42 +73,32 @@ func benchMessage(tb testing.TB) router.Message {
 // the producer.
 var benchSink *outRecord
 
-// BenchmarkNewRecord is routing a row into a franz-go record when no
-// acknowledged record can be recycled: the record and its bytes allocated.
-func BenchmarkNewRecord(b *testing.B) {
-	plan := benchPlan(b)
-	cols := benchTuple()
-	var (
-		pool recordPool
-		msg  router.Message
-	)
-	b.ReportAllocs()
-	for b.Loop() {
-		rec, err := pool.route(plan, &msg, cols, benchCommitTime, 1)
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchSink = rec
-	}
-}
-
-// BenchmarkRecycledRecord is the same with the record of an acknowledged
-// row coming back each time, as in a steady stream.
-func BenchmarkRecycledRecord(b *testing.B) {
-	plan := benchPlan(b)
-	cols := benchTuple()
-	var (
-		pool recordPool
-		msg  router.Message
-	)
-	b.ReportAllocs()
-	for b.Loop() {
-		rec, err := pool.route(plan, &msg, cols, benchCommitTime, 1)
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchSink = rec
-		pool.put(rec)
+// BenchmarkRecord is routing a row into a franz-go record: "new" when no
+// acknowledged record can be recycled (the record and its bytes are
+// allocated), "recycled" with the record of an acknowledged row coming back
+// each time, as in a steady stream.
+func BenchmarkRecord(b *testing.B) {
+	for _, recycle := range []bool{false, true} {
+		name := map[bool]string{false: "new", true: "recycled"}[recycle]
+		b.Run(name, func(b *testing.B) {
+			plan := benchPlan(b)
+			cols := benchTuple()
+			var (
+				pool recordPool
+				msg  router.Message
+			)
+			b.ReportAllocs()
+			for b.Loop() {
+				rec, err := pool.route(plan, &msg, cols, benchCommitTime, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				benchSink = rec
+				if recycle {
+					pool.put(rec)
+				}
+			}
+		})
 	}
 }
 

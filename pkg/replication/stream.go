@@ -245,7 +245,7 @@ func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, error) {
 	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		sock = nil
-		if sc, ok := c.(syscall.Conn); ok && err == nil {
+		if sc, ok := c.(syscall.Conn); err == nil && ok {
 			sock, _ = sc.SyscallConn()
 		}
 		return c, err
