@@ -19,6 +19,7 @@ require (
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // Kafka protocol messages (fault selectors in tests)
 	github.com/twmb/franz-go/plugin/kprom v1.5.0 // franz-go client metrics on walrelay's registry
 	golang.org/x/sync v0.24.0 // errgroup: owned goroutines
+	golang.org/x/sys v0.48.0 // Linux socket ioctls (bytes queued on the replication socket)
 	gopkg.in/yaml.v3 v3.0.1 // the YAML config file (strict: unknown keys rejected)
 )
 
@@ -79,7 +80,6 @@ require (
 	go.opentelemetry.io/otel/trace v1.44.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.54.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )

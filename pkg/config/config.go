@@ -54,7 +54,7 @@ type Postgres struct {
 	StatusInterval time.Duration `yaml:"status_interval" help:"how often the confirmed LSN is reported to Postgres"`
 	MinBackoff     time.Duration `yaml:"min_backoff" help:"first delay before reconnecting after a lost connection"`
 	MaxBackoff     time.Duration `yaml:"max_backoff" help:"longest delay between reconnect attempts"`
-	ReadWait       time.Duration `yaml:"read_wait" help:"after a read from the slot that got little, wait this long before the next so messages arrive in batches (adds at most this latency; 0: off)"`
+	ReadWait       time.Duration `yaml:"read_wait" help:"after a read from the slot that got little, wait up to this long for 64 KiB to arrive before the next, so messages come in batches (adds at most this latency; 0: off)"`
 }
 
 // Kafka is where events go.

@@ -1,7 +1,11 @@
 package replication
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"net"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -44,6 +48,45 @@ func rcvLowat(t *testing.T, rc syscall.RawConn) int {
 	return v
 }
 
+// ownedReader returns a coalescing reader of client as the stream sets it
+// up: conn set (the stream owns the connection) and the last read small,
+// so the next one waits.
+func ownedReader(ctx context.Context, client *net.TCPConn, wait time.Duration) *coalescingReader {
+	r := newCoalescingReader(ctx, client, client, wait)
+	r.conn, r.small = client, true
+	return r
+}
+
+// readAsync reads once from r in a goroutine; the result arrives on the
+// channel.
+func readAsync(r *coalescingReader, buf []byte) <-chan readResult {
+	done := make(chan readResult, 1)
+	go func() {
+		n, err := r.Read(buf)
+		done <- readResult{n, err}
+	}()
+	return done
+}
+
+type readResult struct {
+	n   int
+	err error
+}
+
+// await returns the read's result, failing the test if it has not
+// returned within a minute: far less than the waits these tests set,
+// far more than the test needs.
+func await(t *testing.T, done <-chan readResult) readResult {
+	t.Helper()
+	select {
+	case res := <-done:
+		return res
+	case <-time.After(time.Minute):
+		t.Fatal("the read is still waiting after a minute")
+		return readResult{}
+	}
+}
+
 // While a read waits after a small one, the socket's low-water mark is
 // smallRead, so the walsender's messages do not wake the poller one by one;
 // it is back at one byte for the read itself, so a small message arriving
@@ -56,7 +99,10 @@ func TestCoalescingReaderLowWaterMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	const wait = 300 * time.Millisecond
-	r := &coalescingReader{r: client, wait: wait, sock: rc, small: true}
+	r := ownedReader(t.Context(), client, wait)
+	if r.sock == nil {
+		t.Fatal("a TCP connection's reader does not watch its socket")
+	}
 
 	// Watch the mark while the read waits.
 	raised, stop := make(chan bool, 1), make(chan struct{})
@@ -81,7 +127,7 @@ func TestCoalescingReaderLowWaterMark(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	if err := client.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+	if err := r.setDeadline(time.Now().Add(5 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 64)
@@ -99,5 +145,80 @@ func TestCoalescingReaderLowWaterMark(t *testing.T) {
 	}
 	if got := rcvLowat(t, rc); got != 1 {
 		t.Errorf("SO_RCVLOWAT after the read = %d, want 1", got)
+	}
+}
+
+// A wait ends once smallRead bytes are queued, however long it could have
+// lasted, and the messages that arrive before then, one at a time, do not
+// wake it one by one.
+func TestCoalescingReaderWaitEndsWhenBatchQueued(t *testing.T) {
+	client, server := tcpPair(t)
+	r := ownedReader(t.Context(), client, time.Hour)
+	const msgs = 64
+	msg := bytes.Repeat([]byte("m"), smallRead/msgs)
+	go func() {
+		for range msgs {
+			if _, err := server.Write(msg); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	res := await(t, readAsync(r, make([]byte, 2*smallRead)))
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if res.n != smallRead {
+		t.Errorf("the read after the wait got %d bytes, want all %d", res.n, smallRead)
+	}
+	// One check on entry (often a readiness left from before the wait),
+	// one when the mark is reached; a wake-up per message would be ~64.
+	if r.wakes > 3 {
+		t.Errorf("the wait woke %d times for %d messages", r.wakes, msgs)
+	}
+}
+
+// A wait ends at the stream's read deadline, which the read then reports,
+// as a read without a wait would; the stream's next deadline applies to
+// the next read.
+func TestCoalescingReaderWaitEndsAtStreamDeadline(t *testing.T) {
+	client, server := tcpPair(t)
+	r := ownedReader(t.Context(), client, time.Hour)
+	if _, err := server.Write([]byte("small")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.setDeadline(time.Now().Add(200 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	res := await(t, readAsync(r, buf))
+	if !errors.Is(res.err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read: %q, %v; want the deadline", buf[:res.n], res.err)
+	}
+	if err := r.setDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	r.wait = 0 // the failed read was small: no second wait
+	res = await(t, readAsync(r, buf))
+	if res.err != nil || string(buf[:res.n]) != "small" {
+		t.Fatalf("read with the next deadline: %q, %v; want the queued message", buf[:res.n], res.err)
+	}
+}
+
+// A wait ends when the session's context is done, and the read does not
+// block afterwards: the context's wake-up (a read deadline of now, as
+// newReplConn sets it) was overwritten by the wait putting back the
+// stream's deadline.
+func TestCoalescingReaderWaitEndsWhenContextDone(t *testing.T) {
+	client, _ := tcpPair(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	r := ownedReader(ctx, client, time.Hour)
+	stop := context.AfterFunc(ctx, func() { _ = client.SetReadDeadline(time.Now()) })
+	defer stop()
+	time.AfterFunc(100*time.Millisecond, cancel)
+	res := await(t, readAsync(r, make([]byte, 64)))
+	if !errors.Is(res.err, context.Canceled) {
+		t.Fatalf("read: %d bytes, %v; want the context's error", res.n, res.err)
 	}
 }

@@ -2,7 +2,15 @@
 
 package replication
 
-import "syscall"
+import (
+	"errors"
+	"syscall"
+)
 
-// setRcvLowat is a no-op off Linux: reads are batched by waiting alone.
-func setRcvLowat(syscall.RawConn, int) error { return nil }
+// lowatWaits reports whether waitQueued works here: off Linux, reads are
+// batched by sleeping alone.
+const lowatWaits = false
+
+func waitQueued(syscall.RawConn, int, *int) error {
+	return errors.New("waiting for queued bytes is only implemented on Linux")
+}

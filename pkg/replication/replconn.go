@@ -3,9 +3,11 @@ package replication
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"syscall"
 	"time"
 
@@ -20,21 +22,23 @@ import (
 // receive waits at most until a deadline (the next status update) or
 // until the context is done. Only the stream's goroutine uses it.
 type replConn struct {
-	conn     net.Conn
-	fe       *pgproto3.Frontend
-	deadline time.Time
-	stop     func() bool // unregisters the context's wake-up
-	status   [1 + 5 + 34]byte
+	conn   net.Conn
+	fe     *pgproto3.Frontend
+	in     *coalescingReader // under fe's buffer; keeps the read deadline
+	stop   func() bool       // unregisters the context's wake-up
+	status [1 + 5 + 34]byte
 }
 
-// newWire takes over conn, which must be in copy-both mode (after
-// START_REPLICATION). When ctx is done, a blocked receive returns at once.
-func newReplConn(ctx context.Context, conn *pgconn.PgConn) (*replConn, error) {
+// newReplConn takes over conn, which must be in copy-both mode (after
+// START_REPLICATION) and read through in. When ctx is done, a blocked
+// receive returns at once.
+func newReplConn(ctx context.Context, conn *pgconn.PgConn, in *coalescingReader) (*replConn, error) {
 	hj, err := conn.Hijack()
 	if err != nil {
 		return nil, err
 	}
-	w := &replConn{conn: hj.Conn, fe: hj.Frontend}
+	in.conn = hj.Conn
+	w := &replConn{conn: hj.Conn, fe: hj.Frontend, in: in}
 	w.stop = context.AfterFunc(ctx, func() { _ = hj.Conn.SetReadDeadline(time.Now()) })
 	return w, nil
 }
@@ -43,11 +47,10 @@ func newReplConn(ctx context.Context, conn *pgconn.PgConn) (*replConn, error) {
 // os.ErrDeadlineExceeded once deadline passes or ctx is done. The message
 // is valid until the next receive.
 func (w *replConn) receive(ctx context.Context, deadline time.Time) (pgproto3.BackendMessage, error) {
-	if !deadline.Equal(w.deadline) {
-		if err := w.conn.SetReadDeadline(deadline); err != nil {
+	if !deadline.Equal(w.in.deadline) {
+		if err := w.in.setDeadline(deadline); err != nil {
 			return nil, err
 		}
-		w.deadline = deadline
 		// The wake-up may have fired before this deadline replaced its
 		// own; it only fires once ctx is done, so this check covers it.
 		if ctx.Err() != nil {
@@ -90,39 +93,97 @@ var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // coalescingReader sits under the connection's read buffer. When a read
 // returned little (the stream is keeping up with the walsender, one
-// message per read), it waits before the next read so that several
-// messages arrive in one: far fewer wake-ups and system calls for at most
-// wait of added latency. An idle stream is not delayed further: the wait
-// comes before a read that would block anyway.
+// message per read), it waits before the next read until smallRead bytes
+// are queued on the socket or wait has passed, so that several messages
+// arrive in one read: far fewer wake-ups and system calls for at most wait
+// of added latency. An idle stream is not delayed further: the wait comes
+// before a read that would block anyway.
 //
-// During the wait the socket's receive low-water mark is raised to
-// smallRead (on Linux, when the socket is known): otherwise every message
-// the walsender sends in the meantime would wake the Go network poller
-// for nothing, a wake-up that costs walrelay a thread switch and the
-// walsender, who pays for waking its reader, even more. The mark is back
-// at one byte before any read, so a read that blocks wakes on the first
-// byte as usual and no message waits for company.
+// On Linux, over TCP, the wait is a wait for the socket itself (see
+// waitQueued), with the socket's receive low-water mark raised to
+// smallRead: the walsender's messages do not wake the Go network poller
+// one by one (a wake-up costs walrelay a thread switch and the walsender,
+// who pays for waking its reader, even more), and the wait ends as soon as
+// smallRead bytes are there. Elsewhere it sleeps for wait.
+//
+// It also keeps the read deadline the stream asked for (setDeadline): the
+// wait ends at that deadline too, and puts it back when it used its own.
 type coalescingReader struct {
-	r     io.Reader
-	wait  time.Duration
-	sock  syscall.RawConn // the TCP socket, nil if unknown
-	small bool            // the last read returned less than smallRead
+	r    io.Reader       // what the frontend reads: conn, or TLS over it
+	wait time.Duration   // the longest wait; 0: never wait
+	ctx  context.Context // the session's: a wait ends when it is done
+	conn net.Conn        // the connection, for read deadlines; set by newReplConn
+	sock syscall.RawConn // the dialed TCP socket under it, watched by a wait; nil if none
+
+	deadline time.Time // the stream's read deadline; zero: none
+	small    bool      // the last read returned less than smallRead
+	waits    int       // waits so far (for tests)
+	wakes    int       // poller wake-ups during socket waits (for tests)
 }
 
-// smallRead is what counts as a read that got little.
-const smallRead = 16 << 10
+// smallRead is what counts as a read that got little, and what a wait
+// waits for.
+const smallRead = 64 << 10
+
+// newCoalescingReader returns a reader of r, which reads the dialed
+// socket (directly, or through TLS).
+func newCoalescingReader(ctx context.Context, r io.Reader, dialed net.Conn, wait time.Duration) *coalescingReader {
+	c := &coalescingReader{r: r, wait: wait, ctx: ctx}
+	if tcp, ok := dialed.(*net.TCPConn); ok && lowatWaits {
+		c.sock, _ = tcp.SyscallConn()
+	}
+	return c
+}
 
 func (c *coalescingReader) Read(p []byte) (int, error) {
-	if c.small && c.wait > 0 {
-		lowat := c.sock != nil && setRcvLowat(c.sock, smallRead) == nil
-		time.Sleep(c.wait)
-		if lowat {
-			if err := setRcvLowat(c.sock, 1); err != nil {
-				return 0, fmt.Errorf("resetting SO_RCVLOWAT: %w", err)
-			}
+	// Waits begin once the stream owns the connection (conn is set):
+	// pgconn's own reads, while connecting, are never delayed.
+	if c.small && c.wait > 0 && c.conn != nil {
+		if err := c.gather(); err != nil {
+			return 0, err
 		}
 	}
 	n, err := c.r.Read(p)
 	c.small = n < smallRead
 	return n, err
+}
+
+// setDeadline sets the read deadline of the stream's reads (zero: none).
+func (c *coalescingReader) setDeadline(t time.Time) error {
+	c.deadline = t
+	if c.conn == nil {
+		return nil
+	}
+	return c.conn.SetReadDeadline(t)
+}
+
+// gather waits until smallRead bytes are queued, wait has passed, the
+// stream's deadline has passed or ctx is done, whichever comes first.
+func (c *coalescingReader) gather() error {
+	c.waits++
+	if c.sock == nil {
+		time.Sleep(c.wait)
+		return nil
+	}
+	end := time.Now().Add(c.wait)
+	if !c.deadline.IsZero() && c.deadline.Before(end) {
+		end = c.deadline
+	}
+	if err := c.conn.SetReadDeadline(end); err != nil {
+		return err
+	}
+	err := waitQueued(c.sock, smallRead, &c.wakes)
+	if derr := c.conn.SetReadDeadline(c.deadline); derr != nil {
+		return derr
+	}
+	// Done while waiting: the context's wake-up (a deadline of now) may
+	// have been replaced just above; the read after this one must not
+	// block.
+	if c.ctx != nil && c.ctx.Err() != nil {
+		return fmt.Errorf("waiting for replication data: %w", c.ctx.Err())
+	}
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("waiting for replication data: %w", err)
+	}
+	return nil
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -84,8 +83,8 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the reconnect delay (defaults 250ms, 30s).
 	MinBackoff, MaxBackoff time.Duration
-	// ReadWait is how long a read waits after one that returned little,
-	// so that messages arrive in batches (0: never wait). It bounds the
+	// ReadWait is how long a read waits, after one that returned little,
+	// for a batch of messages to arrive (0: never wait). It bounds the
 	// latency it adds.
 	ReadWait time.Duration
 }
@@ -191,7 +190,7 @@ func (s *Stream) lose() {
 // session runs one connection. streamed reports whether START_REPLICATION
 // succeeded, which resets the backoff.
 func (s *Stream) session(ctx context.Context) (streamed bool, err error) {
-	conn, err := s.connect(ctx)
+	conn, in, err := s.connect(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -206,7 +205,7 @@ func (s *Stream) session(ctx context.Context) (streamed bool, err error) {
 	// through the connection's own (buffered) pgproto3 frontend with socket
 	// deadlines, instead of paying pgconn's per-message locking and context
 	// watching.
-	w, err := newReplConn(ctx, conn)
+	w, err := newReplConn(ctx, conn, in)
 	if err != nil {
 		return false, fmt.Errorf("taking over the replication connection: %w", err)
 	}
@@ -222,11 +221,13 @@ func (s *Stream) session(ctx context.Context) (streamed bool, err error) {
 	return true, err
 }
 
-func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, error) {
+// connect opens a replication connection, read through the returned
+// coalescingReader.
+func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, *coalescingReader, error) {
 	cfg, err := pgconn.ParseConfig(s.cfg.DSN)
 	if err != nil {
 		// pgconn's parse errors never include the password.
-		return nil, permanent(fmt.Errorf("parsing postgres DSN: %w", err))
+		return nil, nil, permanent(fmt.Errorf("parsing postgres DSN: %w", err))
 	}
 	cfg.RuntimeParams["replication"] = "database"
 	cfg.RuntimeParams["application_name"] = "walrelay"
@@ -240,24 +241,23 @@ func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, error) {
 	// just the 8 KiB pgproto3 asks for at a time. pgconn dials, then builds
 	// the frontend, one address at a time: the socket dialed last is the
 	// one the frontend reads (through TLS, when used).
-	var sock syscall.RawConn
+	var dialed net.Conn
 	dial := cfg.DialFunc
 	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
-		sock = nil
-		if sc, ok := c.(syscall.Conn); err == nil && ok {
-			sock, _ = sc.SyscallConn()
-		}
+		dialed = c
 		return c, err
 	}
+	var in *coalescingReader
 	cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
-		return pgproto3.NewFrontend(bufio.NewReaderSize(&coalescingReader{r: r, wait: s.cfg.ReadWait, sock: sock}, readBufferSize), w)
+		in = newCoalescingReader(ctx, r, dialed, s.cfg.ReadWait)
+		return pgproto3.NewFrontend(bufio.NewReaderSize(in, readBufferSize), w)
 	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connecting for replication to %s: %w", describe(cfg), err)
+		return nil, nil, fmt.Errorf("connecting for replication to %s: %w", describe(cfg), err)
 	}
-	return conn, nil
+	return conn, in, nil
 }
 
 // readBufferSize is the replication connection's read buffer.
