@@ -263,25 +263,39 @@ func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, *coalescingReader
 // readBufferSize is the replication connection's read buffer.
 const readBufferSize = 256 << 10
 
+// clockEvery is how many messages the stream's loop handles per clock read.
+const clockEvery = 64
+
 // loop reads messages until ctx is done (returns nil) or an error.
 func (s *Stream) loop(ctx context.Context, w *replConn) error {
 	var nextStatus time.Time // zero: send one now
+	// The clock is read every clockEvery messages, not for each: a message
+	// from the read buffer takes well under a microsecond to handle, a
+	// clock read 50 ns. Waits end at nextStatus (the receive's deadline,
+	// WaitRoom's) and read it afresh.
+	var now time.Time
+	fresh := 0
 	for {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if now := time.Now(); !now.Before(nextStatus) {
+		if fresh--; fresh <= 0 {
+			now, fresh = time.Now(), clockEvery
+		}
+		if !now.Before(nextStatus) {
 			if err := s.sendStatus(w); err != nil {
 				return err
 			}
 			nextStatus = now.Add(s.cfg.StatusInterval)
 		}
 		if !s.cp.WaitRoom(ctx, nextStatus) {
+			fresh = 0
 			continue // at the in-flight cap: keep reporting status, read nothing
 		}
 		msg, err := w.receive(ctx, nextStatus)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
+				fresh = 0
 				continue
 			}
 			return fmt.Errorf("receiving from slot %q: %w", s.cfg.Slot, err)

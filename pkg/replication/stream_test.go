@@ -51,6 +51,7 @@ type recorder struct {
 	mu     sync.Mutex
 	events []event
 	xid    uint32
+	slow   atomic.Int64 // each Insert takes this long (a time.Duration)
 }
 
 func (r *recorder) add(e event) {
@@ -77,6 +78,9 @@ func (r *recorder) Relation(_ context.Context, m *pglogrepl.RelationMessage) err
 	return nil
 }
 func (r *recorder) Insert(_ context.Context, _ *pglogrepl.RelationMessage, m *pglogrepl.InsertMessage, lsn pglogrepl.LSN) error {
+	if d := time.Duration(r.slow.Load()); d > 0 {
+		time.Sleep(d)
+	}
 	r.mu.Lock()
 	xid := r.xid
 	r.mu.Unlock()
@@ -343,6 +347,36 @@ func TestStreamReportsOnlyCheckpointerPosition(t *testing.T) {
 	f.waitConfirmed(t, ends[2])
 	f.holds(t, ends[2], 200*time.Millisecond)
 	f.running(t)
+}
+
+// A stream busy with a long run of messages, which it reads from its
+// buffer without waiting on the socket, still sends a status update about
+// every StatusInterval (50ms here): the walsender ends a session that has
+// been silent for wal_sender_timeout, and the slot's position is only as
+// fresh as the last update.
+func TestStreamReportsWhileBusy(t *testing.T) {
+	f := newStreamFixture(t)
+	const rows = 2000
+	f.rec.slow.Store(int64(time.Millisecond)) // about 2s of work for the handler
+	xid := f.commitTx(t, rows)
+	replies := map[string]bool{}
+	for {
+		f.running(t)
+		replies[testenv.QueryValue[string](t, f.dsn, `
+			SELECT coalesce(max(r.reply_time::text), '')
+			FROM pg_stat_replication r JOIN pg_replication_slots s ON s.active_pid = r.pid
+			WHERE s.slot_name = $1`, testSlot)] = true
+		if commitOf(f.rec.snapshot(), xid, 0) >= 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The loop reads the clock every clockEvery (64) messages, here one
+	// per row, so about every 64ms: some 30 updates in 2s. Updates only at
+	// socket reads would give a handful.
+	if len(replies) < 10 {
+		t.Errorf("%d distinct status update times while the stream handled %d rows for 2s+, want 10 or more", len(replies), rows)
+	}
 }
 
 // After its walsender is terminated the stream reconnects, tells the
