@@ -164,7 +164,7 @@ func (h *handler) produce(ctx context.Context, out *outRecord) error {
 	}
 	out.tx, out.size, out.published, out.committed = h.tx, out.bytes(), published, h.commitTime
 	h.r.tracker.Add(out.tx, out.size)
-	out.produced = time.Now()
+	out.produced = h.r.clock.now()
 	h.r.pub.Produce(&out.rec, h.r.promise)
 	return nil
 }

@@ -29,6 +29,16 @@ func metricValue(t *testing.T, reg prometheus.Gatherer, name string, labels map[
 	return v
 }
 
+// histogramSum is the sum of h's observations.
+func histogramSum(t *testing.T, h prometheus.Histogram) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleSum()
+}
+
 func findMetric(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) (float64, bool) {
 	t.Helper()
 	families, err := reg.Gather()
@@ -118,6 +128,11 @@ func TestMetricsAfterKnownWorkload(t *testing.T) {
 		if got := metricValue(t, reg, c.name, c.labels); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
+	}
+	// A record's produce-to-ack time is part of its commit-to-ack time
+	// (the two are read from different clocks).
+	if ack, e2e := histogramSum(t, f.metrics.ProduceAckLatency), histogramSum(t, f.metrics.EndToEndLatency); ack <= 0 || ack > e2e {
+		t.Errorf("produce-to-ack latencies sum to %gs, commit-to-ack to %gs: want 0 < produce-to-ack <= commit-to-ack", ack, e2e)
 	}
 	// The exact exposition of the counters, every series included (error
 	// series exist at 0 from startup).

@@ -65,6 +65,7 @@ type Relay struct {
 	hb          heartbeats
 	promise     func(*kgo.Record, error) // onProduced, bound once
 	records     recordPool
+	clock       monoClock // stamps records handed to the producer
 }
 
 // New validates cfg and builds the relay. It does not connect. m may be
@@ -94,6 +95,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Relay, error
 		}),
 		fail:        failure{done: make(chan struct{})},
 		deadLetters: make(chan deadLetterJob, cfg.Relay.MaxInFlightRecords+1),
+		clock:       newMonoClock(),
 	}
 	r.promise = r.onProduced
 	var tlsCfg *tls.Config
