@@ -1,7 +1,10 @@
 package replication
 
 import (
+	"io"
+	"os"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,12 +28,12 @@ func waitQueued(rc syscall.RawConn, n int, wakes *int) error {
 		*wakes++
 		// A readiness signalled before the mark was raised ends the
 		// first wait at once: count what is queued.
-		q, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ)
-		if err != nil {
-			qerr = err
+		var q int32
+		if _, _, e := syscall.RawSyscall(syscall.SYS_IOCTL, fd, unix.SIOCINQ, uintptr(unsafe.Pointer(&q))); e != 0 {
+			qerr = os.NewSyscallError("ioctl SIOCINQ", e)
 			return true
 		}
-		return q >= n
+		return int(q) >= n
 	})
 	if lerr := setRcvLowat(rc, 1); lerr != nil {
 		return lerr
@@ -41,13 +44,51 @@ func waitQueued(rc syscall.RawConn, n int, wakes *int) error {
 	return qerr
 }
 
-// setRcvLowat sets the socket's receive low-water mark (SO_RCVLOWAT).
+// setRcvLowat sets the socket's receive low-water mark (SO_RCVLOWAT), with
+// a raw system call, like waitQueued's ioctl (see coalescingReader).
 func setRcvLowat(rc syscall.RawConn, n int) error {
 	var serr error
 	if err := rc.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, n)
+		v := int32(n)
+		if _, _, e := syscall.RawSyscall6(syscall.SYS_SETSOCKOPT, fd, syscall.SOL_SOCKET, syscall.SO_RCVLOWAT, uintptr(unsafe.Pointer(&v)), 4, 0); e != 0 {
+			serr = os.NewSyscallError("setsockopt SO_RCVLOWAT", e)
+		}
 	}); err != nil {
 		return err
 	}
 	return serr
+}
+
+// rawRead reads the socket like net.Conn's Read (deadlines included),
+// with a raw read(2): a system call the Go scheduler is not told about,
+// which is fine for one that never blocks (see coalescingReader).
+func rawRead(rc syscall.RawConn, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var n int
+	var errno syscall.Errno
+	err := rc.Read(func(fd uintptr) bool {
+		for {
+			r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+			switch e {
+			case syscall.EINTR:
+				continue
+			case syscall.EAGAIN:
+				return false
+			}
+			n, errno = int(r), e
+			return true
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	if errno != 0 {
+		return 0, os.NewSyscallError("read", errno)
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"syscall"
@@ -48,13 +49,56 @@ func rcvLowat(t *testing.T, rc syscall.RawConn) int {
 	return v
 }
 
-// ownedReader returns a coalescing reader of client as the stream sets it
-// up: conn set (the stream owns the connection) and the last read small,
-// so the next one waits.
+// ownedReader returns a coalescing reader of client as newReplConn sets it
+// up for plain TCP: conn set (the stream owns the connection), raw reads,
+// and the last read small, so the next one waits.
 func ownedReader(ctx context.Context, client *net.TCPConn, wait time.Duration) *coalescingReader {
 	r := newCoalescingReader(ctx, client, client, wait)
-	r.conn, r.small = client, true
+	r.conn, r.raw, r.small = client, true, true
 	return r
+}
+
+// rawRead reads like net.Conn's Read: what is queued, at most len(p);
+// blocking until data arrives; the read deadline; io.EOF once the peer has
+// closed.
+func TestRawRead(t *testing.T) {
+	client, server := tcpPair(t)
+	rc, err := client.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.Write([]byte("hello, walsender")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	if n, err := rawRead(rc, buf); err != nil || string(buf[:n]) != "hello" {
+		t.Fatalf("rawRead = %q, %v; want \"hello\"", buf[:n], err)
+	}
+	buf = make([]byte, 64)
+	if n, err := rawRead(rc, buf); err != nil || string(buf[:n]) != ", walsender" {
+		t.Fatalf("rawRead = %q, %v; want the rest", buf[:n], err)
+	}
+
+	// Nothing queued: it blocks until data arrives...
+	time.AfterFunc(100*time.Millisecond, func() { _, _ = server.Write([]byte("late")) })
+	if n, err := rawRead(rc, buf); err != nil || string(buf[:n]) != "late" {
+		t.Fatalf("rawRead = %q, %v; want \"late\"", buf[:n], err)
+	}
+	// ...or until the deadline...
+	if err := client.SetReadDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := rawRead(rc, buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("rawRead past the deadline = %q, %v; want the deadline", buf[:n], err)
+	}
+	if err := client.SetReadDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	// ...and reports the end of the stream.
+	server.Close()
+	if n, err := rawRead(rc, buf); err != io.EOF {
+		t.Fatalf("rawRead after close = %q, %v; want io.EOF", buf[:n], err)
+	}
 }
 
 // readAsync reads once from r in a goroutine; the result arrives on the

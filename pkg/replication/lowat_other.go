@@ -14,3 +14,7 @@ const lowatWaits = false
 func waitQueued(syscall.RawConn, int, *int) error {
 	return errors.New("waiting for queued bytes is only implemented on Linux")
 }
+
+func rawRead(syscall.RawConn, []byte) (int, error) {
+	return 0, errors.New("raw reads are only implemented on Linux")
+}

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -38,6 +39,10 @@ func newReplConn(ctx context.Context, conn *pgconn.PgConn, in *coalescingReader)
 		return nil, err
 	}
 	in.conn = hj.Conn
+	// Without TLS the frontend reads the dialed socket itself, which the
+	// reader can then read directly.
+	_, tlsConn := hj.Conn.(*tls.Conn)
+	in.raw = in.sock != nil && !tlsConn
 	w := &replConn{conn: hj.Conn, fe: hj.Frontend, in: in}
 	w.stop = context.AfterFunc(ctx, func() { _ = hj.Conn.SetReadDeadline(time.Now()) })
 	return w, nil
@@ -106,6 +111,16 @@ var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // who pays for waking its reader, even more), and the wait ends as soon as
 // smallRead bytes are there. Elsewhere it sleeps for wait.
 //
+// On Linux, once the stream owns a plain TCP connection, the reads and
+// the wait's socket calls are raw system calls that the Go scheduler does
+// not see (rawRead). They never block: the socket is non-blocking and
+// waits go through the network poller. A call the scheduler sees is not
+// free with one P (relay.max_procs): the first after an idle spell wakes
+// the runtime's monitor thread, which then polls every 20µs while the
+// stream works, and a call it sees lasting 20µs (a 64 KiB read can) makes
+// it hand the P to another thread. In a drain walrelay goes idle about a
+// thousand times a second, waiting for the walsender.
+//
 // It also keeps the read deadline the stream asked for (setDeadline): the
 // wait ends at that deadline too, and puts it back when it used its own.
 type coalescingReader struct {
@@ -115,6 +130,7 @@ type coalescingReader struct {
 	conn net.Conn        // the connection, for read deadlines; set by newReplConn
 	sock syscall.RawConn // the dialed TCP socket under it, watched by a wait; nil if none
 
+	raw      bool      // read sock with rawRead (plain TCP, once the stream owns it)
 	deadline time.Time // the stream's read deadline; zero: none
 	small    bool      // the last read returned less than smallRead
 	waits    int       // waits so far (for tests)
@@ -143,7 +159,13 @@ func (c *coalescingReader) Read(p []byte) (int, error) {
 			return 0, err
 		}
 	}
-	n, err := c.r.Read(p)
+	var n int
+	var err error
+	if c.raw {
+		n, err = rawRead(c.sock, p)
+	} else {
+		n, err = c.r.Read(p)
+	}
 	c.small = n < smallRead
 	return n, err
 }
