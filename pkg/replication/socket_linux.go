@@ -1,3 +1,7 @@
+// The stream's socket calls on Linux: waiting for a batch of bytes to be
+// queued, and reading, with system calls the Go scheduler is not told
+// about (see coalescingReader for why).
+
 package replication
 
 import (
@@ -9,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// lowatWaits reports whether waitQueued works here.
+// lowatWaits reports whether waitQueued and rawRead work here.
 const lowatWaits = true
 
 // waitQueued blocks until the socket holds at least n bytes, or until its

@@ -7,8 +7,8 @@ import (
 	"syscall"
 )
 
-// lowatWaits reports whether waitQueued works here: off Linux, reads are
-// batched by sleeping alone.
+// lowatWaits reports whether waitQueued and rawRead work here: off Linux,
+// reads are batched by sleeping alone, and go through net.Conn.
 const lowatWaits = false
 
 func waitQueued(syscall.RawConn, int, *int) error {
