@@ -22,13 +22,15 @@ const lowatWaits = true
 // the socket readable, and so wakes the Go network poller, only once n
 // bytes are queued, not for every message that arrives. The mark is back
 // at one byte when it returns, so a read that blocks afterwards wakes on
-// the first byte. wakes counts the times the poller woke it (for tests).
-func waitQueued(rc syscall.RawConn, n int, wakes *int) error {
+// the first byte. It reports whether it waited at all (fewer than n bytes
+// were queued at first); wakes counts the times the poller woke it (for
+// tests).
+func waitQueued(rc syscall.RawConn, n int, wakes *int) (waited bool, err error) {
 	if err := setRcvLowat(rc, n); err != nil {
-		return err
+		return false, err
 	}
 	var qerr error
-	err := rc.Read(func(fd uintptr) bool {
+	err = rc.Read(func(fd uintptr) bool {
 		*wakes++
 		// A readiness signalled before the mark was raised ends the
 		// first wait at once: count what is queued.
@@ -37,15 +39,19 @@ func waitQueued(rc syscall.RawConn, n int, wakes *int) error {
 			qerr = os.NewSyscallError("ioctl SIOCINQ", e)
 			return true
 		}
-		return int(q) >= n
+		if int(q) >= n {
+			return true
+		}
+		waited = true
+		return false
 	})
 	if lerr := setRcvLowat(rc, 1); lerr != nil {
-		return lerr
+		return waited, lerr
 	}
 	if err != nil {
-		return err
+		return waited, err
 	}
-	return qerr
+	return waited, qerr
 }
 
 // setRcvLowat sets the socket's receive low-water mark (SO_RCVLOWAT), with

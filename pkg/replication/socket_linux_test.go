@@ -250,6 +250,45 @@ func TestCoalescingReaderWaitEndsAtStreamDeadline(t *testing.T) {
 	}
 }
 
+// Only a read that follows a wait on the socket is raw: a stream that is
+// behind reads through net.Conn, so that the scheduler, which sees that
+// system call, can hand its P to the producer's goroutines and poll the
+// network while the stream works flat out.
+func TestCoalescingReaderReadsRawOnlyAfterWaiting(t *testing.T) {
+	client, server := tcpPair(t)
+	r := ownedReader(t.Context(), client, 200*time.Millisecond)
+	buf := make([]byte, 4*smallRead)
+	batch := bytes.Repeat([]byte("b"), 2*smallRead)
+	read := func(what string, wantRaw int) {
+		t.Helper()
+		res := await(t, readAsync(r, buf))
+		if res.err != nil {
+			t.Fatalf("%s: %v", what, res.err)
+		}
+		if r.rawReads != wantRaw {
+			t.Fatalf("%s: %d raw reads so far, want %d", what, r.rawReads, wantRaw)
+		}
+	}
+
+	// Behind: the last read got a full batch, so no wait.
+	r.small = false
+	if _, err := server.Write(batch); err != nil {
+		t.Fatal(err)
+	}
+	read("a read after a full one", 0)
+	// A batch already queued when the wait starts: no wait either.
+	r.small = true
+	if _, err := server.Write(batch); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // let it all arrive
+	read("a read with a batch queued", 0)
+	// Keeping up: the wait waits, and the read after it is raw.
+	r.small = true
+	time.AfterFunc(50*time.Millisecond, func() { _, _ = server.Write([]byte("small")) })
+	read("a read after a wait", 1)
+}
+
 // A wait ends when the session's context is done, and the read does not
 // block afterwards: the context's wake-up (a read deadline of now, as
 // newReplConn sets it) was overwritten by the wait putting back the

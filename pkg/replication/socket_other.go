@@ -11,8 +11,8 @@ import (
 // reads are batched by sleeping alone, and go through net.Conn.
 const lowatWaits = false
 
-func waitQueued(syscall.RawConn, int, *int) error {
-	return errors.New("waiting for queued bytes is only implemented on Linux")
+func waitQueued(syscall.RawConn, int, *int) (bool, error) {
+	return false, errors.New("waiting for queued bytes is only implemented on Linux")
 }
 
 func rawRead(syscall.RawConn, []byte) (int, error) {
