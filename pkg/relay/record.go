@@ -131,7 +131,7 @@ func (r *Relay) onProduced(rec *kgo.Record, err error) {
 	r.tracker.Ack(out.tx, out.size)
 	now := time.Now()
 	out.published.Inc()
-	r.metrics.ProduceAckLatency.Observe((now.Sub(r.clock.start) - out.produced).Seconds())
+	r.metrics.ProduceAckLatency.Observe((r.clock.at(now) - out.produced).Seconds())
 	r.metrics.EndToEndLatency.Observe(now.Sub(out.committed).Seconds())
 	r.records.put(out) // franz-go does not touch a record after its promise
 }
@@ -145,6 +145,9 @@ func newMonoClock() monoClock { return monoClock{start: time.Now()} }
 
 // now is the time since the clock's start.
 func (c monoClock) now() time.Duration { return time.Since(c.start) }
+
+// at is t (a time.Now reading) on the clock.
+func (c monoClock) at(t time.Time) time.Duration { return t.Sub(c.start) }
 
 func headerValue(r *kgo.Record, key string) string {
 	for _, h := range r.Headers {

@@ -38,11 +38,7 @@ func newReplConn(ctx context.Context, conn *pgconn.PgConn, in *coalescingReader)
 	if err != nil {
 		return nil, err
 	}
-	in.conn = hj.Conn
-	// Without TLS the frontend reads the dialed socket itself, which the
-	// reader can then read directly.
-	_, tlsConn := hj.Conn.(*tls.Conn)
-	in.raw = in.sock != nil && !tlsConn
+	in.own(hj.Conn)
 	w := &replConn{conn: hj.Conn, fe: hj.Frontend, in: in}
 	w.stop = context.AfterFunc(ctx, func() { _ = hj.Conn.SetReadDeadline(time.Now()) })
 	return w, nil
@@ -135,10 +131,10 @@ type coalescingReader struct {
 	r    io.Reader       // what the frontend reads: conn, or TLS over it
 	wait time.Duration   // the longest wait; 0: never wait
 	ctx  context.Context // the session's: a wait ends when it is done
-	conn net.Conn        // the connection, for read deadlines; set by newReplConn
+	conn net.Conn        // the connection, for read deadlines; set by own
 	sock syscall.RawConn // the dialed TCP socket under it, watched by a wait; nil if none
 
-	raw      bool      // read sock with rawRead (plain TCP, once the stream owns it)
+	raw      bool      // read sock with rawRead after a wait (set by own)
 	deadline time.Time // the stream's read deadline; zero: none
 	small    bool      // the last read returned less than smallRead
 	waits    int       // waits so far (for tests)
@@ -161,8 +157,8 @@ func newCoalescingReader(ctx context.Context, r io.Reader, dialed net.Conn, wait
 }
 
 func (c *coalescingReader) Read(p []byte) (int, error) {
-	// Waits begin once the stream owns the connection (conn is set):
-	// pgconn's own reads, while connecting, are never delayed.
+	// Waits begin once the stream owns the connection (own): pgconn's
+	// own reads, while connecting, are never delayed.
 	waited := false
 	if c.small && c.wait > 0 && c.conn != nil {
 		var err error
@@ -182,12 +178,19 @@ func (c *coalescingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// own tells the reader that the stream owns conn, the connection it is
+// under, from now on: waits begin, and without TLS (the frontend then
+// reads the dialed socket itself) the read after a wait is raw.
+func (c *coalescingReader) own(conn net.Conn) {
+	c.conn = conn
+	_, tlsConn := conn.(*tls.Conn)
+	c.raw = c.sock != nil && !tlsConn
+}
+
 // setDeadline sets the read deadline of the stream's reads (zero: none).
+// The stream owns the connection (own).
 func (c *coalescingReader) setDeadline(t time.Time) error {
 	c.deadline = t
-	if c.conn == nil {
-		return nil
-	}
 	return c.conn.SetReadDeadline(t)
 }
 
@@ -215,7 +218,7 @@ func (c *coalescingReader) gather() (waited bool, err error) {
 	// Done while waiting: the context's wake-up (a deadline of now) may
 	// have been replaced just above; the read after this one must not
 	// block.
-	if c.ctx != nil && c.ctx.Err() != nil {
+	if c.ctx.Err() != nil {
 		return waited, fmt.Errorf("waiting for replication data: %w", c.ctx.Err())
 	}
 	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {

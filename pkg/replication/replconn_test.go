@@ -38,7 +38,9 @@ func TestCoalescingReaderWaitsOnlyAfterSmallReads(t *testing.T) {
 			r := newCoalescingReader(t.Context(), &chunks{parts: tt.parts}, nil, time.Millisecond)
 			if tt.owned {
 				// Not a TCP socket: the wait is a sleep.
-				r.conn, _ = net.Pipe()
+				conn, other := net.Pipe()
+				t.Cleanup(func() { conn.Close(); other.Close() })
+				r.own(conn)
 			}
 			buf := make([]byte, 2*smallRead)
 			for range tt.parts {

@@ -50,11 +50,12 @@ func rcvLowat(t *testing.T, rc syscall.RawConn) int {
 }
 
 // ownedReader returns a coalescing reader of client as newReplConn sets it
-// up for plain TCP: conn set (the stream owns the connection), raw reads,
-// and the last read small, so the next one waits.
+// up for plain TCP (own), with the last read small, so the next one
+// waits.
 func ownedReader(ctx context.Context, client *net.TCPConn, wait time.Duration) *coalescingReader {
 	r := newCoalescingReader(ctx, client, client, wait)
-	r.conn, r.raw, r.small = client, true, true
+	r.own(client)
+	r.small = true
 	return r
 }
 
@@ -257,6 +258,9 @@ func TestCoalescingReaderWaitEndsAtStreamDeadline(t *testing.T) {
 func TestCoalescingReaderReadsRawOnlyAfterWaiting(t *testing.T) {
 	client, server := tcpPair(t)
 	r := ownedReader(t.Context(), client, 200*time.Millisecond)
+	if !r.raw {
+		t.Fatal("the reader of a plain TCP connection never reads raw")
+	}
 	buf := make([]byte, 4*smallRead)
 	batch := bytes.Repeat([]byte("b"), 2*smallRead)
 	read := func(what string, wantRaw int) {
