@@ -24,6 +24,7 @@ func TestUsageErrors(t *testing.T) {
 		{"nothing to run", []string{"--backlog", "none", "--live", "none"}, "nothing to measure"},
 		{"N not a multiple", []string{"--backlog", "tx100:150", "--live", "none"}, "multiple"},
 		{"bad env", []string{"--walrelay-env", "LINGER=1ms", "--live", "none"}, "walrelay-env"},
+		{"unix socket with dsn", []string{"--pg-unix-socket", "--dsn", "postgres://x@db/x", "--live", "none"}, "pg-unix-socket"},
 		{"bad log level", []string{"--log-level", "loud"}, "--log-level"},
 		{"positional argument", []string{"extra"}, "unknown command"},
 	}

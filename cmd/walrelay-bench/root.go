@@ -100,6 +100,7 @@ or max.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&f.dsn, "dsn", "", "existing Postgres (wal_level=logical; may create schemas, publications, slots); default: a private cluster")
+	fs.BoolVar(&cfg.PGUnixSocket, "pg-unix-socket", false, "connect the writers, pg_recvlogical and walrelay to the private cluster over its Unix-domain socket instead of TCP")
 	fs.StringVar(&f.pgBin, "pg-bin", "", "directory holding pg_recvlogical (default: the private cluster's, or the local installation)")
 	fs.StringSliceVar(&f.brokers, "brokers", nil, "existing Kafka brokers host:port (default: kfake in its own process)")
 	fs.StringVar(&f.walrelayBin, "walrelay-bin", "", "walrelay binary to measure (default: go build ./cmd/walrelay)")

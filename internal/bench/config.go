@@ -169,6 +169,10 @@ type Config struct {
 	// may create schemas, publications and slots). Empty: a private
 	// cluster from the local installation (pkg/localpg).
 	DSN string
+	// PGUnixSocket connects every client of the private cluster (the
+	// writers, pg_recvlogical, walrelay) over its Unix-domain socket
+	// instead of TCP on 127.0.0.1. Not with DSN, which chooses for itself.
+	PGUnixSocket bool
 	// PGBinDir holds pg_recvlogical. Empty: the private cluster's, or
 	// localpg's search.
 	PGBinDir string
@@ -355,6 +359,9 @@ func (c Config) Validate() error {
 	}
 	if c.StatusInterval < 10*time.Millisecond {
 		bad("status-interval", c.StatusInterval, "walrelay accepts 10ms at least")
+	}
+	if c.PGUnixSocket && c.DSN != "" {
+		bad("pg-unix-socket", c.PGUnixSocket, "is for the private cluster; give a socket DSN with --dsn instead (host=/path/to/socket/dir)")
 	}
 	if c.Poll <= 0 || c.Poll > time.Second {
 		bad("poll", c.Poll, "must be between 1ns and 1s")

@@ -90,6 +90,9 @@ func (e *env) startPostgres(ctx context.Context) error {
 			return fmt.Errorf("starting postgres: %w", err)
 		}
 		e.cluster, e.dsn, e.local = c, c.DSN("postgres"), true
+		if e.cfg.PGUnixSocket {
+			e.dsn = c.SocketDSN("postgres")
+		}
 		e.postmaster = postmasterPID(c.DataDir())
 		if e.pgBin == "" {
 			e.pgBin = c.BinDir()

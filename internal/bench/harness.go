@@ -67,6 +67,9 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	if r.Postgres, err = e.db.serverVersion(ctx); err != nil {
 		return nil, fmt.Errorf("reading the postgres version: %w", err)
 	}
+	if cfg.PGUnixSocket {
+		r.Postgres += " (clients on its Unix-domain socket)"
+	}
 
 	failed := 0
 	for i, b := range cfg.Backlogs {

@@ -96,6 +96,8 @@ func TestValidate(t *testing.T) {
 		{"no broker", func(c *Config) { c.BrokerCommand = nil }, "broker-command"},
 		{"bad env", func(c *Config) { c.WalrelayEnv = []string{"KAFKA_LINGER=1ms"} }, "walrelay-env=KAFKA_LINGER=1ms"},
 		{"repeat", func(c *Config) { c.Repeat = 0 }, "repeat=0"},
+		{"unix socket", func(c *Config) { c.PGUnixSocket = true }, ""},
+		{"unix socket with dsn", func(c *Config) { c.PGUnixSocket, c.DSN = true, "postgres://x@db/x" }, "pg-unix-socket"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -214,6 +214,17 @@ func (c *Cluster) DSN(database string) string {
 	return u.String()
 }
 
+// SocketDSN is DSN over the server's Unix-domain socket instead of TCP:
+// what a client on the same machine can use to skip the TCP stack.
+func (c *Cluster) SocketDSN(database string) string {
+	if database == "" {
+		database = "postgres"
+	}
+	q := url.Values{"host": {c.sockDir}, "port": {strconv.Itoa(c.port)}}
+	u := url.URL{Scheme: "postgres", User: url.User(User), Path: "/" + database, RawQuery: q.Encode()}
+	return u.String()
+}
+
 // Port returns the TCP port the server listens on.
 func (c *Cluster) Port() int { return c.port }
 

@@ -99,6 +99,15 @@ func TestStartSettings(t *testing.T) {
 	if !strings.HasPrefix(c.DSN("x"), "postgres://walrelay@127.0.0.1:") {
 		t.Errorf("DSN = %q", c.DSN("x"))
 	}
+	// inet_client_addr is NULL on a Unix-domain socket connection.
+	for _, tc := range []struct{ dsn, want string }{{c.DSN(""), "tcp"}, {c.SocketDSN(""), "unix"}} {
+		if got := queryString(t, tc.dsn, "SELECT CASE WHEN inet_client_addr() IS NULL THEN 'unix' ELSE 'tcp' END"); got != tc.want {
+			t.Errorf("%s connects over %s, want %s", tc.dsn, got, tc.want)
+		}
+	}
+	if got := queryString(t, c.SocketDSN("template1"), "SELECT current_database()"); got != "template1" {
+		t.Errorf("SocketDSN(template1) connects to %q", got)
+	}
 }
 
 func TestReplicationConnection(t *testing.T) {
