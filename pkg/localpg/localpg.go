@@ -201,27 +201,21 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 // DSN returns a connection string for the superuser on database over TCP,
 // without TLS. An empty database means "postgres".
 func (c *Cluster) DSN(database string) string {
-	if database == "" {
-		database = "postgres"
-	}
-	u := url.URL{
-		Scheme:   "postgres",
-		User:     url.User(User),
-		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)),
-		Path:     "/" + database,
-		RawQuery: "sslmode=disable",
-	}
-	return u.String()
+	return c.dsn(database, net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)), url.Values{"sslmode": {"disable"}})
 }
 
 // SocketDSN is DSN over the server's Unix-domain socket instead of TCP:
 // what a client on the same machine can use to skip the TCP stack.
 func (c *Cluster) SocketDSN(database string) string {
+	return c.dsn(database, "", url.Values{"host": {c.sockDir}, "port": {strconv.Itoa(c.port)}})
+}
+
+// dsn is the superuser's URL for database at host (empty: in the query).
+func (c *Cluster) dsn(database, host string, query url.Values) string {
 	if database == "" {
 		database = "postgres"
 	}
-	q := url.Values{"host": {c.sockDir}, "port": {strconv.Itoa(c.port)}}
-	u := url.URL{Scheme: "postgres", User: url.User(User), Path: "/" + database, RawQuery: q.Encode()}
+	u := url.URL{Scheme: "postgres", User: url.User(User), Host: host, Path: "/" + database, RawQuery: query.Encode()}
 	return u.String()
 }
 
