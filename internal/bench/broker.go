@@ -135,7 +135,7 @@ func startBroker(ctx context.Context, command []string, opts KfakeOptions, workD
 
 // cpu returns the broker process's CPU time so far.
 func (b *broker) cpu() time.Duration {
-	d, _ := procCPU(b.p.pid()) // 0 when unreadable: reported as unknown
+	d, _ := ProcessCPU(b.p.pid()) // 0 when unreadable: reported as unknown
 	return d
 }
 

@@ -96,7 +96,7 @@ func watchSlot(ctx context.Context, dsn, slot string, target pglogrepl.LSN, poll
 				}
 				w.activePID = st.activePID
 				if readCPU {
-					if cpu, err := procCPU(st.activePID); err == nil {
+					if cpu, err := ProcessCPU(st.activePID); err == nil {
 						w.walsenderCPU = cpu
 					}
 				}
@@ -301,7 +301,7 @@ func (e *env) runRelay(ctx context.Context, name, slot string, start, target pgl
 	}
 	// Sample the process before stopping it.
 	mark1 := e.cpuMark()
-	cpu, cpuErr := procCPU(p.pid())
+	cpu, cpuErr := ProcessCPU(p.pid())
 	hwm, hwmErr := procHWM(p.pid())
 	<-ackedCh
 	d := Drain{Seconds: reachedAt.Sub(p.started).Seconds(), WalsenderCPU: wsCPU.Seconds(), OtherCPU: otherCPU(mark0, mark1)}

@@ -129,7 +129,7 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 		close(windowStart)
 		mark0 = e.cpuMark()
 		inserted0 = d.inserted.Load()
-		cpu0, sampleErr = procCPU(p.pid())
+		cpu0, sampleErr = ProcessCPU(p.pid())
 		if e.hasHTTP() {
 			hist0, histOK = scrapeHistogram(ctx, httpAddr)
 		}
@@ -153,7 +153,7 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 		return res, fmt.Errorf("consuming %d events from %s: %w (walrelay log:\n%s)", res.Inserted, topic, err, p.logTail(10))
 	}
 	res.OtherCPU = otherCPU(mark0, e.cpuMark())
-	cpu1, err := procCPU(p.pid())
+	cpu1, err := ProcessCPU(p.pid())
 	if err != nil {
 		return res, fmt.Errorf("reading walrelay's CPU: %w", err)
 	}

@@ -176,9 +176,9 @@ func TestProcReadings(t *testing.T) {
 	for x := 0; time.Now().Before(deadline); x++ {
 		_ = x * x
 	}
-	cpu, err := procCPU(os.Getpid())
+	cpu, err := ProcessCPU(os.Getpid())
 	if err != nil || cpu <= 0 {
-		t.Fatalf("procCPU(self) = %v, %v; want > 0", cpu, err)
+		t.Fatalf("ProcessCPU(self) = %v, %v; want > 0", cpu, err)
 	}
 	hwm, err := procHWM(os.Getpid())
 	if err != nil || hwm < 1<<20 {

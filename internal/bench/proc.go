@@ -138,9 +138,10 @@ func (p *proc) logTail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// procCPU returns the CPU time (user + system, all threads) pid has used.
-// Its resolution is 1/userHZ s.
-func procCPU(pid int) (time.Duration, error) {
+// ProcessCPU returns the CPU time (user + system, all threads) pid has
+// used, from /proc/<pid>/stat, which is readable for any process (a
+// walsender's too). Its resolution is 1/userHZ s.
+func ProcessCPU(pid int) (time.Duration, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, err
