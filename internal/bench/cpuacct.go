@@ -126,7 +126,10 @@ type procStat struct {
 	children time.Duration // cutime+cstime: reaped children
 }
 
+// parseStat parses a /proc/<pid>/stat line.
 func parseStat(b []byte) (procStat, error) {
+	// The command name (field 2) is in parentheses and may hold spaces;
+	// fields are counted after its closing parenthesis.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return procStat{}, fmt.Errorf("no command name")
@@ -135,14 +138,22 @@ func parseStat(b []byte) (procStat, error) {
 	if len(f) < 15 {
 		return procStat{}, fmt.Errorf("%d fields", len(f)+2)
 	}
-	n := func(k int) int64 { v, _ := strconv.ParseInt(f[k], 10, 64); return v }
-	// f[0] is field 3; ppid is field 4, utime..cstime fields 14-17.
+	var bad error
+	n := func(k int) int64 {
+		v, err := strconv.ParseInt(f[k], 10, 64)
+		if bad == nil {
+			bad = err
+		}
+		return v
+	}
+	// f[0] is field 3 (state); ppid is field 4, utime..cstime fields 14-17.
 	tick := time.Second / userHZ
-	return procStat{
+	st := procStat{
 		ppid:     int(n(1)),
 		self:     time.Duration(n(11)+n(12)) * tick,
 		children: time.Duration(n(13)+n(14)) * tick,
-	}, nil
+	}
+	return st, bad
 }
 
 // allStats reads every process's stat (processes that vanish meanwhile

@@ -186,6 +186,22 @@ func TestProcReadings(t *testing.T) {
 	}
 }
 
+func TestParseStat(t *testing.T) {
+	// A command name with spaces and a parenthesis; utime 7, stime 3,
+	// cutime 20, cstime 5 ticks; ppid 42.
+	line := "1234 (postgres: walsender (x) ) S 42 1234 1234 0 -1 4194560 100 0 0 0 7 3 20 5 20 0 1 0 100 0 0\n"
+	st, err := parseStat([]byte(line))
+	tick := time.Second / userHZ
+	if err != nil || st != (procStat{ppid: 42, self: 10 * tick, children: 25 * tick}) {
+		t.Fatalf("parseStat = %+v, %v", st, err)
+	}
+	for _, bad := range []string{"1234 postgres S 42", "1 (x) S 42 1 1 0 -1 0 0 0 0 0 7 3", "1 (x) S 42 1 1 0 -1 0 0 0 0 0 7 three 20 5"} {
+		if _, err := parseStat([]byte(bad)); err == nil {
+			t.Errorf("parseStat(%q) parsed", bad)
+		}
+	}
+}
+
 func TestSplitPassword(t *testing.T) {
 	cases := []struct {
 		name, dsn, conninfo, password string

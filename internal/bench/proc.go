@@ -2,9 +2,7 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -146,23 +144,11 @@ func ProcessCPU(pid int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	// The command name (field 2) is in parentheses and may hold spaces;
-	// fields are counted after its closing parenthesis.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("parsing /proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
-		return 0, fmt.Errorf("parsing /proc/%d/stat: %d fields", pid, len(f)+2)
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
+	st, err := parseStat(b)
+	if err != nil {
 		return 0, fmt.Errorf("parsing /proc/%d/stat: %w", pid, err)
 	}
-	return time.Duration(ut+st) * time.Second / userHZ, nil
+	return st.self, nil
 }
 
 // procHWM returns pid's peak resident set size (VmHWM) in bytes.
