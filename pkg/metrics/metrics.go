@@ -23,6 +23,7 @@
 //	rows_rejected_total{class,policy}                rows the router rejected, by error class and the policy applied
 //	publish_errors_total{kind}                       records the producer gave up on (kind=produce) and rejected rows (kind=<class>)
 //	in_flight_records, in_flight_bytes               produced, not yet acknowledged
+//	commit_read_latency_seconds                      histogram: transaction commit timestamp to walrelay reading its BEGIN from the slot
 //	produce_ack_latency_seconds                      histogram: handing a record to the producer to the broker's ack
 //	end_to_end_latency_seconds                       histogram: transaction commit timestamp to the broker's ack
 //	transactions_total                               transactions read from the slot
@@ -51,6 +52,7 @@ type Metrics struct {
 
 	RowsRejected      *prometheus.CounterVec
 	PublishErrors     *prometheus.CounterVec
+	CommitReadLatency prometheus.Histogram
 	ProduceAckLatency prometheus.Histogram
 	EndToEndLatency   prometheus.Histogram
 	Transactions      prometheus.Counter
@@ -74,6 +76,11 @@ func New(reg prometheus.Registerer, version, slot string) *Metrics {
 			Namespace: Namespace, Name: "publish_errors_total",
 			Help: "Events that could not be published as routed: kind=produce for records the producer gave up on, or the router's error class.",
 		}, []string{"kind"}),
+		CommitReadLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "commit_read_latency_seconds",
+			Help:    "Time from a transaction's commit timestamp to walrelay reading its BEGIN from the slot: Postgres's decoding and delivery.",
+			Buckets: latencyBuckets,
+		}),
 		ProduceAckLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "produce_ack_latency_seconds",
 			Help:    "Time from handing a record to the producer to the broker's acknowledgement.",
@@ -98,7 +105,7 @@ func New(reg prometheus.Registerer, version, slot string) *Metrics {
 		}, []string{"topic"}),
 		byTopic: make(map[string]prometheus.Counter),
 	}
-	reg.MustRegister(m.RowsRejected, m.PublishErrors, m.ProduceAckLatency, m.EndToEndLatency,
+	reg.MustRegister(m.RowsRejected, m.PublishErrors, m.CommitReadLatency, m.ProduceAckLatency, m.EndToEndLatency,
 		m.Transactions, m.SlotPollErrors, m.eventsPublished)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: Namespace, Name: "build_info", Help: "walrelay's version.",

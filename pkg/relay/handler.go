@@ -75,6 +75,9 @@ func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
 	h.tx, h.commitLSN, h.commitTime = h.r.tracker.Begin(), m.FinalLSN, m.CommitTime
 	h.rows, h.skip = 0, 0
 	h.r.metrics.Transactions.Inc()
+	// pgoutput sends a transaction only after it committed, so this is how
+	// long Postgres took to decode and deliver it (plus any backlog ahead).
+	h.r.metrics.CommitReadLatency.Observe(time.Since(m.CommitTime).Seconds())
 	return nil
 }
 

@@ -118,6 +118,7 @@ func TestMetricsAfterKnownWorkload(t *testing.T) {
 		{"walrelay_transactions_total", nil, 2},
 		{"walrelay_end_to_end_latency_seconds", nil, 4}, // sample count
 		{"walrelay_produce_ack_latency_seconds", nil, 4},
+		{"walrelay_commit_read_latency_seconds", nil, 2}, // one per transaction
 		{"walrelay_in_flight_records", nil, 0},
 		{"walrelay_in_flight_bytes", nil, 0},
 		{"walrelay_slot_held", map[string]string{"slot": "walrelay"}, 1},
@@ -133,6 +134,10 @@ func TestMetricsAfterKnownWorkload(t *testing.T) {
 	// (the two are read from different clocks).
 	if ack, e2e := histogramSum(t, f.metrics.ProduceAckLatency), histogramSum(t, f.metrics.EndToEndLatency); ack <= 0 || ack > e2e {
 		t.Errorf("produce-to-ack latencies sum to %gs, commit-to-ack to %gs: want 0 < produce-to-ack <= commit-to-ack", ack, e2e)
+	}
+	// Each transaction is read before any of its records is acked.
+	if read, e2e := histogramSum(t, f.metrics.CommitReadLatency), histogramSum(t, f.metrics.EndToEndLatency); read <= 0 || read > e2e {
+		t.Errorf("commit-to-read latencies sum to %gs, commit-to-ack to %gs: want 0 < commit-to-read <= commit-to-ack", read, e2e)
 	}
 	// The exact exposition of the counters, every series included (error
 	// series exist at 0 from startup).
