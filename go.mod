@@ -7,7 +7,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0 // Postgres driver; pgconn carries the replication connection
 	github.com/moby/moby/client v0.5.0 // test harness: probe for a Docker engine before using testcontainers
 	github.com/prometheus/client_golang v1.25.0 // metrics on walrelay's own registry, /metrics
-	github.com/prometheus/client_model v0.6.3 // tests: reading gathered metric families
+	github.com/prometheus/client_model v0.6.3 // metric families: tests read gathered ones, the bench harness scraped ones
 	github.com/prometheus/common v0.72.0 // tests: Prometheus HTTP API response model
 	github.com/spf13/cobra v1.10.2 // the CLI (subcommands, help, flags)
 	github.com/spf13/pflag v1.0.9 // flags derived from the config struct

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -49,8 +50,15 @@ type LiveResult struct {
 	// commit. It is an upper bound of commit-to-ack.
 	Latency Quantiles `json:"commit_to_consume"`
 	// RelayLatency is walrelay's own walrelay_end_to_end_latency_seconds
-	// histogram over the window, when the binary exposes it.
+	// histogram (commit to broker ack) over the window, when the binary
+	// exposes it.
 	RelayLatency *Quantiles `json:"walrelay_histogram,omitempty"`
+	// RelayRead and RelayAck split it: walrelay_commit_read_latency_seconds
+	// (commit to walrelay reading the transaction: Postgres's share, per
+	// transaction) and walrelay_produce_ack_latency_seconds (the broker's
+	// share, per record), when the binary exposes them.
+	RelayRead *Quantiles `json:"walrelay_commit_read_histogram,omitempty"`
+	RelayAck  *Quantiles `json:"walrelay_produce_ack_histogram,omitempty"`
 	// CPUPerEventUS is walrelay's CPU time from the window's start until
 	// every record was consumed, per event committed in the window.
 	CPUPerEventUS float64 `json:"cpu_us_per_event"`
@@ -118,8 +126,7 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 	var (
 		cpu0      time.Duration
 		inserted0 int64
-		hist0     map[float64]uint64
-		histOK    bool
+		hist0     histograms
 		sampleErr error
 		mark0     cpuSample
 	)
@@ -131,7 +138,7 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 		inserted0 = d.inserted.Load()
 		cpu0, sampleErr = ProcessCPU(p.pid())
 		if e.hasHTTP() {
-			hist0, histOK = scrapeHistogram(ctx, httpAddr)
+			hist0 = scrapeHistograms(ctx, httpAddr)
 		}
 	})
 	if driveErr != nil {
@@ -160,12 +167,11 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 	if res.PeakRSSBytes, err = procHWM(p.pid()); err != nil {
 		return res, fmt.Errorf("reading walrelay's peak RSS: %w", err)
 	}
-	if histOK {
-		if hist1, ok := scrapeHistogram(ctx, httpAddr); ok {
-			if q, ok := histogramQuantiles(hist0, hist1); ok {
-				res.RelayLatency = &q
-			}
-		}
+	if hist0 != nil {
+		hist1 := scrapeHistograms(ctx, httpAddr)
+		res.RelayLatency = hist1.quantiles(hist0, histEndToEnd)
+		res.RelayRead = hist1.quantiles(hist0, histCommitRead)
+		res.RelayAck = hist1.quantiles(hist0, histProduceAck)
 	}
 	waitProfile()
 	if err := p.stop(syscall.SIGTERM, 30*time.Second); err != nil {
@@ -449,53 +455,82 @@ func quantiles(us []int64) Quantiles {
 	return q
 }
 
-// relayHistogram is the end-to-end latency histogram walrelay may export.
-const relayHistogram = "walrelay_end_to_end_latency_seconds"
+// walrelay's latency histograms, as its HTTP listener exports them.
+const (
+	histEndToEnd   = "walrelay_end_to_end_latency_seconds"
+	histCommitRead = "walrelay_commit_read_latency_seconds"
+	histProduceAck = "walrelay_produce_ack_latency_seconds"
+)
 
-// scrapeHistogram reads relayHistogram's cumulative bucket counts by upper
-// bound (summed over label sets).
-func scrapeHistogram(ctx context.Context, addr string) (map[float64]uint64, bool) {
+// histograms are a scrape's cumulative bucket counts by upper bound, per
+// histogram name (summed over label sets).
+type histograms map[string]map[float64]uint64
+
+// quantiles estimates the quantiles of name's observations since before,
+// or nil when either scrape lacks it or nothing was observed in between.
+func (h histograms) quantiles(before histograms, name string) *Quantiles {
+	b, a := before[name], h[name]
+	if b == nil || a == nil {
+		return nil
+	}
+	q, ok := histogramQuantiles(b, a)
+	if !ok {
+		return nil
+	}
+	return &q
+}
+
+// scrapeHistograms reads every histogram from walrelay's /metrics; nil
+// when the scrape fails.
+func scrapeHistograms(ctx context.Context, addr string) histograms {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
-		return nil, false
+		return nil
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, false
+		return nil
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, false
+		return nil
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return nil, false
+		return nil
 	}
-	fam, ok := fams[relayHistogram]
-	if !ok {
-		return nil, false
+	return histogramsOf(fams)
+}
+
+// histogramsOf collects the histogram families' buckets.
+func histogramsOf(fams map[string]*dto.MetricFamily) histograms {
+	out := make(histograms)
+	for name, fam := range fams {
+		buckets := make(map[float64]uint64)
+		for _, m := range fam.GetMetric() {
+			h := m.GetHistogram()
+			if h == nil {
+				continue
+			}
+			// The text format lists the +Inf bucket; the count stands in
+			// for it if a scrape does not.
+			hasInf := false
+			for _, b := range h.GetBucket() {
+				buckets[b.GetUpperBound()] += b.GetCumulativeCount()
+				hasInf = hasInf || math.IsInf(b.GetUpperBound(), 1)
+			}
+			if !hasInf {
+				buckets[math.Inf(1)] += h.GetSampleCount()
+			}
+		}
+		if len(buckets) > 0 {
+			out[name] = buckets
+		}
 	}
-	buckets := make(map[float64]uint64)
-	for _, m := range fam.GetMetric() {
-		h := m.GetHistogram()
-		if h == nil {
-			continue
-		}
-		// The text format lists the +Inf bucket; the count stands in for it
-		// if a scrape does not.
-		hasInf := false
-		for _, b := range h.GetBucket() {
-			buckets[b.GetUpperBound()] += b.GetCumulativeCount()
-			hasInf = hasInf || math.IsInf(b.GetUpperBound(), 1)
-		}
-		if !hasInf {
-			buckets[math.Inf(1)] += h.GetSampleCount()
-		}
-	}
-	return buckets, len(buckets) > 0
+	return out
 }
 
 // histogramQuantiles estimates quantiles of the observations between two
