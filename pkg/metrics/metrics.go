@@ -78,7 +78,7 @@ func New(reg prometheus.Registerer, version, slot string) *Metrics {
 		}, []string{"kind"}),
 		CommitReadLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "commit_read_latency_seconds",
-			Help:    "Time from a transaction's commit timestamp to walrelay reading its BEGIN from the slot: Postgres's decoding and delivery.",
+			Help:    "Time from a transaction's commit timestamp to walrelay reading its BEGIN from the slot: Postgres decoding and sending it, and walrelay's wait to read.",
 			Buckets: latencyBuckets,
 		}),
 		ProduceAckLatency: prometheus.NewHistogram(prometheus.HistogramOpts{

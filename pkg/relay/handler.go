@@ -76,7 +76,8 @@ func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
 	h.rows, h.skip = 0, 0
 	h.r.metrics.Transactions.Inc()
 	// pgoutput sends a transaction only after it committed, so this is how
-	// long Postgres took to decode and deliver it (plus any backlog ahead).
+	// long it took Postgres to decode and send it and this process to read
+	// it (plus the age of any backlog ahead of it).
 	h.r.metrics.CommitReadLatency.Observe(time.Since(m.CommitTime).Seconds())
 	return nil
 }
