@@ -141,6 +141,9 @@ func TestSmoke(t *testing.T) {
 	if l.PeakRSSBytes <= 0 || l.CPUPerEventUS < 0 {
 		t.Errorf("live: peak RSS %d, CPU %.2f µs/event", l.PeakRSSBytes, l.CPUPerEventUS)
 	}
+	if l.WalrelayCPUWait < 0 || l.BrokerCPUWait < 0 {
+		t.Errorf("live: CPU wait per CPU second walrelay %v, broker %v; want both read", l.WalrelayCPUWait, l.BrokerCPUWait)
+	}
 	// walrelay's histograms over the window: one commit-to-read sample per
 	// transaction (two rows each), one of each other per record.
 	if l.RelayLatency == nil || l.RelayRead == nil || l.RelayAck == nil {
@@ -155,7 +158,7 @@ func TestSmoke(t *testing.T) {
 	if err := r.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"pg_recvlogical ev/s", "ratio", "single", "tx2", "p99.9 ms", "commit-read p50/p99 ms"} {
+	for _, want := range []string{"pg_recvlogical ev/s", "ratio", "single", "tx2", "p99.9 ms", "commit-read p50/p99 ms", "CPU wait/run"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

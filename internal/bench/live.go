@@ -72,6 +72,13 @@ type LiveResult struct {
 	// OtherCPU is the share of the machine's CPU that processes outside
 	// the benchmark used during the window; -1 when unknown.
 	OtherCPU float64 `json:"other_cpu_share"`
+	// WalrelayCPUWait and BrokerCPUWait are the time walrelay's threads
+	// (and the local broker's) spent runnable but waiting for a CPU, per
+	// second they ran, over the same span as CPUPerEventUS: how crowded
+	// the machine was for them. -1 when unknown (no schedstat, or brokers
+	// given with --brokers).
+	WalrelayCPUWait float64 `json:"walrelay_cpu_wait_per_cpu_second"`
+	BrokerCPUWait   float64 `json:"broker_cpu_wait_per_cpu_second"`
 }
 
 // runLive measures walrelay while writers insert at l's rate.
@@ -129,6 +136,8 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 		hist0     histograms
 		sampleErr error
 		mark0     cpuSample
+		sched0    [2]schedStat // walrelay, broker
+		schedOK0  [2]bool
 	)
 	progress(e.cfg, "  driving %s for %s (+%s warm-up)", l, e.cfg.LiveDuration, e.cfg.LiveWarmup)
 	driveErr := d.run(ctx, warmEnd, end, func() {
@@ -137,6 +146,7 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 		mark0 = e.cpuMark()
 		inserted0 = d.inserted.Load()
 		cpu0, sampleErr = ProcessCPU(p.pid())
+		sched0, schedOK0 = e.schedOf(p)
 		if e.hasHTTP() {
 			hist0 = scrapeHistograms(ctx, httpAddr)
 		}
@@ -160,6 +170,9 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 		return res, fmt.Errorf("consuming %d events from %s: %w (walrelay log:\n%s)", res.Inserted, topic, err, p.logTail(10))
 	}
 	res.OtherCPU = otherCPU(mark0, e.cpuMark())
+	sched1, schedOK1 := e.schedOf(p)
+	res.WalrelayCPUWait = waitPerRun(sched0[0], sched1[0], schedOK0[0], schedOK1[0])
+	res.BrokerCPUWait = waitPerRun(sched0[1], sched1[1], schedOK0[1], schedOK1[1])
 	cpu1, err := ProcessCPU(p.pid())
 	if err != nil {
 		return res, fmt.Errorf("reading walrelay's CPU: %w", err)
@@ -196,6 +209,19 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 		res.CPUPerEventUS = float64((cpu1 - cpu0).Microseconds()) / float64(windowEvents)
 	}
 	return res, nil
+}
+
+// schedOf reads the scheduler accounting of walrelay (p) and of the local
+// broker, each with whether it could be read.
+func (e *env) schedOf(p *proc) (st [2]schedStat, ok [2]bool) {
+	var err error
+	st[0], err = processSched(p.pid())
+	ok[0] = err == nil
+	if e.broker != nil {
+		st[1], err = processSched(e.broker.p.pid())
+		ok[1] = err == nil
+	}
+	return st, ok
 }
 
 // waitActive waits until walrelay streams from the slot.

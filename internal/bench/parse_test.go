@@ -184,6 +184,36 @@ func TestProcReadings(t *testing.T) {
 	if err != nil || hwm < 1<<20 {
 		t.Fatalf("procHWM(self) = %d, %v; want at least 1 MiB", hwm, err)
 	}
+	// Every thread's time on a CPU, in ns: at least the 50ms burnt above.
+	if _, err := os.Stat("/proc/self/schedstat"); err != nil {
+		t.Skipf("no schedstat on this kernel: %v", err)
+	}
+	st, err := processSched(os.Getpid())
+	if err != nil || st.run < 50*time.Millisecond || st.wait < 0 {
+		t.Fatalf("processSched(self) = %+v, %v; want at least 50ms on a CPU", st, err)
+	}
+}
+
+func TestSchedstat(t *testing.T) {
+	run, wait, err := parseSchedstat([]byte("1500000000 500000000 1234\n"))
+	if err != nil || run != 1500*time.Millisecond || wait != 500*time.Millisecond {
+		t.Fatalf("parseSchedstat = %v, %v, %v; want 1.5s, 0.5s", run, wait, err)
+	}
+	for _, bad := range []string{"", "12", "x 12 3", "12 y 3"} {
+		if _, _, err := parseSchedstat([]byte(bad)); err == nil {
+			t.Errorf("parseSchedstat(%q) parsed", bad)
+		}
+	}
+	a, b := schedStat{run: time.Second, wait: time.Second}, schedStat{run: 3 * time.Second, wait: 4 * time.Second}
+	if got := waitPerRun(a, b, true, true); got != 1.5 {
+		t.Errorf("waitPerRun = %v, want 1.5 (3s waiting over 2s on a CPU)", got)
+	}
+	if got := waitPerRun(a, b, false, true); got != -1 {
+		t.Errorf("waitPerRun with an unread start = %v, want -1", got)
+	}
+	if got := waitPerRun(a, a, true, true); got != -1 {
+		t.Errorf("waitPerRun without running = %v, want -1", got)
+	}
 }
 
 func TestParseStat(t *testing.T) {

@@ -3,7 +3,9 @@ package bench
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
@@ -149,6 +151,66 @@ func ProcessCPU(pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("parsing /proc/%d/stat: %w", pid, err)
 	}
 	return st.self, nil
+}
+
+// schedStat is a process's scheduler accounting summed over its threads:
+// time on a CPU and time runnable but waiting for one.
+type schedStat struct{ run, wait time.Duration }
+
+// waitPerRun is the time spent waiting for a CPU per second on one, from
+// a to b; -1 when unknown.
+func waitPerRun(a, b schedStat, okA, okB bool) float64 {
+	run := b.run - a.run
+	if !okA || !okB || run <= 0 {
+		return -1
+	}
+	return float64(b.wait-a.wait) / float64(run)
+}
+
+// processSched reads pid's threads' /proc/<pid>/task/<tid>/schedstat (ns on
+// a CPU, ns waiting on a run queue, time slices). A thread that exits
+// between two readings takes its share with it, which Go's long-lived
+// threads rarely do.
+func processSched(pid int) (schedStat, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return schedStat{}, err
+	}
+	var st schedStat
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // the thread exited
+		}
+		if err != nil {
+			return schedStat{}, err
+		}
+		run, wait, err := parseSchedstat(b)
+		if err != nil {
+			return schedStat{}, fmt.Errorf("parsing %s/%s/schedstat: %w", dir, t.Name(), err)
+		}
+		st.run += run
+		st.wait += wait
+	}
+	return st, nil
+}
+
+// parseSchedstat parses a schedstat line: "<run ns> <wait ns> <slices>".
+func parseSchedstat(b []byte) (run, wait time.Duration, err error) {
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return 0, 0, fmt.Errorf("%q: want at least 2 fields", b)
+	}
+	r, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return 0, 0, err
+	}
+	w, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0, 0, err
+	}
+	return time.Duration(r), time.Duration(w), nil
 }
 
 // procHWM returns pid's peak resident set size (VmHWM) in bytes.
