@@ -127,6 +127,14 @@ func (w *slotWatch) snapshot() (activeAt time.Time, confirmed, sent pglogrepl.LS
 	return w.activeAt, w.confirmed, w.sent, w.reachedAt, w.walsenderCPU, w.err
 }
 
+// walsender returns the pid of the walsender streaming from the slot (0
+// before one did).
+func (w *slotWatch) walsender() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.activePID
+}
+
 // progressLoop prints how far a drain got every 2s until ctx is done.
 func progressLoop(ctx context.Context, cfg Config, what string, w *slotWatch, start, target pglogrepl.LSN, began time.Time) {
 	t := time.NewTicker(2 * time.Second)

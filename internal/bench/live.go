@@ -72,13 +72,14 @@ type LiveResult struct {
 	// OtherCPU is the share of the machine's CPU that processes outside
 	// the benchmark used during the window; -1 when unknown.
 	OtherCPU float64 `json:"other_cpu_share"`
-	// WalrelayCPUWait and BrokerCPUWait are the time walrelay's threads
-	// (and the local broker's) spent runnable but waiting for a CPU, per
-	// second they ran, over the same span as CPUPerEventUS: how crowded
-	// the machine was for them. -1 when unknown (no schedstat, or brokers
-	// given with --brokers).
-	WalrelayCPUWait float64 `json:"walrelay_cpu_wait_per_cpu_second"`
-	BrokerCPUWait   float64 `json:"broker_cpu_wait_per_cpu_second"`
+	// WalrelayCPUWait, WalsenderCPUWait and BrokerCPUWait are the time
+	// walrelay's threads (and the slot's walsender, and the local broker's
+	// threads) spent runnable but waiting for a CPU, per second they ran,
+	// over the same span as CPUPerEventUS: how crowded the machine was for
+	// each hop. -1 when unknown (no schedstat; --dsn, --brokers).
+	WalrelayCPUWait  float64 `json:"walrelay_cpu_wait_per_cpu_second"`
+	WalsenderCPUWait float64 `json:"walsender_cpu_wait_per_cpu_second"`
+	BrokerCPUWait    float64 `json:"broker_cpu_wait_per_cpu_second"`
 }
 
 // runLive measures walrelay while writers insert at l's rate.
@@ -136,8 +137,8 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 		hist0     histograms
 		sampleErr error
 		mark0     cpuSample
-		sched0    [2]schedStat // walrelay, broker
-		schedOK0  [2]bool
+		sched0    [3]schedStat // walrelay, walsender, broker
+		schedOK0  [3]bool
 	)
 	progress(e.cfg, "  driving %s for %s (+%s warm-up)", l, e.cfg.LiveDuration, e.cfg.LiveWarmup)
 	driveErr := d.run(ctx, warmEnd, end, func() {
@@ -146,7 +147,7 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 		mark0 = e.cpuMark()
 		inserted0 = d.inserted.Load()
 		cpu0, sampleErr = ProcessCPU(p.pid())
-		sched0, schedOK0 = e.schedOf(p)
+		sched0, schedOK0 = e.schedOf(p, w)
 		if e.hasHTTP() {
 			hist0 = scrapeHistograms(ctx, httpAddr)
 		}
@@ -170,9 +171,10 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 		return res, fmt.Errorf("consuming %d events from %s: %w (walrelay log:\n%s)", res.Inserted, topic, err, p.logTail(10))
 	}
 	res.OtherCPU = otherCPU(mark0, e.cpuMark())
-	sched1, schedOK1 := e.schedOf(p)
+	sched1, schedOK1 := e.schedOf(p, w)
 	res.WalrelayCPUWait = waitPerRun(sched0[0], sched1[0], schedOK0[0], schedOK1[0])
-	res.BrokerCPUWait = waitPerRun(sched0[1], sched1[1], schedOK0[1], schedOK1[1])
+	res.WalsenderCPUWait = waitPerRun(sched0[1], sched1[1], schedOK0[1], schedOK1[1])
+	res.BrokerCPUWait = waitPerRun(sched0[2], sched1[2], schedOK0[2], schedOK1[2])
 	cpu1, err := ProcessCPU(p.pid())
 	if err != nil {
 		return res, fmt.Errorf("reading walrelay's CPU: %w", err)
@@ -211,15 +213,24 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 	return res, nil
 }
 
-// schedOf reads the scheduler accounting of walrelay (p) and of the local
-// broker, each with whether it could be read.
-func (e *env) schedOf(p *proc) (st [2]schedStat, ok [2]bool) {
-	var err error
-	st[0], err = processSched(p.pid())
-	ok[0] = err == nil
+// schedOf reads the scheduler accounting of walrelay (p), of the walsender
+// streaming to it (when the cluster is local) and of the local broker, each
+// with whether it could be read.
+func (e *env) schedOf(p *proc, w *slotWatch) (st [3]schedStat, ok [3]bool) {
+	pids := [3]int{p.pid(), 0, 0}
+	if e.local {
+		pids[1] = w.walsender()
+	}
 	if e.broker != nil {
-		st[1], err = processSched(e.broker.p.pid())
-		ok[1] = err == nil
+		pids[2] = e.broker.p.pid()
+	}
+	for i, pid := range pids {
+		if pid == 0 {
+			continue
+		}
+		var err error
+		st[i], err = processSched(pid)
+		ok[i] = err == nil
 	}
 	return st, ok
 }
