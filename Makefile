@@ -73,11 +73,16 @@ soak: deps
 	WALRELAY_SOAK=1 $(GO) test -count=1 -timeout 60m -v -run TestFaultSuite ./internal/faultsuite/
 
 # bench runs the benchmark harness's default set (about 4 minutes on 2
-# cores; docs/benchmarks.md): a table on stdout, JSON in bin/bench.json.
+# cores; docs/benchmarks.md): a table on stdout, JSON in BENCH_JSON, one file
+# per run (bin/bench-<UTC time>.json) so runs compared later are all kept.
+ifndef BENCH_JSON
+BENCH_JSON := bin/bench-$(shell date -u +%Y%m%dT%H%M%SZ).json
+endif
 bench: deps
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/walrelay ./cmd/walrelay
 	$(GO) build -o bin/walrelay-bench ./cmd/walrelay-bench
-	bin/walrelay-bench --walrelay-bin bin/walrelay --json bin/bench.json
+	bin/walrelay-bench --walrelay-bin bin/walrelay --json $(BENCH_JSON)
+	@echo "JSON: $(BENCH_JSON)"
 
 # bench-go runs the Go benchmarks of the hot paths, and BenchmarkStreamDrain,
 # which drains a real backlog from the test Postgres (about 30 s).
