@@ -47,8 +47,9 @@
 // binary exposes walrelay_end_to_end_latency_seconds on its HTTP listener,
 // its quantiles over the window are reported too, with the two stages it
 // splits into (walrelay_commit_read_latency_seconds and
-// walrelay_produce_ack_latency_seconds), and so is the time walrelay and the
-// local broker spent waiting for a CPU (from schedstat) per second they ran.
+// walrelay_produce_ack_latency_seconds), and so is the time walrelay, the
+// walsender and the local broker spent waiting for a CPU (from schedstat)
+// per second they ran.
 //
 // Every measurement also reports the share of the machine's CPU used by
 // processes outside the benchmark (from /proc/stat, minus the harness's

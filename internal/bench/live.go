@@ -54,9 +54,10 @@ type LiveResult struct {
 	// exposes it.
 	RelayLatency *Quantiles `json:"walrelay_histogram,omitempty"`
 	// RelayRead and RelayAck split it: walrelay_commit_read_latency_seconds
-	// (commit to walrelay reading the transaction: Postgres's share, per
-	// transaction) and walrelay_produce_ack_latency_seconds (the broker's
-	// share, per record), when the binary exposes them.
+	// (commit to walrelay reading the transaction: the walsender sending it
+	// and walrelay's wait to read; per transaction) and
+	// walrelay_produce_ack_latency_seconds (franz-go and the broker; per
+	// record), when the binary exposes them.
 	RelayRead *Quantiles `json:"walrelay_commit_read_histogram,omitempty"`
 	RelayAck  *Quantiles `json:"walrelay_produce_ack_histogram,omitempty"`
 	// CPUPerEventUS is walrelay's CPU time from the window's start until

@@ -189,7 +189,7 @@ func TestProcReadings(t *testing.T) {
 		t.Skipf("no schedstat on this kernel: %v", err)
 	}
 	st, err := processSched(os.Getpid())
-	if err != nil || st.run < 50*time.Millisecond || st.wait < 0 {
+	if err != nil || st.pid != os.Getpid() || st.run < 50*time.Millisecond || st.wait < 0 {
 		t.Fatalf("processSched(self) = %+v, %v; want at least 50ms on a CPU", st, err)
 	}
 }
@@ -213,6 +213,9 @@ func TestSchedstat(t *testing.T) {
 	}
 	if got := waitPerRun(a, a, true, true); got != -1 {
 		t.Errorf("waitPerRun without running = %v, want -1", got)
+	}
+	if c := (schedStat{pid: 7, run: b.run, wait: b.wait}); waitPerRun(a, c, true, true) != -1 {
+		t.Errorf("waitPerRun across two processes = %v, want -1", waitPerRun(a, c, true, true))
 	}
 }
 

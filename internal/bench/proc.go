@@ -155,13 +155,16 @@ func ProcessCPU(pid int) (time.Duration, error) {
 
 // schedStat is a process's scheduler accounting summed over its threads:
 // time on a CPU and time runnable but waiting for one.
-type schedStat struct{ run, wait time.Duration }
+type schedStat struct {
+	pid       int
+	run, wait time.Duration
+}
 
 // waitPerRun is the time spent waiting for a CPU per second on one, from
-// a to b; -1 when unknown.
+// a to b (readings of one process); -1 when unknown.
 func waitPerRun(a, b schedStat, okA, okB bool) float64 {
 	run := b.run - a.run
-	if !okA || !okB || run <= 0 {
+	if !okA || !okB || a.pid != b.pid || run <= 0 {
 		return -1
 	}
 	return float64(b.wait-a.wait) / float64(run)
@@ -177,7 +180,7 @@ func processSched(pid int) (schedStat, error) {
 	if err != nil {
 		return schedStat{}, err
 	}
-	var st schedStat
+	st := schedStat{pid: pid}
 	for _, t := range tasks {
 		b, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
 		if errors.Is(err, fs.ErrNotExist) {
