@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walrelay/walrelay/pkg/checkpoint"
+	"github.com/walrelay/walrelay/pkg/metrics"
 	"github.com/walrelay/walrelay/pkg/router"
 )
 
@@ -181,5 +183,46 @@ func BenchmarkRowPath100(b *testing.B) {
 			}
 			tx, recs = nil, recs[:0]
 		}
+	}
+}
+
+// BenchmarkTxLatencies is the per-transaction and per-record work around
+// the producer that BenchmarkRowPath leaves out, on the handler's and the
+// promise's real code: Begin (the commit-to-read histogram), Commit, and
+// the promise of the transaction's one record (its ack, the produce-to-ack
+// and commit-to-ack histograms, recycling).
+func BenchmarkTxLatencies(b *testing.B) {
+	r := &Relay{
+		tracker: checkpoint.New(checkpoint.Limits{MaxRecords: 20000, MaxBytes: 16 << 20}),
+		metrics: metrics.New(prometheus.NewRegistry(), "bench", "bench"),
+		clock:   newMonoClock(),
+	}
+	h := newHandler(r)
+	plan := benchPlan(b)
+	cols := benchTuple()
+	published := r.metrics.Published("outbox.event.order")
+	begin := &pglogrepl.BeginMessage{CommitTime: time.Now()}
+	var end pglogrepl.LSN
+	b.ReportAllocs()
+	for b.Loop() {
+		end++
+		begin.FinalLSN = end
+		if err := h.Begin(b.Context(), begin); err != nil {
+			b.Fatal(err)
+		}
+		out, err := r.records.route(plan, &h.msg, cols, h.commitTime, end)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out.tx, out.size, out.published, out.committed = h.tx, out.bytes(), published, h.commitAt
+		r.tracker.Add(out.tx, out.size)
+		out.produced = r.clock.now()
+		if err := h.Commit(b.Context(), &pglogrepl.CommitMessage{CommitLSN: end, TransactionEndLSN: end}); err != nil {
+			b.Fatal(err)
+		}
+		r.onProduced(&out.rec, nil)
+	}
+	if r.tracker.Confirmed() != end {
+		b.Fatalf("Confirmed = %v, want %v", r.tracker.Confirmed(), end)
 	}
 }

@@ -32,9 +32,12 @@ type handler struct {
 	// The transaction being read.
 	tx *checkpoint.Tx
 	// commitLSN and commitTime are copied from its Begin (the message is
-	// reused by the stream); the commit time stamps the records.
+	// reused by the stream); the commit time stamps the records. commitAt
+	// is the commit time on the relay's clock (anchor), for latencies.
 	commitLSN  pglogrepl.LSN
 	commitTime time.Time
+	commitAt   time.Duration
+	anchor     wallAnchor
 	// rows counts the transaction's INSERTs handled so far (produced,
 	// dead-lettered or skipped). When a session breaks inside a
 	// transaction, the transaction stays open and Postgres re-sends it
@@ -78,7 +81,9 @@ func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
 	// pgoutput sends a transaction only after it committed, so this is how
 	// long it took Postgres to decode and send it and this process to read
 	// it (plus the age of any backlog ahead of it).
-	h.r.metrics.CommitReadLatency.Observe(time.Since(m.CommitTime).Seconds())
+	now := h.r.clock.now()
+	h.commitAt = h.anchor.place(h.r.clock, now, m.CommitTime)
+	h.r.metrics.CommitReadLatency.Observe((now - h.commitAt).Seconds())
 	return nil
 }
 
@@ -166,7 +171,7 @@ func (h *handler) produce(ctx context.Context, out *outRecord) error {
 		published = h.r.metrics.Published(out.rec.Topic)
 		h.topics[out.rec.Topic] = published
 	}
-	out.tx, out.size, out.published, out.committed = h.tx, out.bytes(), published, h.commitTime
+	out.tx, out.size, out.published, out.committed = h.tx, out.bytes(), published, h.commitAt
 	h.r.tracker.Add(out.tx, out.size)
 	out.produced = h.r.clock.now()
 	h.r.pub.Produce(&out.rec, h.r.promise)

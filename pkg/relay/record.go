@@ -34,7 +34,7 @@ type outRecord struct {
 	table     string
 	manual    bool          // rec.Partition was set by the router
 	produced  time.Duration // Relay.clock when handed to the producer
-	committed time.Time
+	committed time.Duration // the transaction's commit time on Relay.clock
 	published prometheus.Counter
 }
 
@@ -129,10 +129,10 @@ func (r *Relay) onProduced(rec *kgo.Record, err error) {
 		return
 	}
 	r.tracker.Ack(out.tx, out.size)
-	now := time.Now()
+	now := r.clock.now()
 	out.published.Inc()
-	r.metrics.ProduceAckLatency.Observe((r.clock.at(now) - out.produced).Seconds())
-	r.metrics.EndToEndLatency.Observe(now.Sub(out.committed).Seconds())
+	r.metrics.ProduceAckLatency.Observe((now - out.produced).Seconds())
+	r.metrics.EndToEndLatency.Observe((now - out.committed).Seconds())
 	r.records.put(out) // franz-go does not touch a record after its promise
 }
 
@@ -148,6 +148,29 @@ func (c monoClock) now() time.Duration { return time.Since(c.start) }
 
 // at is t (a time.Now reading) on the clock.
 func (c monoClock) at(t time.Time) time.Duration { return t.Sub(c.start) }
+
+// wallAnchor places wall-clock times (Postgres's commit timestamps) on a
+// monoClock, from one time.Now reading renewed every second. Placing a
+// transaction's commit time once lets each of its records' latencies be
+// measured with a monotonic read alone; a step of the wall clock shows
+// within a second. Not safe for concurrent use: the stream's goroutine
+// owns it.
+type wallAnchor struct {
+	wall time.Time     // a time.Now reading
+	mono time.Duration // the same instant on the clock
+}
+
+// anchorLife is how long an anchor is used before it is read again.
+const anchorLife = time.Second
+
+// place returns wall-clock time t on c, whose current reading is now.
+func (a *wallAnchor) place(c monoClock, now time.Duration, t time.Time) time.Duration {
+	if a.wall.IsZero() || now-a.mono > anchorLife {
+		w := time.Now()
+		a.wall, a.mono = w, c.at(w)
+	}
+	return a.mono + t.Sub(a.wall) // t has no monotonic reading: wall clock difference
+}
 
 func headerValue(r *kgo.Record, key string) string {
 	for _, h := range r.Headers {

@@ -3,6 +3,7 @@ package relay
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/walrelay/walrelay/pkg/router"
 )
@@ -85,5 +86,35 @@ func TestRecordPoolRecycles(t *testing.T) {
 	pool.put(big)
 	if big.buf != nil {
 		t.Errorf("a %d-byte buffer was kept for reuse", maxPooledBuf+1)
+	}
+}
+
+// TestWallAnchor places wall-clock times on the monotonic clock: the
+// present where the clock reads now, the past behind it by the wall
+// clock's difference, and, once the anchor is over anchorLife old, from a
+// new time.Now reading, so a wrong (stepped) anchor is corrected.
+func TestWallAnchor(t *testing.T) {
+	c := newMonoClock()
+	var a wallAnchor
+	near := func(got, want time.Duration) bool { return (got - want).Abs() < 50*time.Millisecond }
+
+	now := c.now()
+	if got := a.place(c, now, time.Now()); !near(got, now) {
+		t.Fatalf("the present placed at %v, the clock reads %v", got, now)
+	}
+	past := time.Now().Add(-5 * time.Second).Round(0) // a wall-clock time, like Postgres's
+	if got, want := a.place(c, c.now(), past), c.now()-5*time.Second; !near(got, want) {
+		t.Fatalf("5s ago placed at %v, want about %v", got, want)
+	}
+
+	// An anchor taken before the wall clock stepped back an hour is used
+	// while young, and read again once older than anchorLife.
+	a.wall = a.wall.Add(time.Hour)
+	if got, want := a.place(c, a.mono, past), a.mono-time.Hour-5*time.Second; !near(got, want) {
+		t.Fatalf("with a young anchor, 5s ago placed at %v, want about %v (the anchor is kept)", got, want)
+	}
+	now = a.mono + anchorLife + time.Millisecond // the anchor is old by this reading
+	if got, want := a.place(c, now, past), c.now()-5*time.Second; !near(got, want) {
+		t.Fatalf("with an old anchor, 5s ago placed at %v, want about %v (the anchor read again)", got, want)
 	}
 }
