@@ -34,6 +34,7 @@
 package metrics
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,6 +46,10 @@ const Namespace = "walrelay"
 // latencyBuckets cover 0.5ms to ~30s: single-digit milliseconds is the
 // target, seconds mean trouble.
 var latencyBuckets = prometheus.ExponentialBuckets(0.0005, 2, 17)
+
+// LatencyBuckets returns the buckets of walrelay's latency histograms, for
+// the Kafka client's request histogram to share.
+func LatencyBuckets() []float64 { return slices.Clone(latencyBuckets) }
 
 // Metrics holds the collectors updated by the relay.
 type Metrics struct {

@@ -135,6 +135,9 @@ func TestMetricsAfterKnownWorkload(t *testing.T) {
 	if ack, e2e := histogramSum(t, f.metrics.ProduceAckLatency), histogramSum(t, f.metrics.EndToEndLatency); ack <= 0 || ack > e2e {
 		t.Errorf("produce-to-ack latencies sum to %gs, commit-to-ack to %gs: want 0 < produce-to-ack <= commit-to-ack", ack, e2e)
 	}
+	// franz-go's request round trips, per broker (the produce requests and
+	// the client's metadata requests).
+	waitMetric(t, reg, "walrelay_kafka_request_duration_e2e_seconds", nil, "some requests", func(v float64) bool { return v > 0 })
 	// Each transaction is read before any of its records is acked.
 	if read, e2e := histogramSum(t, f.metrics.CommitReadLatency), histogramSum(t, f.metrics.EndToEndLatency); read <= 0 || read > e2e {
 		t.Errorf("commit-to-read latencies sum to %gs, commit-to-ack to %gs: want 0 < commit-to-read <= commit-to-ack", read, e2e)

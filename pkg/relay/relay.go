@@ -121,7 +121,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Relay, error
 		BatchMaxBytes:          cfg.Kafka.BatchMaxBytes,
 		ClientMetrics:          cfg.Kafka.ClientMetrics,
 		MaxBufferedRecords:     2*cfg.Relay.MaxInFlightRecords + 1, // records plus their dead-letter copies
-		ExtraOpts:              []kgo.Opt{kgo.WithHooks(kprom.NewMetrics(metrics.Namespace, kprom.Registerer(m.Registerer()), kprom.Subsystem("kafka")))},
+		ExtraOpts:              []kgo.Opt{kgo.WithHooks(kafkaMetrics(m))},
 	}, log)
 	if err != nil {
 		return nil, err
@@ -151,6 +151,15 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Relay, error
 
 // Tracker exposes the checkpoint (for status and metrics).
 func (r *Relay) Tracker() *checkpoint.Tracker { return r.tracker }
+
+// kafkaMetrics is franz-go's kprom plugin on walrelay's registry, with one
+// histogram on: each request's round trip to its broker (written to
+// response read), which tells the broker's share of produce_ack_latency
+// from the time records wait in the client.
+func kafkaMetrics(m *metrics.Metrics) *kprom.Metrics {
+	return kprom.NewMetrics(metrics.Namespace, kprom.Registerer(m.Registerer()), kprom.Subsystem("kafka"),
+		kprom.HistogramsFromOpts(kprom.HistogramOpts{Enable: kprom.RequestDurationE2E, Buckets: metrics.LatencyBuckets()}))
+}
 
 // Run checks the database, then streams until ctx is done (returns nil
 // after draining in-flight records and confirming them) or until an error
