@@ -47,7 +47,8 @@
 // binary exposes walrelay_end_to_end_latency_seconds on its HTTP listener,
 // its quantiles over the window are reported too, with the two stages it
 // splits into (walrelay_commit_read_latency_seconds and
-// walrelay_produce_ack_latency_seconds), and so is the time walrelay, the
+// walrelay_produce_ack_latency_seconds) and the broker's round trips
+// (walrelay_kafka_request_duration_e2e_seconds), and so is the time walrelay, the
 // walsender and the local broker spent waiting for a CPU (from schedstat)
 // per second they ran.
 //

@@ -60,6 +60,10 @@ type LiveResult struct {
 	// record), when the binary exposes them.
 	RelayRead *Quantiles `json:"walrelay_commit_read_histogram,omitempty"`
 	RelayAck  *Quantiles `json:"walrelay_produce_ack_histogram,omitempty"`
+	// BrokerRTT is walrelay_kafka_request_duration_e2e_seconds: franz-go's
+	// requests' round trips (write to response read), the broker's part of
+	// RelayAck; when the binary exposes it.
+	BrokerRTT *Quantiles `json:"walrelay_kafka_request_histogram,omitempty"`
 	// CPUPerEventUS is walrelay's CPU time from the window's start until
 	// every record was consumed, per event committed in the window.
 	CPUPerEventUS float64 `json:"cpu_us_per_event"`
@@ -188,6 +192,7 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 		res.RelayLatency = hist1.quantiles(hist0, histEndToEnd)
 		res.RelayRead = hist1.quantiles(hist0, histCommitRead)
 		res.RelayAck = hist1.quantiles(hist0, histProduceAck)
+		res.BrokerRTT = hist1.quantiles(hist0, histKafkaRequest)
 	}
 	waitProfile()
 	if err := p.stop(syscall.SIGTERM, 30*time.Second); err != nil {
@@ -495,9 +500,10 @@ func quantiles(us []int64) Quantiles {
 
 // walrelay's latency histograms, as its HTTP listener exports them.
 const (
-	histEndToEnd   = "walrelay_end_to_end_latency_seconds"
-	histCommitRead = "walrelay_commit_read_latency_seconds"
-	histProduceAck = "walrelay_produce_ack_latency_seconds"
+	histEndToEnd     = "walrelay_end_to_end_latency_seconds"
+	histCommitRead   = "walrelay_commit_read_latency_seconds"
+	histProduceAck   = "walrelay_produce_ack_latency_seconds"
+	histKafkaRequest = "walrelay_kafka_request_duration_e2e_seconds"
 )
 
 // histograms are a scrape's cumulative bucket counts by upper bound, per
