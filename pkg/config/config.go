@@ -65,7 +65,7 @@ type Kafka struct {
 	TopicPartitions        int32             `yaml:"topic_partitions" help:"partitions of created topics (-1: broker default)"`
 	TopicReplicationFactor int16             `yaml:"topic_replication_factor" help:"replication factor of created topics (-1: broker default)"`
 	TopicConfigs           map[string]string `yaml:"topic_configs" help:"configs of created topics, key=value (comma-separated)"`
-	Linger                 time.Duration     `yaml:"linger" help:"how long a partition waits to fill a batch"`
+	Linger                 time.Duration     `yaml:"linger" help:"how long a partition waits to fill a batch; 0 sends at once (more, smaller requests)"`
 	BatchMaxBytes          int32             `yaml:"batch_max_bytes" help:"largest record batch sent to a partition"`
 	ClientMetrics          bool              `yaml:"client_metrics" help:"send client metrics to brokers that subscribe to them (KIP-714); walrelay's own metrics are on /metrics either way"`
 	TLS                    KafkaTLS          `yaml:"tls"`

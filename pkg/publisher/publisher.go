@@ -56,7 +56,9 @@ type Config struct {
 	TopicReplicationFactor int16
 	// TopicConfigs are set on created topics (e.g. cleanup.policy).
 	TopicConfigs map[string]string
-	// Linger is how long a partition waits to fill a batch (default 5ms).
+	// Linger is how long a partition waits to fill a batch; 0 sends each
+	// batch as soon as a request can carry it. (walrelay's kafka.linger
+	// defaults to 5ms.)
 	Linger time.Duration
 	// MaxBufferedRecords bounds franz-go's own buffer; keep it at or above
 	// the relay's in-flight cap so Produce does not block.
@@ -98,9 +100,6 @@ func New(cfg Config, log *slog.Logger) (*Publisher, error) {
 	}
 	if cfg.ClientID == "" {
 		cfg.ClientID = "walrelay"
-	}
-	if cfg.Linger <= 0 {
-		cfg.Linger = 5 * time.Millisecond
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -205,3 +205,18 @@ func TestClientMetricsOffByDefault(t *testing.T) {
 		t.Errorf("the default publisher sent %d GetTelemetrySubscriptions requests, want 0", n)
 	}
 }
+
+// TestLinger checks kafka.linger reaches the client as given, 0 included
+// (no lingering), rather than 0 falling back to a default.
+func TestLinger(t *testing.T) {
+	for _, linger := range []time.Duration{0, 7 * time.Millisecond} {
+		p, err := New(Config{Brokers: []string{"127.0.0.1:1"}, Linger: linger}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.client.OptValue(kgo.ProducerLinger); got != linger {
+			t.Errorf("Linger %v: the client lingers %v", linger, got)
+		}
+		p.Close()
+	}
+}
