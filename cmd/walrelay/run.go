@@ -54,7 +54,7 @@ func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		log.Debug("set GOMAXPROCS", "procs", procs)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r, err := relay.New(cfg, log, metrics.New(reg, version, cfg.Postgres.Slot))
 	if err != nil {
 		return cli.UsageError{Err: err}

@@ -10,7 +10,8 @@ import (
 // walrelay run sets GOMAXPROCS from relay.max_procs and Go's soft memory
 // limit from relay.max_in_flight_bytes, and leaves both alone when the Go
 // variables are set: what the process reports on /metrics (client_golang's
-// Go collector reads them from the runtime).
+// Go collector reads them from the runtime). The collector's scheduler
+// metrics are on.
 func TestRunSetsRuntimeLimits(t *testing.T) {
 	e := newE2E(t)
 	e.setup(t, "created")
@@ -50,6 +51,10 @@ func TestRunSetsRuntimeLimits(t *testing.T) {
 			}
 			if got := metricValue(t, listen, "go_gc_gomemlimit_bytes"); got != float64(tc.limitBytes) {
 				t.Errorf("memory limit = %v bytes, want %d", got, tc.limitBytes)
+			}
+			// How long goroutines waited to run: the scheduler's metrics are on.
+			if got := metricValue(t, listen, "go_sched_latencies_seconds_count"); got < 0 {
+				t.Errorf("no go_sched_latencies_seconds on /metrics")
 			}
 			stopRelay(t, c)
 		})
