@@ -149,6 +149,9 @@ func TestSmoke(t *testing.T) {
 	}
 	// walrelay's histograms over the window: one commit-to-read sample per
 	// transaction (two rows each), one of each other per record.
+	if l.GoroutineWaits == nil || l.GoroutineWaits.Samples == 0 {
+		t.Errorf("live: goroutine waits %+v; want walrelay's scheduler histogram read", l.GoroutineWaits)
+	}
 	if l.RelayLatency == nil || l.RelayRead == nil || l.RelayAck == nil || l.BrokerRTT == nil {
 		t.Fatalf("live: walrelay histograms commit-ack %v, commit-read %v, produce-ack %v, broker round trip %v; want all four",
 			l.RelayLatency, l.RelayRead, l.RelayAck, l.BrokerRTT)
@@ -162,7 +165,7 @@ func TestSmoke(t *testing.T) {
 	if err := r.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"pg_recvlogical ev/s", "ratio", "single", "tx2", "p99.9 ms", "commit-read p50/p99 ms", "broker round trip", "CPU wait/run"} {
+	for _, want := range []string{"pg_recvlogical ev/s", "ratio", "single", "tx2", "p99.9 ms", "commit-read p50/p99 ms", "broker round trip", "goroutine waits", "CPU wait/run"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

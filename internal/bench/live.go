@@ -64,6 +64,10 @@ type LiveResult struct {
 	// requests' round trips (write to response read), the broker's part of
 	// RelayAck; when the binary exposes it.
 	BrokerRTT *Quantiles `json:"walrelay_kafka_request_histogram,omitempty"`
+	// GoroutineWaits summarises go_sched_latencies_seconds over the window:
+	// how often walrelay's goroutines were runnable for long before they
+	// ran; when the binary exposes it.
+	GoroutineWaits *Waits `json:"walrelay_goroutine_waits,omitempty"`
 	// CPUPerEventUS is walrelay's CPU time from the window's start until
 	// every record was consumed, per event committed in the window.
 	CPUPerEventUS float64 `json:"cpu_us_per_event"`
@@ -193,6 +197,7 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 		res.RelayRead = hist1.quantiles(hist0, histCommitRead)
 		res.RelayAck = hist1.quantiles(hist0, histProduceAck)
 		res.BrokerRTT = hist1.quantiles(hist0, histKafkaRequest)
+		res.GoroutineWaits = waitsOf(hist0[histGoSched], hist1[histGoSched])
 	}
 	waitProfile()
 	if err := p.stop(syscall.SIGTERM, 30*time.Second); err != nil {
@@ -504,7 +509,47 @@ const (
 	histCommitRead   = "walrelay_commit_read_latency_seconds"
 	histProduceAck   = "walrelay_produce_ack_latency_seconds"
 	histKafkaRequest = "walrelay_kafka_request_duration_e2e_seconds"
+	histGoSched      = "go_sched_latencies_seconds"
 )
+
+// Waits are the share of a histogram's observations between two scrapes
+// above the bucket bounds nearest 1ms and 10ms (Go's scheduler histogram
+// has few buckets: 0.92ms and 10.5ms there).
+type Waits struct {
+	Samples uint64 `json:"samples"`
+	// Over1 is the share above Bound1 (seconds), Over10 above Bound10.
+	Over1   float64 `json:"share_over_bound1"`
+	Bound1  float64 `json:"bound1_seconds"`
+	Over10  float64 `json:"share_over_bound10"`
+	Bound10 float64 `json:"bound10_seconds"`
+}
+
+// waitsOf computes Waits from two scrapes of a histogram's cumulative
+// buckets; nil when either is missing or nothing was observed.
+func waitsOf(before, after map[float64]uint64) *Waits {
+	if before == nil || after == nil {
+		return nil
+	}
+	total := after[math.Inf(1)] - before[math.Inf(1)]
+	if total == 0 {
+		return nil
+	}
+	nearest := func(want float64) float64 {
+		best := math.Inf(1)
+		for b := range after {
+			if !math.IsInf(b, 1) && math.Abs(math.Log(b/want)) < math.Abs(math.Log(best/want)) {
+				best = b
+			}
+		}
+		return best
+	}
+	over := func(bound float64) float64 {
+		return float64(total-(after[bound]-before[bound])) / float64(total)
+	}
+	w := &Waits{Samples: total, Bound1: nearest(0.001), Bound10: nearest(0.010)}
+	w.Over1, w.Over10 = over(w.Bound1), over(w.Bound10)
+	return w
+}
 
 // histograms are a scrape's cumulative bucket counts by upper bound, per
 // histogram name (summed over label sets).

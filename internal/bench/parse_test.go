@@ -300,3 +300,20 @@ func TestOursBetweenChargesExitedProcessesOnce(t *testing.T) {
 		t.Errorf("oursBetween = %v, want %v", got, want)
 	}
 }
+
+func TestWaitsOf(t *testing.T) {
+	// Go's scheduler histogram bounds around 1ms and 10ms; 200 new samples:
+	// 150 at most 0.92ms, 40 more at most 10.5ms, 10 above.
+	before := map[float64]uint64{0.000917504: 100, 0.01048576: 110, 0.134217728: 110, math.Inf(1): 110}
+	after := map[float64]uint64{0.000917504: 250, 0.01048576: 300, 0.134217728: 310, math.Inf(1): 310}
+	w := waitsOf(before, after)
+	if w == nil || w.Samples != 200 || w.Bound1 != 0.000917504 || w.Bound10 != 0.01048576 {
+		t.Fatalf("waitsOf = %+v, want 200 samples, bounds 0.92ms and 10.5ms", w)
+	}
+	if math.Abs(w.Over1-0.25) > 1e-12 || math.Abs(w.Over10-0.05) > 1e-12 {
+		t.Errorf("waitsOf shares = %v over 0.92ms, %v over 10.5ms; want 0.25, 0.05", w.Over1, w.Over10)
+	}
+	if waitsOf(after, after) != nil || waitsOf(nil, after) != nil {
+		t.Error("waitsOf without new samples, or without a first scrape, gave shares")
+	}
+}

@@ -172,25 +172,33 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.Lives) > 0 {
 		fmt.Fprintln(bw, "\nLive: commit-to-consume latency (an upper bound of commit-to-ack) over the measured window")
 		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "shape\ttarget ev/s\tachieved ev/s\tevents\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\twalrelay hist p50/p99 ms\tcommit-read p50/p99 ms\tproduce-ack p50/p99 ms\tbroker round trip p50/p99 ms\twalrelay CPU µs/ev\twalrelay peak RSS MB\tCPU wait/run walrelay/walsender/kfake\tother CPU\t")
+		fmt.Fprintln(tw, "shape\ttarget ev/s\tachieved ev/s\tevents\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\twalrelay hist p50/p99 ms\tcommit-read p50/p99 ms\tproduce-ack p50/p99 ms\tbroker round trip p50/p99 ms\tgoroutine waits >1/>10 ms\twalrelay CPU µs/ev\twalrelay peak RSS MB\tCPU wait/run walrelay/walsender/kfake\tother CPU\t")
 		for _, l := range r.Lives {
 			target := "max"
 			if l.TargetRate > 0 {
 				target = rate(float64(l.TargetRate))
 			}
 			if l.Error != "" {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n", l.Shape, target, "error: "+firstLine(l.Error))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n", l.Shape, target, "error: "+firstLine(l.Error))
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%.2f\t%.1f\t%s / %s / %s\t%s\t\n",
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.1f\t%s / %s / %s\t%s\t\n",
 				l.Shape, target, rate(l.AchievedRate), l.Events, l.Latency.P50, l.Latency.P99, l.Latency.P999, l.Latency.Max,
-				p50p99(l.RelayLatency), p50p99(l.RelayRead), p50p99(l.RelayAck), p50p99(l.BrokerRTT), l.CPUPerEventUS, mb(l.PeakRSSBytes),
+				p50p99(l.RelayLatency), p50p99(l.RelayRead), p50p99(l.RelayAck), p50p99(l.BrokerRTT), waits(l.GoroutineWaits), l.CPUPerEventUS, mb(l.PeakRSSBytes),
 				ratio(l.WalrelayCPUWait), ratio(l.WalsenderCPUWait), ratio(l.BrokerCPUWait), share(l.OtherCPU))
 		}
 		tw.Flush()
 	}
 	fmt.Fprintf(bw, "\ntotal %.0fs\n", r.Seconds)
 	return bw.Flush()
+}
+
+// waits shows the shares of long goroutine waits, "-" without them.
+func waits(w *Waits) string {
+	if w == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f%% / %.3f%%", 100*w.Over1, 100*w.Over10)
 }
 
 // ratio shows a non-negative ratio, "-" for unknown (negative).
