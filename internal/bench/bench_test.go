@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -181,4 +182,32 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("JSON round trip changed the results")
 	}
 	t.Logf("\n%s", table.String())
+}
+
+// TestKfakeHeap starts the kfake child as the harness does and reads its
+// environment: with HeapMiB, Go's collector is off up to that heap; without,
+// the harness sets neither variable.
+func TestKfakeHeap(t *testing.T) {
+	if Default().Kfake.HeapMiB <= 0 || Default().Kfake.HeapMiB > 4096 {
+		t.Errorf("default kfake heap %d MiB, want 1-4096", Default().Kfake.HeapMiB)
+	}
+	for _, heap := range []int{256, 0} {
+		b, err := startBroker(t.Context(), []string{os.Args[0], "kfake"}, KfakeOptions{HeapMiB: heap}, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", b.p.pid()))
+		b.close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		vars := strings.Split(string(env), "\x00")
+		gcOff, limit := slices.Contains(vars, "GOGC=off"), slices.Contains(vars, "GOMEMLIMIT=256MiB")
+		if heap > 0 && (!gcOff || !limit) {
+			t.Errorf("HeapMiB %d: kfake's environment has GOGC=off %t, GOMEMLIMIT=256MiB %t", heap, gcOff, limit)
+		}
+		if heap == 0 && (gcOff && os.Getenv("GOGC") != "off" || limit) {
+			t.Errorf("HeapMiB 0: kfake's environment has GOGC=off %t, GOMEMLIMIT=256MiB %t; want neither", gcOff, limit)
+		}
+	}
 }

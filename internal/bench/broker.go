@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -26,6 +27,42 @@ type KfakeOptions struct {
 	// Blackhole acknowledges produced records without storing them
 	// (kfake.BlackholeProduce): offsets advance, nothing can be consumed.
 	Blackhole bool
+	// HeapMiB runs the kfake process with Go's garbage collector off
+	// (GOGC=off) until its heap reaches HeapMiB (GOMEMLIMIT); 0 keeps Go's
+	// default collector. kfake keeps every record on its heap (hundreds of
+	// MB in a measurement), and marking it stalls kfake's responses for
+	// tens of milliseconds: a stand-in's pause, not walrelay's and not a
+	// real broker's, which keeps records in files. Set by the harness's
+	// parent side; ServeKfake ignores it.
+	HeapMiB int
+}
+
+// defaultKfakeHeapMiB is kfake's default heap limit: 4 GiB, or a quarter
+// of the machine's memory when that is less.
+func defaultKfakeHeapMiB() int {
+	const want = 4096
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return want
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return want
+			}
+			return int(min(want, kb/1024/4))
+		}
+	}
+	return want
+}
+
+// kfakeEnv is the environment of the kfake child.
+func kfakeEnv(opts KfakeOptions) []string {
+	if opts.HeapMiB <= 0 {
+		return childEnv()
+	}
+	return childEnv("GOGC=off", "GOMEMLIMIT="+strconv.Itoa(opts.HeapMiB)+"MiB")
 }
 
 // listenPrefix starts the line ServeKfake prints once it listens.
@@ -93,7 +130,7 @@ func startBroker(ctx context.Context, command []string, opts KfakeOptions, workD
 		args = append(args, "--blackhole")
 	}
 	cmd := exec.Command(command[0], args...)
-	cmd.Env = childEnv()
+	cmd.Env = kfakeEnv(opts)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("starting kfake: %w", err)

@@ -274,6 +274,7 @@ func Default() Config {
 		StepTimeout:    10 * time.Minute,
 		Poll:           10 * time.Millisecond,
 		VerifyCount:    true,
+		Kfake:          KfakeOptions{HeapMiB: defaultKfakeHeapMiB()},
 	}
 }
 
@@ -365,6 +366,9 @@ func (c Config) Validate() error {
 	}
 	if c.Poll <= 0 || c.Poll > time.Second {
 		bad("poll", c.Poll, "must be between 1ns and 1s")
+	}
+	if c.Kfake.HeapMiB < 0 {
+		bad("kfake-heap-mib", c.Kfake.HeapMiB, "must not be negative")
 	}
 	if len(c.BrokerCommand) == 0 && len(c.Brokers) == 0 {
 		bad("broker-command", "(empty)", "needed when no brokers are given")

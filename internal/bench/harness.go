@@ -61,6 +61,9 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	if cfg.Kfake.Blackhole {
 		r.Broker += ", blackhole produce"
 	}
+	if cfg.Kfake.HeapMiB > 0 {
+		r.Broker += fmt.Sprintf(", garbage collector off up to a %d MiB heap", cfg.Kfake.HeapMiB)
+	}
 	if len(cfg.Brokers) > 0 {
 		r.Broker = "external: " + strings.Join(cfg.Brokers, ",")
 	}

@@ -98,6 +98,8 @@ func TestValidate(t *testing.T) {
 		{"repeat", func(c *Config) { c.Repeat = 0 }, "repeat=0"},
 		{"unix socket", func(c *Config) { c.PGUnixSocket = true }, ""},
 		{"unix socket with dsn", func(c *Config) { c.PGUnixSocket, c.DSN = true, "postgres://x@db/x" }, "pg-unix-socket"},
+		{"kfake heap", func(c *Config) { c.Kfake.HeapMiB = -1 }, "kfake-heap-mib=-1"},
+		{"kfake default collector", func(c *Config) { c.Kfake.HeapMiB = 0 }, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
