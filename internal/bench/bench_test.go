@@ -186,7 +186,7 @@ func TestSmoke(t *testing.T) {
 
 // TestKfakeHeap starts the kfake child as the harness does and reads its
 // environment: with HeapMiB, Go's collector is off up to that heap; without,
-// the harness sets neither variable.
+// the harness sets neither variable. Either way it collects when asked.
 func TestKfakeHeap(t *testing.T) {
 	if Default().Kfake.HeapMiB <= 0 || Default().Kfake.HeapMiB > 4096 {
 		t.Errorf("default kfake heap %d MiB, want 1-4096", Default().Kfake.HeapMiB)
@@ -197,6 +197,12 @@ func TestKfakeHeap(t *testing.T) {
 			t.Fatal(err)
 		}
 		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", b.p.pid()))
+		// Between measurements the harness has it collect, and waits.
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		if cerr := b.collect(ctx); cerr != nil {
+			t.Errorf("HeapMiB %d: collect: %v", heap, cerr)
+		}
+		cancel()
 		b.close()
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -68,9 +69,21 @@ func kfakeEnv(opts KfakeOptions) []string {
 // listenPrefix starts the line ServeKfake prints once it listens.
 const listenPrefix = "kfake listening on "
 
+// collectCommand, a line on ServeKfake's stdin, makes it collect its
+// garbage and return the memory to the system; it answers collectedLine.
+const (
+	collectCommand = "collect"
+	collectedLine  = "kfake collected"
+)
+
 // ServeKfake runs a kfake cluster until ctx is done or stdin reaches EOF
 // (the harness that started it closed the pipe or died). Once it listens
 // it prints one line to out: "kfake listening on host:port[,host:port...]".
+// For each line "collect" on stdin it runs a full garbage collection,
+// returns freed memory to the system and prints "kfake collected": the
+// harness asks between measurements, after deleting a measurement's topic,
+// so that with the collector off (KfakeOptions.HeapMiB) none runs during
+// one.
 func ServeKfake(ctx context.Context, opts KfakeOptions, stdin io.Reader, out io.Writer) error {
 	if opts.Brokers <= 0 {
 		opts.Brokers = 1
@@ -100,8 +113,17 @@ func ServeKfake(ctx context.Context, opts KfakeOptions, stdin io.Reader, out io.
 	eof := make(chan struct{})
 	if stdin != nil {
 		go func() {
-			_, _ = io.Copy(io.Discard, stdin) // returns at EOF or on error
-			close(eof)
+			defer close(eof) // at EOF or on a read error
+			sc := bufio.NewScanner(stdin)
+			for sc.Scan() {
+				if sc.Text() != collectCommand {
+					continue
+				}
+				debug.FreeOSMemory() // a full collection first
+				if _, err := fmt.Fprintln(out, collectedLine); err != nil {
+					return
+				}
+			}
 		}()
 	}
 	select {
@@ -116,6 +138,7 @@ type broker struct {
 	p     *proc
 	stdin io.WriteCloser
 	addrs []string
+	lines chan string // its stdout after the address line
 }
 
 // startBroker runs command (which must behave like ServeKfake) with the
@@ -143,7 +166,7 @@ func startBroker(ctx context.Context, command []string, opts KfakeOptions, workD
 	if err != nil {
 		return nil, err
 	}
-	b := &broker{p: p, stdin: stdin}
+	b := &broker{p: p, stdin: stdin, lines: make(chan string, 16)}
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -151,6 +174,12 @@ func startBroker(ctx context.Context, command []string, opts KfakeOptions, workD
 			if addr, ok := strings.CutPrefix(sc.Text(), listenPrefix); ok {
 				lines <- addr
 				break
+			}
+		}
+		for sc.Scan() {
+			select {
+			case b.lines <- sc.Text():
+			default: // nobody waiting for it
 			}
 		}
 		_, _ = io.Copy(io.Discard, stdout)
@@ -167,6 +196,25 @@ func startBroker(ctx context.Context, command []string, opts KfakeOptions, workD
 	case <-ctx.Done():
 		b.close()
 		return nil, ctx.Err()
+	}
+}
+
+// collect has the broker collect its garbage and waits until it did.
+func (b *broker) collect(ctx context.Context) error {
+	if _, err := fmt.Fprintln(b.stdin, collectCommand); err != nil {
+		return fmt.Errorf("asking kfake to collect: %w", err)
+	}
+	for {
+		select {
+		case line := <-b.lines:
+			if line == collectedLine {
+				return nil
+			}
+		case <-b.p.done:
+			return fmt.Errorf("kfake exited: %v", b.p.waitErr)
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for kfake to collect: %w", ctx.Err())
+		}
 	}
 }
 
