@@ -147,7 +147,6 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 		sampleErr error
 		mark0     cpuSample
 		sched0    [3]schedStat // walrelay, walsender, broker
-		schedOK0  [3]bool
 	)
 	progress(e.cfg, "  driving %s for %s (+%s warm-up)", l, e.cfg.LiveDuration, e.cfg.LiveWarmup)
 	driveErr := d.run(ctx, warmEnd, end, func() {
@@ -156,7 +155,7 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 		mark0 = e.cpuMark()
 		inserted0 = d.inserted.Load()
 		cpu0, sampleErr = ProcessCPU(p.pid())
-		sched0, schedOK0 = e.schedOf(p, w)
+		sched0 = e.schedOf(p, w)
 		if e.hasHTTP() {
 			hist0 = scrapeHistograms(ctx, httpAddr)
 		}
@@ -180,10 +179,10 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 		return res, fmt.Errorf("consuming %d events from %s: %w (walrelay log:\n%s)", res.Inserted, topic, err, p.logTail(10))
 	}
 	res.OtherCPU = otherCPU(mark0, e.cpuMark())
-	sched1, schedOK1 := e.schedOf(p, w)
-	res.WalrelayCPUWait = waitPerRun(sched0[0], sched1[0], schedOK0[0], schedOK1[0])
-	res.WalsenderCPUWait = waitPerRun(sched0[1], sched1[1], schedOK0[1], schedOK1[1])
-	res.BrokerCPUWait = waitPerRun(sched0[2], sched1[2], schedOK0[2], schedOK1[2])
+	sched1 := e.schedOf(p, w)
+	res.WalrelayCPUWait = waitPerRun(sched0[0], sched1[0])
+	res.WalsenderCPUWait = waitPerRun(sched0[1], sched1[1])
+	res.BrokerCPUWait = waitPerRun(sched0[2], sched1[2])
 	cpu1, err := ProcessCPU(p.pid())
 	if err != nil {
 		return res, fmt.Errorf("reading walrelay's CPU: %w", err)
@@ -225,9 +224,9 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 }
 
 // schedOf reads the scheduler accounting of walrelay (p), of the walsender
-// streaming to it (when the cluster is local) and of the local broker, each
-// with whether it could be read.
-func (e *env) schedOf(p *proc, w *slotWatch) (st [3]schedStat, ok [3]bool) {
+// streaming to it (when the cluster is local) and of the local broker; a
+// reading that could not be made is the zero schedStat.
+func (e *env) schedOf(p *proc, w *slotWatch) [3]schedStat {
 	pids := [3]int{p.pid(), 0, 0}
 	if e.local {
 		pids[1] = w.walsender()
@@ -235,15 +234,13 @@ func (e *env) schedOf(p *proc, w *slotWatch) (st [3]schedStat, ok [3]bool) {
 	if e.broker != nil {
 		pids[2] = e.broker.p.pid()
 	}
+	var st [3]schedStat
 	for i, pid := range pids {
-		if pid == 0 {
-			continue
+		if pid != 0 {
+			st[i], _ = processSched(pid) // the zero reading on error: reported as unknown
 		}
-		var err error
-		st[i], err = processSched(pid)
-		ok[i] = err == nil
 	}
-	return st, ok
+	return st
 }
 
 // waitActive waits until walrelay streams from the slot.

@@ -3,6 +3,7 @@ package bench
 import (
 	"math"
 	"os"
+	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
@@ -206,18 +207,18 @@ func TestSchedstat(t *testing.T) {
 			t.Errorf("parseSchedstat(%q) parsed", bad)
 		}
 	}
-	a, b := schedStat{run: time.Second, wait: time.Second}, schedStat{run: 3 * time.Second, wait: 4 * time.Second}
-	if got := waitPerRun(a, b, true, true); got != 1.5 {
+	a, b := schedStat{pid: 9, run: time.Second, wait: time.Second}, schedStat{pid: 9, run: 3 * time.Second, wait: 4 * time.Second}
+	if got := waitPerRun(a, b); got != 1.5 {
 		t.Errorf("waitPerRun = %v, want 1.5 (3s waiting over 2s on a CPU)", got)
 	}
-	if got := waitPerRun(a, b, false, true); got != -1 {
+	if got := waitPerRun(schedStat{}, b); got != -1 {
 		t.Errorf("waitPerRun with an unread start = %v, want -1", got)
 	}
-	if got := waitPerRun(a, a, true, true); got != -1 {
+	if got := waitPerRun(a, a); got != -1 {
 		t.Errorf("waitPerRun without running = %v, want -1", got)
 	}
-	if c := (schedStat{pid: 7, run: b.run, wait: b.wait}); waitPerRun(a, c, true, true) != -1 {
-		t.Errorf("waitPerRun across two processes = %v, want -1", waitPerRun(a, c, true, true))
+	if c := (schedStat{pid: 7, run: b.run, wait: b.wait}); waitPerRun(a, c) != -1 {
+		t.Errorf("waitPerRun across two processes = %v, want -1", waitPerRun(a, c))
 	}
 }
 
@@ -317,5 +318,33 @@ func TestWaitsOf(t *testing.T) {
 	}
 	if waitsOf(after, after) != nil || waitsOf(nil, after) != nil {
 		t.Error("waitsOf without new samples, or without a first scrape, gave shares")
+	}
+}
+
+// TestSchedOf reads the scheduler accounting of each hop the live report
+// shows: walrelay always, the walsender only from a local cluster (here
+// this process stands in for both), the broker only when the harness
+// started one.
+func TestSchedOf(t *testing.T) {
+	if _, err := os.Stat("/proc/self/schedstat"); err != nil {
+		t.Skipf("no schedstat on this kernel: %v", err)
+	}
+	self, err := os.FindProcess(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: &exec.Cmd{Process: self}}
+	w := &slotWatch{activePID: os.Getpid()}
+	for _, local := range []bool{true, false} {
+		st := (&env{local: local}).schedOf(p, w)
+		if st[0].pid != os.Getpid() || st[0].run <= 0 {
+			t.Errorf("local %t: walrelay's reading %+v, want this process's", local, st[0])
+		}
+		if got := st[1].pid == os.Getpid() && st[1].run > 0; got != local {
+			t.Errorf("local %t: walsender's reading %+v", local, st[1])
+		}
+		if st[2] != (schedStat{}) {
+			t.Errorf("local %t: a broker reading %+v without a broker", local, st[2])
+		}
 	}
 }

@@ -154,7 +154,7 @@ func ProcessCPU(pid int) (time.Duration, error) {
 }
 
 // schedStat is a process's scheduler accounting summed over its threads:
-// time on a CPU and time runnable but waiting for one.
+// time on a CPU and time runnable but waiting for one. pid 0 is no reading.
 type schedStat struct {
 	pid       int
 	run, wait time.Duration
@@ -162,9 +162,9 @@ type schedStat struct {
 
 // waitPerRun is the time spent waiting for a CPU per second on one, from
 // a to b (readings of one process); -1 when unknown.
-func waitPerRun(a, b schedStat, okA, okB bool) float64 {
+func waitPerRun(a, b schedStat) float64 {
 	run := b.run - a.run
-	if !okA || !okB || a.pid != b.pid || run <= 0 {
+	if a.pid == 0 || a.pid != b.pid || run <= 0 {
 		return -1
 	}
 	return float64(b.wait-a.wait) / float64(run)
