@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
@@ -42,20 +41,11 @@ type KfakeOptions struct {
 // of the machine's memory when that is less.
 func defaultKfakeHeapMiB() int {
 	const want = 4096
-	b, err := os.ReadFile("/proc/meminfo")
+	total, err := procKB("/proc/meminfo", "MemTotal")
 	if err != nil {
 		return want
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				return want
-			}
-			return int(min(want, kb/1024/4))
-		}
-	}
-	return want
+	return int(min(want, total>>20/4))
 }
 
 // kfakeEnv is the environment of the kfake child.

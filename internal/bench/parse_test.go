@@ -187,6 +187,12 @@ func TestProcReadings(t *testing.T) {
 	if err != nil || hwm < 1<<20 {
 		t.Fatalf("procHWM(self) = %d, %v; want at least 1 MiB", hwm, err)
 	}
+	if total, err := procKB("/proc/meminfo", "MemTotal"); err != nil || total < hwm {
+		t.Fatalf("MemTotal = %d, %v; want at least this process's peak RSS", total, err)
+	}
+	if _, err := procKB("/proc/meminfo", "NoSuchKey"); err == nil {
+		t.Fatal("procKB found a key /proc/meminfo does not have")
+	}
 	// Every thread's time on a CPU, in ns: at least the 50ms burnt above.
 	if _, err := os.Stat("/proc/self/schedstat"); err != nil {
 		t.Skipf("no schedstat on this kernel: %v", err)

@@ -218,18 +218,23 @@ func parseSchedstat(b []byte) (run, wait time.Duration, err error) {
 
 // procHWM returns pid's peak resident set size (VmHWM) in bytes.
 func procHWM(pid int) (int64, error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
+	return procKB("/proc/"+strconv.Itoa(pid)+"/status", "VmHWM")
+}
+
+// procKB reads key's "key: N kB" line from a /proc file (status,
+// meminfo), in bytes.
+func procKB(path, key string) (int64, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), key+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("parsing VmHWM of %d: %w", pid, err)
+				return 0, fmt.Errorf("parsing %s in %s: %w", key, path, err)
 			}
 			return kb * 1024, nil
 		}
@@ -237,7 +242,7 @@ func procHWM(pid int) (int64, error) {
 	if err := sc.Err(); err != nil {
 		return 0, err
 	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no %s in %s", key, path)
 }
 
 // childEnv returns the environment for a child: this process's, without
