@@ -153,17 +153,17 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.Backlogs) > 0 {
 		fmt.Fprintf(bw, "\nBacklog drain: median events/s over %d runs each (min-max), from process start; ratio = walrelay / pg_recvlogical;\nother CPU = share of the machine used by processes outside the benchmark (worst run)\n", s.Repeat)
 		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "shape\tevents\tbuild s\tpg_recvlogical ev/s\twalrelay ev/s\tratio\tratio excl. startup\twalrelay CPU µs/ev\twalrelay peak RSS MB\twalsender CPU µs/ev (floor/walrelay)\tkfake CPU µs/ev\tother CPU\t")
+		fmt.Fprintln(tw, "shape\tevents\tbuild s\tpg_recvlogical ev/s\twalrelay ev/s\tratio\tratio excl. startup\tCPU µs/ev (pg_recvlogical/walrelay)\twalrelay peak RSS MB\twalsender CPU µs/ev (floor/walrelay)\tkfake CPU µs/ev\tother CPU\t")
 		for _, b := range r.Backlogs {
 			if b.Error != "" {
 				fmt.Fprintf(tw, "%s\t%d\t%s\t\t\t\t\t\t\t\t\t\t\n", b.Shape, b.Events, "error: "+firstLine(b.Error))
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s (%s-%s)\t%s (%s-%s)\t%.2f\t%.2f\t%.2f\t%.1f\t%s / %s\t%s\t%s\t\n",
+			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s (%s-%s)\t%s (%s-%s)\t%.2f\t%.2f\t%.2f / %.2f\t%.1f\t%s / %s\t%s\t%s\t\n",
 				b.Shape, b.Events, b.BuildSeconds,
 				rate(b.Floor.EventsPerSec), rate(b.FloorMinRate), rate(b.FloorMaxRate),
 				rate(b.Walrelay.EventsPerSec), rate(b.WalrelayMinRate), rate(b.WalrelayMaxRate),
-				b.Ratio, b.StreamRatio, b.Walrelay.CPUPerEventUS, mb(b.WalrelayPeakRSS),
+				b.Ratio, b.StreamRatio, b.Floor.CPUPerEventUS, b.Walrelay.CPUPerEventUS, mb(b.WalrelayPeakRSS),
 				perEvent(b.Floor.WalsenderCPU, b.Events), perEvent(b.Walrelay.WalsenderCPU, b.Events),
 				perEvent(b.Walrelay.BrokerCPU, b.Events), share(b.OtherCPU))
 		}
