@@ -208,6 +208,9 @@ func TestKfakeHeap(t *testing.T) {
 			t.Fatal(err)
 		}
 		vars := strings.Split(string(env), "\x00")
+		if !slices.Contains(vars, "GOMAXPROCS=1") {
+			t.Errorf("HeapMiB %d: kfake's environment lacks GOMAXPROCS=1", heap)
+		}
 		gcOff, limit := slices.Contains(vars, "GOGC=off"), slices.Contains(vars, "GOMEMLIMIT=256MiB")
 		if heap > 0 && (!gcOff || !limit) {
 			t.Errorf("HeapMiB %d: kfake's environment has GOGC=off %t, GOMEMLIMIT=256MiB %t", heap, gcOff, limit)

@@ -48,12 +48,16 @@ func defaultKfakeHeapMiB() int {
 	return int(min(want, total>>20/4))
 }
 
-// kfakeEnv is the environment of the kfake child.
+// kfakeEnv is the environment of the kfake child. kfake runs on one P
+// (GOMAXPROCS=1): it serves every request from one goroutine, so a second
+// P only adds hand-offs between threads, each waiting for one of the
+// CPUs the measured load shares (walrelay's relay.max_procs has the same
+// reason).
 func kfakeEnv(opts KfakeOptions) []string {
 	if opts.HeapMiB <= 0 {
-		return childEnv()
+		return childEnv("GOMAXPROCS=1")
 	}
-	return childEnv("GOGC=off", "GOMEMLIMIT="+strconv.Itoa(opts.HeapMiB)+"MiB")
+	return childEnv("GOMAXPROCS=1", "GOGC=off", "GOMEMLIMIT="+strconv.Itoa(opts.HeapMiB)+"MiB")
 }
 
 // listenPrefix starts the line ServeKfake prints once it listens.
