@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/signal"
@@ -218,5 +220,39 @@ func TestKfakeHeap(t *testing.T) {
 		if heap == 0 && (gcOff && os.Getenv("GOGC") != "off" || limit) {
 			t.Errorf("HeapMiB 0: kfake's environment has GOGC=off %t, GOMEMLIMIT=256MiB %t; want neither", gcOff, limit)
 		}
+	}
+}
+
+// TestCollectIgnoresLateAnswers gives a collect request the answer to an
+// earlier one the harness gave up on: it must keep waiting for its own.
+func TestCollectIgnoresLateAnswers(t *testing.T) {
+	asked, answer := io.Pipe()
+	defer asked.Close()
+	b := &broker{p: &proc{done: make(chan struct{})}, stdin: answer, lines: make(chan string, 4)}
+	answered := make(chan struct{}) // the second request's answer was sent
+	go func() {
+		sc := bufio.NewScanner(asked)
+		for sc.Scan() {
+			if sc.Text() == "collect 2" {
+				b.lines <- "kfake collected 2"
+				close(answered)
+			}
+		}
+	}()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // the first request is given up at once
+	if err := b.collect(ctx); err == nil {
+		t.Fatal("collect with a cancelled context returned nil")
+	}
+	b.lines <- "kfake collected 1" // its answer arrives late
+	ctx, cancel = context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := b.collect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-answered
+	if len(b.lines) != 0 {
+		t.Errorf("collect returned on the late answer, before its own (%q unread)", <-b.lines)
 	}
 }

@@ -63,8 +63,11 @@ func kfakeEnv(opts KfakeOptions) []string {
 // listenPrefix starts the line ServeKfake prints once it listens.
 const listenPrefix = "kfake listening on "
 
-// collectCommand, a line on ServeKfake's stdin, makes it collect its
-// garbage and return the memory to the system; it answers collectedLine.
+// collectCommand, a line on ServeKfake's stdin ("collect" or "collect N"),
+// makes it collect its garbage and return the memory to the system; it
+// answers collectedLine, followed by the same N. The harness numbers its
+// requests, so the late answer to one it gave up on cannot end the wait
+// for the next.
 const (
 	collectCommand = "collect"
 	collectedLine  = "kfake collected"
@@ -73,8 +76,8 @@ const (
 // ServeKfake runs a kfake cluster until ctx is done or stdin reaches EOF
 // (the harness that started it closed the pipe or died). Once it listens
 // it prints one line to out: "kfake listening on host:port[,host:port...]".
-// For each line "collect" on stdin it runs a full garbage collection,
-// returns freed memory to the system and prints "kfake collected": the
+// For each line "collect [N]" on stdin it runs a full garbage collection,
+// returns freed memory to the system and prints "kfake collected [N]": the
 // harness asks between measurements, after deleting a measurement's topic,
 // so that with the collector off (KfakeOptions.HeapMiB) none runs during
 // one.
@@ -110,11 +113,12 @@ func ServeKfake(ctx context.Context, opts KfakeOptions, stdin io.Reader, out io.
 			defer close(eof) // at EOF or on a read error
 			sc := bufio.NewScanner(stdin)
 			for sc.Scan() {
-				if sc.Text() != collectCommand {
+				cmd, n, _ := strings.Cut(sc.Text(), " ")
+				if cmd != collectCommand {
 					continue
 				}
 				debug.FreeOSMemory() // a full collection first
-				if _, err := fmt.Fprintln(out, collectedLine); err != nil {
+				if _, err := fmt.Fprintln(out, strings.TrimSpace(collectedLine+" "+n)); err != nil {
 					return
 				}
 			}
@@ -133,6 +137,7 @@ type broker struct {
 	stdin io.WriteCloser
 	addrs []string
 	lines chan string // its stdout after the address line
+	asked int         // collect requests so far
 }
 
 // startBroker runs command (which must behave like ServeKfake) with the
@@ -195,13 +200,15 @@ func startBroker(ctx context.Context, command []string, opts KfakeOptions, workD
 
 // collect has the broker collect its garbage and waits until it did.
 func (b *broker) collect(ctx context.Context) error {
-	if _, err := fmt.Fprintln(b.stdin, collectCommand); err != nil {
+	b.asked++
+	if _, err := fmt.Fprintf(b.stdin, "%s %d\n", collectCommand, b.asked); err != nil {
 		return fmt.Errorf("asking kfake to collect: %w", err)
 	}
+	want := fmt.Sprintf("%s %d", collectedLine, b.asked)
 	for {
 		select {
 		case line := <-b.lines:
-			if line == collectedLine {
+			if line == want {
 				return nil
 			}
 		case <-b.p.done:
