@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -112,16 +113,8 @@ func machine() Machine {
 		}
 		f.Close()
 	}
-	if f, err := os.Open("/proc/meminfo"); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			var kb int64
-			if _, err := fmt.Sscanf(sc.Text(), "MemTotal: %d kB", &kb); err == nil {
-				m.MemBytes = kb * 1024
-				break
-			}
-		}
-		f.Close()
+	if total, err := procKB("/proc/meminfo", "MemTotal"); err == nil {
+		m.MemBytes = total
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))
@@ -153,10 +146,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.Backlogs) > 0 {
 		fmt.Fprintf(bw, "\nBacklog drain: median events/s over %d runs each (min-max), from process start; ratio = walrelay / pg_recvlogical;\nother CPU = share of the machine used by processes outside the benchmark (worst run)\n", s.Repeat)
 		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "shape\tevents\tbuild s\tpg_recvlogical ev/s\twalrelay ev/s\tratio\tratio excl. startup\tCPU µs/ev (pg_recvlogical/walrelay)\twalrelay peak RSS MB\twalsender CPU µs/ev (floor/walrelay)\tkfake CPU µs/ev\tother CPU\t")
+		const header = "shape\tevents\tbuild s\tpg_recvlogical ev/s\twalrelay ev/s\tratio\tratio excl. startup\tCPU µs/ev (pg_recvlogical/walrelay)\twalrelay peak RSS MB\twalsender CPU µs/ev (floor/walrelay)\tkfake CPU µs/ev\tother CPU\t"
+		fmt.Fprintln(tw, header)
 		for _, b := range r.Backlogs {
 			if b.Error != "" {
-				fmt.Fprintf(tw, "%s\t%d\t%s\t\t\t\t\t\t\t\t\t\t\n", b.Shape, b.Events, "error: "+firstLine(b.Error))
+				errorRow(tw, header, b.Shape, strconv.Itoa(b.Events), "error: "+firstLine(b.Error))
 				continue
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s (%s-%s)\t%s (%s-%s)\t%.2f\t%.2f\t%.2f / %.2f\t%.1f\t%s / %s\t%s\t%s\t\n",
@@ -172,14 +166,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.Lives) > 0 {
 		fmt.Fprintln(bw, "\nLive: commit-to-consume latency (an upper bound of commit-to-ack) over the measured window")
 		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "shape\ttarget ev/s\tachieved ev/s\tevents\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\twalrelay hist p50/p99 ms\tcommit-read p50/p99 ms\tproduce-ack p50/p99 ms\tbroker round trip p50/p99 ms\tgoroutine waits >1/>10 ms\twalrelay CPU µs/ev\twalrelay peak RSS MB\tCPU wait/run walrelay/walsender/kfake\tother CPU\t")
+		const header = "shape\ttarget ev/s\tachieved ev/s\tevents\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\twalrelay hist p50/p99 ms\tcommit-read p50/p99 ms\tproduce-ack p50/p99 ms\tbroker round trip p50/p99 ms\tgoroutine waits >1/>10 ms\twalrelay CPU µs/ev\twalrelay peak RSS MB\tCPU wait/run walrelay/walsender/kfake\tother CPU\t"
+		fmt.Fprintln(tw, header)
 		for _, l := range r.Lives {
 			target := "max"
 			if l.TargetRate > 0 {
 				target = rate(float64(l.TargetRate))
 			}
 			if l.Error != "" {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n", l.Shape, target, "error: "+firstLine(l.Error))
+				errorRow(tw, header, l.Shape, target, "error: "+firstLine(l.Error))
 				continue
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.1f\t%s / %s / %s\t%s\t\n",
@@ -191,6 +186,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(bw, "\ntotal %.0fs\n", r.Seconds)
 	return bw.Flush()
+}
+
+// errorRow writes a row of a failed measurement: its first cells, then
+// empty ones up to header's column count (every header cell ends in a tab).
+func errorRow(w io.Writer, header string, cells ...string) {
+	fmt.Fprintln(w, strings.Join(cells, "\t")+strings.Repeat("\t", strings.Count(header, "\t")-len(cells)+1))
 }
 
 // waits shows the shares of long goroutine waits, "-" without them.
