@@ -84,11 +84,12 @@ bench: deps
 	bin/walrelay-bench --walrelay-bin bin/walrelay --json $(BENCH_JSON)
 	@echo "JSON: $(BENCH_JSON)"
 
-# bench-go runs the Go benchmarks of the hot paths, and BenchmarkStreamDrain,
-# which drains a real backlog from the test Postgres (about 30 s).
+# bench-go runs the Go benchmarks of the hot paths, BenchmarkStreamDrain,
+# which drains a real backlog from the test Postgres (about 30 s), and
+# BenchmarkProduce, franz-go alone producing to kfake in its own process.
 bench-go:
 	@$(MAKE) --no-print-directory deps DEPS=postgresql
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pkg/...
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pkg/... ./internal/bench
 
 clean:
 	rm -rf bin
