@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -35,6 +36,13 @@ type KfakeOptions struct {
 	// real broker's, which keeps records in files. Set by the harness's
 	// parent side; ServeKfake ignores it.
 	HeapMiB int
+	// Realtime starts the kfake process under SCHED_FIFO (priority 1; see
+	// withFIFO), so that it answers as soon as a request arrives instead of
+	// waiting for one of the CPUs the measured load keeps busy. If the
+	// policy cannot be set, kfake runs under the normal policy and the
+	// broker says why (realtimeErr). Set by the harness's parent side;
+	// ServeKfake ignores it.
+	Realtime bool
 }
 
 // defaultKfakeHeapMiB is kfake's default heap limit: 4 GiB, or a quarter
@@ -138,6 +146,9 @@ type broker struct {
 	addrs []string
 	lines chan string // its stdout after the address line
 	asked int         // collect requests so far
+	// realtimeErr says why kfake runs under the normal policy although
+	// KfakeOptions.Realtime asked for SCHED_FIFO; nil otherwise.
+	realtimeErr error
 }
 
 // startBroker runs command (which must behave like ServeKfake) with the
@@ -161,11 +172,28 @@ func startBroker(ctx context.Context, command []string, opts KfakeOptions, workD
 	if err != nil {
 		return nil, fmt.Errorf("starting kfake: %w", err)
 	}
-	p, err := startProc("kfake", cmd, filepath.Join(workDir, "kfake.log"))
+	logPath := filepath.Join(workDir, "kfake.log")
+	var p *proc
+	var realtimeErr error
+	if opts.Realtime {
+		err = withFIFO(func() (err error) {
+			p, err = startProc("kfake", cmd, logPath)
+			return err
+		})
+		if errors.Is(err, errRealtime) {
+			realtimeErr = err
+			p, err = startProc("kfake", cmd, logPath)
+		}
+	} else {
+		p, err = startProc("kfake", cmd, logPath)
+	}
 	if err != nil {
+		if p != nil {
+			_ = p.stop(syscall.SIGKILL, 5*time.Second)
+		}
 		return nil, err
 	}
-	b := &broker{p: p, stdin: stdin, lines: make(chan string, 16)}
+	b := &broker{p: p, stdin: stdin, lines: make(chan string, 16), realtimeErr: realtimeErr}
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)

@@ -274,7 +274,7 @@ func Default() Config {
 		StepTimeout:    10 * time.Minute,
 		Poll:           10 * time.Millisecond,
 		VerifyCount:    true,
-		Kfake:          KfakeOptions{HeapMiB: defaultKfakeHeapMiB()},
+		Kfake:          KfakeOptions{HeapMiB: defaultKfakeHeapMiB(), Realtime: true},
 	}
 }
 

@@ -64,8 +64,14 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	if cfg.Kfake.HeapMiB > 0 {
 		r.Broker += fmt.Sprintf(", garbage collector off up to a %d MiB heap", cfg.Kfake.HeapMiB)
 	}
-	if len(cfg.Brokers) > 0 {
+	switch {
+	case len(cfg.Brokers) > 0:
 		r.Broker = "external: " + strings.Join(cfg.Brokers, ",")
+	case e.broker.realtimeErr != nil:
+		r.Broker += ", normal scheduling (" + e.broker.realtimeErr.Error() + ")"
+		cfg.Log.Warn("kfake runs under the normal scheduling policy", "err", e.broker.realtimeErr)
+	case cfg.Kfake.Realtime:
+		r.Broker += ", real-time scheduling (SCHED_FIFO 1)"
 	}
 	if r.Postgres, err = e.db.serverVersion(ctx); err != nil {
 		return nil, fmt.Errorf("reading the postgres version: %w", err)
