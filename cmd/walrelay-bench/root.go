@@ -122,7 +122,7 @@ or max.`,
 	fs.IntVar(&cfg.Kfake.Brokers, "kfake-brokers", 1, "brokers in the kfake cluster")
 	fs.BoolVar(&cfg.Kfake.Blackhole, "kfake-blackhole", false, "kfake acknowledges without storing records (backlogs only; live mode needs to consume)")
 	fs.IntVar(&cfg.Kfake.HeapMiB, "kfake-heap-mib", cfg.Kfake.HeapMiB, "kfake runs with Go's garbage collector off until its heap reaches this many MiB (it keeps every record on its heap, and marking it stalls its responses); 0: Go's default collector")
-	fs.BoolVar(&cfg.Kfake.Realtime, "kfake-realtime", cfg.Kfake.Realtime, "run kfake under real-time scheduling (SCHED_FIFO 1, needs root or CAP_SYS_NICE), so that the stand-in broker answers at once instead of waiting behind the load for a CPU, as a broker on its own machines would; false: the normal policy")
+	fs.BoolVar(&cfg.Kfake.Realtime, "kfake-realtime", cfg.Kfake.Realtime, "switch kfake to real-time scheduling (SCHED_FIFO 1, needs root or CAP_SYS_NICE) for the live runs, so that the stand-in broker answers at once instead of waiting behind the load for a CPU, as a broker on its own machines would (drains run first, under the normal policy); false: the normal policy throughout")
 	fs.StringVar(&f.jsonPath, "json", "", "also write the report as JSON to this file")
 	fs.StringVar(&cfg.ProfileDir, "cpuprofile", "", "write a CPU profile of walrelay for each drain and live run into this directory (needs http.pprof; costs walrelay a little CPU)")
 	fs.IntVar(&cfg.ProfileSeconds, "cpuprofile-seconds", 0, "length of each drain's profile (0: the floor's drain time)")

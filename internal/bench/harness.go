@@ -64,14 +64,8 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	if cfg.Kfake.HeapMiB > 0 {
 		r.Broker += fmt.Sprintf(", garbage collector off up to a %d MiB heap", cfg.Kfake.HeapMiB)
 	}
-	switch {
-	case len(cfg.Brokers) > 0:
+	if len(cfg.Brokers) > 0 {
 		r.Broker = "external: " + strings.Join(cfg.Brokers, ",")
-	case e.broker.realtimeErr != nil:
-		r.Broker += ", normal scheduling (" + e.broker.realtimeErr.Error() + ")"
-		cfg.Log.Warn("kfake runs under the normal scheduling policy", "err", e.broker.realtimeErr)
-	case cfg.Kfake.Realtime:
-		r.Broker += ", real-time scheduling (SCHED_FIFO 1)"
 	}
 	if r.Postgres, err = e.db.serverVersion(ctx); err != nil {
 		return nil, fmt.Errorf("reading the postgres version: %w", err)
@@ -95,6 +89,14 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 		r.Backlogs = append(r.Backlogs, res)
 		if err := e.reset(ctx); err != nil {
 			return r, err
+		}
+	}
+	if e.broker != nil && cfg.Kfake.Realtime && len(cfg.Lives) > 0 {
+		if err := e.broker.realtime(); err != nil {
+			r.Broker += ", normal scheduling (real-time refused: " + err.Error() + ")"
+			progress(cfg, "warning: kfake stays under the normal scheduling policy in the live runs: %v", err)
+		} else {
+			r.Broker += ", real-time scheduling (SCHED_FIFO 1) in the live runs"
 		}
 	}
 	for i, l := range cfg.Lives {

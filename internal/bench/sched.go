@@ -3,58 +3,73 @@ package bench
 import (
 	"errors"
 	"fmt"
-	"runtime"
+	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
 
-// errRealtime wraps the error of switching to SCHED_FIFO (EPERM without
-// root or CAP_SYS_NICE, or where RLIMIT_RTPRIO is 0).
-var errRealtime = errors.New("real-time scheduling refused")
-
-// withFIFO calls start on an OS thread that runs under SCHED_FIFO at
-// priority 1 for the length of the call, so that a process start forks
-// (from the calling thread, as os/exec does), and every thread that process
-// creates, inherits the policy. The thread goes back to SCHED_OTHER before
-// it is released to other goroutines. If the policy cannot be set, start is
-// not called and the error wraps errRealtime.
+// setFIFO switches every thread of process pid to SCHED_FIFO at priority
+// 1. A thread inherits its creator's policy, so it makes passes over
+// /proc/<pid>/task until one finds no thread left to switch: a thread
+// created during a pass by one not yet switched is caught by the next.
+// Without root or CAP_SYS_NICE the first switch fails with EPERM, and
+// nothing is changed.
 //
-// The harness runs kfake this way (KfakeOptions.Realtime): a real-time
-// thread runs as soon as it wakes, so the stand-in broker answers without
-// waiting behind the load it is measuring on the machine's few CPUs, as a
-// broker on its own machines would. kfake's CPU is about 1 µs per event,
-// and the kernel caps real-time threads at 95% of each second
-// (kernel.sched_rt_runtime_us) in any case.
-func withFIFO(start func() error) (err error) {
-	done := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		fifo := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}
-		if err := unix.SchedSetAttr(0, &fifo, 0); err != nil {
-			runtime.UnlockOSThread()
-			done <- fmt.Errorf("%w: %w", errRealtime, err)
-			return
+// The harness switches kfake before its live runs (KfakeOptions.Realtime):
+// a real-time thread runs as soon as it wakes, so the stand-in broker
+// answers without waiting behind the load it is measuring on the
+// machine's few CPUs, as a broker on its own machines would. kfake's CPU
+// is about 1-2 µs per event, and the kernel caps real-time threads at 95%
+// of each second (kernel.sched_rt_runtime_us) in any case.
+func setFIFO(pid int) error {
+	fifo := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}
+	for pass := 0; pass < 10; pass++ {
+		policies, err := threadPolicies(pid)
+		if err != nil {
+			return err
 		}
-		err := start()
-		normal := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}
-		if rerr := unix.SchedSetAttr(0, &normal, 0); rerr != nil {
-			// Keep the thread locked: it ends with this goroutine rather
-			// than run other goroutines in real time. A child forked from
-			// it gets its Pdeathsig then; the caller stops it.
-			done <- errors.Join(err, fmt.Errorf("restoring SCHED_OTHER after starting: %w", rerr))
-			return
+		switched := 0
+		for tid, p := range policies {
+			if p == unix.SCHED_FIFO {
+				continue
+			}
+			if err := unix.SchedSetAttr(tid, &fifo, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("switching thread %d of process %d to SCHED_FIFO: %w", tid, pid, err)
+			}
+			switched++
 		}
-		runtime.UnlockOSThread()
-		done <- err
-	}()
-	return <-done
+		if switched == 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("process %d kept creating threads while they were switched to SCHED_FIFO", pid)
 }
 
-// schedPolicy returns the scheduling policy of thread tid (unix.SCHED_*).
-func schedPolicy(tid int) (uint32, error) {
-	attr, err := unix.SchedGetAttr(tid, 0)
+// threadPolicies returns the scheduling policy (unix.SCHED_*) of every
+// thread of process pid. A thread that exits while it is read is left out.
+func threadPolicies(pid int) (map[int]uint32, error) {
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
-		return 0, fmt.Errorf("reading the scheduling policy of thread %d: %w", tid, err)
+		return nil, fmt.Errorf("listing the threads of process %d: %w", pid, err)
 	}
-	return attr.Policy, nil
+	out := make(map[int]uint32, len(entries))
+	for _, e := range entries {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		attr, err := unix.SchedGetAttr(tid, 0)
+		switch {
+		case errors.Is(err, unix.ESRCH):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("reading the scheduling policy of thread %d: %w", tid, err)
+		}
+		out[tid] = attr.Policy
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("process %d has no threads", pid)
+	}
+	return out, nil
 }

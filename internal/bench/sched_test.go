@@ -2,82 +2,56 @@ package bench
 
 import (
 	"errors"
-	"fmt"
 	"os"
-	"strconv"
 	"testing"
 
 	"golang.org/x/sys/unix"
 )
 
-// TestKfakeRealtime starts the kfake child as the harness does and reads
-// the scheduling policy of each of its threads: SCHED_FIFO with Realtime
-// (or, where this process may not use it, the normal policy and a reason),
-// the normal policy without. Either way no thread of the harness itself is
-// left real-time.
+// TestKfakeRealtime starts the kfake child as the harness does, switches
+// it as the harness does before the live runs, and reads the scheduling
+// policy of each of its threads: the normal policy before, SCHED_FIFO
+// after (or, where this process may not use it, EPERM and every thread
+// still normal). No thread of the harness itself is switched.
 func TestKfakeRealtime(t *testing.T) {
 	if !Default().Kfake.Realtime {
-		t.Error("the harness's default runs kfake under the normal policy, want real-time")
+		t.Error("the harness's default leaves kfake under the normal policy in live runs, want real-time")
 	}
-	for _, realtime := range []bool{true, false} {
-		b, err := startBroker(t.Context(), []string{os.Args[0], "kfake"}, KfakeOptions{Realtime: realtime}, t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		policies, err := threadPolicies(b.p.pid())
-		b.close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := uint32(unix.SCHED_NORMAL)
-		switch {
-		case realtime && b.realtimeErr == nil:
-			want = unix.SCHED_FIFO
-		case realtime:
-			if !errors.Is(b.realtimeErr, unix.EPERM) {
-				t.Errorf("Realtime: SCHED_FIFO refused with %v, want EPERM", b.realtimeErr)
-			}
-			t.Logf("this process may not use SCHED_FIFO (%v): checking the fallback", b.realtimeErr)
-		case b.realtimeErr != nil:
-			t.Errorf("without Realtime: realtimeErr %v, want nil", b.realtimeErr)
-		}
-		for tid, p := range policies {
-			if p != want {
-				t.Errorf("Realtime %t: kfake thread %d has policy %d, want %d", realtime, tid, p, want)
-			}
-		}
-		self, err := threadPolicies(os.Getpid())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for tid, p := range self {
-			if p != unix.SCHED_NORMAL {
-				t.Errorf("Realtime %t: the harness's thread %d has policy %d after starting kfake, want SCHED_NORMAL", realtime, tid, p)
-			}
-		}
+	b, err := startBroker(t.Context(), []string{os.Args[0], "kfake"}, KfakeOptions{}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer b.close()
+	checkPolicies(t, "kfake before the switch", b.p.pid(), unix.SCHED_NORMAL)
+
+	want := uint32(unix.SCHED_FIFO)
+	if err := b.realtime(); err != nil {
+		if !errors.Is(err, unix.EPERM) {
+			t.Fatalf("switching kfake to SCHED_FIFO: %v", err)
+		}
+		t.Logf("this process may not use SCHED_FIFO (%v): checking nothing was switched", err)
+		want = unix.SCHED_NORMAL
+	}
+	checkPolicies(t, "kfake after the switch", b.p.pid(), want)
+	// kfake still serves, and threads it starts now inherit the policy.
+	ctx := t.Context()
+	if err := b.collect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkPolicies(t, "kfake after a collection", b.p.pid(), want)
+	checkPolicies(t, "the harness", os.Getpid(), unix.SCHED_NORMAL)
 }
 
-// threadPolicies returns the scheduling policy of every thread of pid.
-func threadPolicies(pid int) (map[int]uint32, error) {
-	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+// checkPolicies fails t unless every thread of pid has policy want.
+func checkPolicies(t *testing.T, what string, pid int, want uint32) {
+	t.Helper()
+	policies, err := threadPolicies(pid)
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
-	out := make(map[int]uint32, len(entries))
-	for _, e := range entries {
-		tid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
+	for tid, p := range policies {
+		if p != want {
+			t.Errorf("%s: thread %d has policy %d, want %d", what, tid, p, want)
 		}
-		p, err := schedPolicy(tid)
-		if err != nil {
-			return nil, err
-		}
-		out[tid] = p
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("no threads of process %d", pid)
-	}
-	return out, nil
 }
