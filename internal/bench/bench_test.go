@@ -168,7 +168,7 @@ func TestSmoke(t *testing.T) {
 	if err := r.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"pg_recvlogical ev/s", "ratio", "single", "tx2", "p99.9 ms", "CPU µs/ev (pg_recvlogical/walrelay)", "commit-read p50/p99 ms", "broker round trip", "goroutine waits", "CPU wait/run"} {
+	for _, want := range []string{"pg_recvlogical ev/s", "ratio", "single", "tx2", "p99.9 ms", "CPU µs/ev (pg_recvlogical/walrelay)", "commit-read p50/p99 ms", "broker round trip", "goroutine waits", "CPU wait/run", "walrelay peak RSS MiB"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

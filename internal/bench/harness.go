@@ -212,8 +212,8 @@ func (e *env) backlog(ctx context.Context, idx int, b Backlog) (BacklogResult, e
 			}
 			base += int64(b.N)
 			res.WalrelayRuns = append(res.WalrelayRuns, d)
-			progress(e.cfg, "  [%d/%d] walrelay: %.2fs, %s events/s, %.2f µs CPU/event, peak RSS %.1f MB",
-				r+1, reps, d.Seconds, rate(d.EventsPerSec), d.CPUPerEventUS, mb(d.PeakRSSBytes))
+			progress(e.cfg, "  [%d/%d] walrelay: %.2fs, %s events/s, %.2f µs CPU/event, peak RSS %.1f MiB",
+				r+1, reps, d.Seconds, rate(d.EventsPerSec), d.CPUPerEventUS, mib(d.PeakRSSBytes))
 			return nil
 		}
 		order := []func() error{floor, relay}

@@ -146,7 +146,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.Backlogs) > 0 {
 		fmt.Fprintf(bw, "\nBacklog drain: median events/s over %d runs each (min-max), from process start; ratio = walrelay / pg_recvlogical;\nother CPU = share of the machine used by processes outside the benchmark (worst run)\n", s.Repeat)
 		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
-		const header = "shape\tevents\tbuild s\tpg_recvlogical ev/s\twalrelay ev/s\tratio\tratio excl. startup\tCPU µs/ev (pg_recvlogical/walrelay)\twalrelay peak RSS MB\twalsender CPU µs/ev (floor/walrelay)\tkfake CPU µs/ev\tother CPU\t"
+		const header = "shape\tevents\tbuild s\tpg_recvlogical ev/s\twalrelay ev/s\tratio\tratio excl. startup\tCPU µs/ev (pg_recvlogical/walrelay)\twalrelay peak RSS MiB\twalsender CPU µs/ev (floor/walrelay)\tkfake CPU µs/ev\tother CPU\t"
 		fmt.Fprintln(tw, header)
 		for _, b := range r.Backlogs {
 			if b.Error != "" {
@@ -157,7 +157,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 				b.Shape, b.Events, b.BuildSeconds,
 				rate(b.Floor.EventsPerSec), rate(b.FloorMinRate), rate(b.FloorMaxRate),
 				rate(b.Walrelay.EventsPerSec), rate(b.WalrelayMinRate), rate(b.WalrelayMaxRate),
-				b.Ratio, b.StreamRatio, b.Floor.CPUPerEventUS, b.Walrelay.CPUPerEventUS, mb(b.WalrelayPeakRSS),
+				b.Ratio, b.StreamRatio, b.Floor.CPUPerEventUS, b.Walrelay.CPUPerEventUS, mib(b.WalrelayPeakRSS),
 				perEvent(b.Floor.WalsenderCPU, b.Events), perEvent(b.Walrelay.WalsenderCPU, b.Events),
 				perEvent(b.Walrelay.BrokerCPU, b.Events), share(b.OtherCPU))
 		}
@@ -166,7 +166,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.Lives) > 0 {
 		fmt.Fprintln(bw, "\nLive: commit-to-consume latency (an upper bound of commit-to-ack) over the measured window")
 		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
-		const header = "shape\ttarget ev/s\tachieved ev/s\tevents\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\twalrelay hist p50/p99 ms\tcommit-read p50/p99 ms\tproduce-ack p50/p99 ms\tbroker round trip p50/p99 ms\tgoroutine waits >1/>10 ms\twalrelay CPU µs/ev\twalrelay peak RSS MB\tCPU wait/run walrelay/walsender/kfake\tother CPU\t"
+		const header = "shape\ttarget ev/s\tachieved ev/s\tevents\tp50 ms\tp99 ms\tp99.9 ms\tmax ms\twalrelay hist p50/p99 ms\tcommit-read p50/p99 ms\tproduce-ack p50/p99 ms\tbroker round trip p50/p99 ms\tgoroutine waits >1/>10 ms\twalrelay CPU µs/ev\twalrelay peak RSS MiB\tCPU wait/run walrelay/walsender/kfake\tother CPU\t"
 		fmt.Fprintln(tw, header)
 		for _, l := range r.Lives {
 			target := "max"
@@ -179,7 +179,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.1f\t%s / %s / %s\t%s\t\n",
 				l.Shape, target, rate(l.AchievedRate), l.Events, l.Latency.P50, l.Latency.P99, l.Latency.P999, l.Latency.Max,
-				p50p99(l.RelayLatency), p50p99(l.RelayRead), p50p99(l.RelayAck), p50p99(l.BrokerRTT), waits(l.GoroutineWaits), l.CPUPerEventUS, mb(l.PeakRSSBytes),
+				p50p99(l.RelayLatency), p50p99(l.RelayRead), p50p99(l.RelayAck), p50p99(l.BrokerRTT), waits(l.GoroutineWaits), l.CPUPerEventUS, mib(l.PeakRSSBytes),
 				ratio(l.WalrelayCPUWait), ratio(l.WalsenderCPUWait), ratio(l.BrokerCPUWait), share(l.OtherCPU))
 		}
 		tw.Flush()
@@ -229,7 +229,8 @@ func rate(v float64) string {
 	}
 }
 
-func mb(b int64) float64 { return float64(b) / (1 << 20) }
+// mib converts bytes to MiB, the unit of the RSS columns.
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 func perEvent(cpuSeconds float64, n int) string {
 	if cpuSeconds == 0 || n == 0 {
