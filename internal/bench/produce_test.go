@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -127,12 +126,11 @@ func BenchmarkProduce(b *testing.B) {
 	}
 }
 
-// selfCPU is this process's CPU time so far, user and system, to the
-// microsecond (getrusage; /proc counts 10 ms ticks).
+// selfCPU is SelfCPU for a benchmark.
 func selfCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
+	d, err := SelfCPU()
+	if err != nil {
+		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }

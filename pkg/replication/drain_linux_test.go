@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -168,11 +167,11 @@ func (h *drainHandler) ObserveWALEnd(pglogrepl.LSN)              {}
 func (h *drainHandler) WaitRoom(context.Context, time.Time) bool { return true }
 func (h *drainHandler) WaitDrained(context.Context) error        { return nil }
 
-// processCPU is this process's CPU time so far, user and system.
+// processCPU is this process's CPU time so far (bench.SelfCPU).
 func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("getrusage: %v", err)
+	d, err := bench.SelfCPU()
+	if err != nil {
+		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }
