@@ -23,7 +23,8 @@ import (
 // (idempotent, acks=all, kafka.linger 5ms, no compression), to kfake in its
 // own process. As in walrelay, GOMAXPROCS is 1 and at most
 // relay.max_in_flight_records (4096) records are in flight, each record's
-// struct reused once its promise has run. There is no Postgres, routing or LSN tracking.
+// struct reused once its promise has run. There is no Postgres, routing or
+// LSN tracking.
 //
 // Set against BenchmarkStreamDrain (pkg/replication: reading the slot
 // alone) and the harness's end-to-end drains, it splits walrelay's CPU per
