@@ -101,7 +101,7 @@ func BenchmarkProduce(b *testing.B) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	kfake0 := brk.cpu()
 	b.ResetTimer()
-	cpu0 := selfCPU(b)
+	cpu0 := SelfCPU()
 	began := time.Now()
 	for i := range b.N {
 		r := <-free
@@ -114,7 +114,7 @@ func BenchmarkProduce(b *testing.B) {
 		b.Fatal(err)
 	}
 	elapsed := time.Since(began)
-	cpu := selfCPU(b) - cpu0
+	cpu := SelfCPU() - cpu0
 	b.StopTimer()
 	if n := failed.Load(); n > 0 {
 		b.Fatalf("%d of %d records failed, the first with: %v", n, b.N, firstErr.Load())
@@ -125,13 +125,4 @@ func BenchmarkProduce(b *testing.B) {
 	if k := brk.cpu() - kfake0; k > 0 {
 		b.ReportMetric(k.Seconds()*1e6/events, "kfake-cpu-µs/event")
 	}
-}
-
-// selfCPU is SelfCPU for a benchmark.
-func selfCPU(b *testing.B) time.Duration {
-	d, err := SelfCPU()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return d
 }

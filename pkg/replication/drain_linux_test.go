@@ -100,7 +100,7 @@ func benchmarkStreamDrain(b *testing.B, perTx int) {
 	runCtx, cancel := context.WithCancel(ctx)
 	stopped := make(chan error, 1)
 	b.ResetTimer()
-	cpu0 := processCPU(b)
+	cpu0 := bench.SelfCPU()
 	began := time.Now()
 	go func() { stopped <- s.Run(runCtx) }()
 
@@ -113,7 +113,7 @@ func benchmarkStreamDrain(b *testing.B, perTx int) {
 		b.Fatalf("drain did not finish: %d of %d transactions", h.commits.Load(), txs)
 	}
 	elapsed := time.Since(began)
-	cpu := processCPU(b) - cpu0
+	cpu := bench.SelfCPU() - cpu0
 	b.StopTimer()
 	// The walsender's CPU, read while it still runs.
 	_ = conn.QueryRow(ctx, `SELECT coalesce(max(active_pid), 0) FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&walsender)
@@ -166,12 +166,3 @@ func (h *drainHandler) Confirmed() pglogrepl.LSN                 { return pglogr
 func (h *drainHandler) ObserveWALEnd(pglogrepl.LSN)              {}
 func (h *drainHandler) WaitRoom(context.Context, time.Time) bool { return true }
 func (h *drainHandler) WaitDrained(context.Context) error        { return nil }
-
-// processCPU is this process's CPU time so far (bench.SelfCPU).
-func processCPU(b *testing.B) time.Duration {
-	d, err := bench.SelfCPU()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return d
-}
