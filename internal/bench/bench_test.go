@@ -89,6 +89,7 @@ func TestSmoke(t *testing.T) {
 		Writers:       2,
 		StepTimeout:   2 * time.Minute,
 		VerifyCount:   true,
+		Kfake:         KfakeOptions{Realtime: true},
 		Progress:      testWriter{t},
 	}
 	r, err := Run(ctx, cfg)
@@ -96,6 +97,11 @@ func TestSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The broker was switched to real-time before the live run, or says
+	// why not (a test run without root or CAP_SYS_NICE).
+	if !strings.Contains(r.Broker, "real-time scheduling (SCHED_FIFO 1) in the live runs") && !strings.Contains(r.Broker, "real-time refused") {
+		t.Errorf("broker %q: want its scheduling in the live runs", r.Broker)
+	}
 	if len(r.Backlogs) != 1 {
 		t.Fatalf("%d backlog results, want 1", len(r.Backlogs))
 	}
