@@ -12,6 +12,7 @@ import (
 
 	"github.com/walrelay/walrelay/pkg/checkpoint"
 	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/replication"
 	"github.com/walrelay/walrelay/pkg/router"
 )
 
@@ -117,7 +118,7 @@ func (h *handler) Relation(_ context.Context, rel *pglogrepl.RelationMessage) er
 	return nil
 }
 
-func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.InsertMessage, lsn pglogrepl.LSN) error {
+func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.InsertMessage, lsn pglogrepl.LSN, _ *replication.Buffer) error {
 	if h.replaying {
 		return nil
 	}

@@ -256,7 +256,7 @@ type nopHandler struct{}
 
 func (nopHandler) Begin(context.Context, *pglogrepl.BeginMessage) error       { return nil }
 func (nopHandler) Relation(context.Context, *pglogrepl.RelationMessage) error { return nil }
-func (nopHandler) Insert(context.Context, *pglogrepl.RelationMessage, *pglogrepl.InsertMessage, pglogrepl.LSN) error {
+func (nopHandler) Insert(context.Context, *pglogrepl.RelationMessage, *pglogrepl.InsertMessage, pglogrepl.LSN, *Buffer) error {
 	return nil
 }
 func (nopHandler) Update(context.Context, *pglogrepl.RelationMessage, *pglogrepl.UpdateMessage, pglogrepl.LSN) error {
@@ -284,7 +284,7 @@ func BenchmarkDispatchInsert(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := s.dispatch(ctx, rel); err != nil {
+	if err := s.dispatch(ctx, rel, nil); err != nil {
 		b.Fatal(err)
 	}
 	data := xlogData(0x2000, benchInsertMsg())
@@ -295,7 +295,7 @@ func BenchmarkDispatchInsert(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := s.dispatch(ctx, xld); err != nil {
+		if err := s.dispatch(ctx, xld, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -17,48 +17,101 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
-// replConn is a replication connection in copy-both mode, taken over from
-// pgconn (Hijack). Reads go through the connection's pgproto3 frontend,
-// which reuses its message structs and reads ahead into its buffer; a
-// receive waits at most until a deadline (the next status update) or
-// until the context is done. Only the stream's goroutine uses it.
+// replConn is a replication connection, taken over from pgconn (Hijack)
+// once connected and idle: it starts replication itself and reads the
+// copy-both stream through a frameReader, so message bytes stay in the
+// buffer they were read into. A receive waits at most until a deadline
+// (the next status update) or until the context is done. Only the
+// stream's goroutine uses it.
 type replConn struct {
 	conn   net.Conn
-	fe     *pgproto3.Frontend
-	in     *coalescingReader // under fe's buffer; keeps the read deadline
+	frames *frameReader
+	in     *coalescingReader // under frames; keeps the read deadline
 	stop   func() bool       // unregisters the context's wake-up
 	status [1 + 5 + 34]byte
 }
 
-// newReplConn takes over conn, which must be in copy-both mode (after
-// START_REPLICATION) and read through in. When ctx is done, a blocked
-// receive returns at once.
+// newReplConn takes over conn, which must be idle and read through in.
+// When ctx is done, a blocked receive returns at once.
 func newReplConn(ctx context.Context, conn *pgconn.PgConn, in *coalescingReader) (*replConn, error) {
 	hj, err := conn.Hijack()
 	if err != nil {
 		return nil, err
 	}
+	if n := hj.Frontend.ReadBufferLen(); n != 0 {
+		_ = hj.Conn.Close()
+		return nil, fmt.Errorf("%d unread bytes from the server on an idle connection", n)
+	}
 	in.own(hj.Conn)
-	w := &replConn{conn: hj.Conn, fe: hj.Frontend, in: in}
+	w := &replConn{conn: hj.Conn, frames: newFrameReader(in), in: in}
 	w.stop = context.AfterFunc(ctx, func() { _ = hj.Conn.SetReadDeadline(time.Now()) })
 	return w, nil
 }
 
-// receive returns the next message, or an error wrapping
-// os.ErrDeadlineExceeded once deadline passes or ctx is done. The message
-// is valid until the next receive.
-func (w *replConn) receive(ctx context.Context, deadline time.Time) (pgproto3.BackendMessage, error) {
+// Backend message types the stream handles.
+const (
+	msgCopyData         = 'd'
+	msgCopyDone         = 'c'
+	msgCopyBothResponse = 'W'
+	msgErrorResponse    = 'E'
+	msgNoticeResponse   = 'N'
+)
+
+// startReplication sends START_REPLICATION (sql) and waits for the server
+// to enter copy-both mode. A refusal is returned as a *pgconn.PgError.
+func (w *replConn) startReplication(ctx context.Context, sql string) error {
+	q, err := (&pgproto3.Query{String: sql}).Encode(nil)
+	if err != nil {
+		return err
+	}
+	if err := w.conn.SetWriteDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		return err
+	}
+	if _, err := w.conn.Write(q); err != nil {
+		return fmt.Errorf("sending START_REPLICATION: %w", err)
+	}
+	for {
+		typ, body, _, err := w.receive(ctx, time.Time{})
+		if err != nil {
+			return fmt.Errorf("waiting for START_REPLICATION's answer: %w", err)
+		}
+		switch typ {
+		case msgCopyBothResponse:
+			return nil
+		case msgErrorResponse:
+			return serverError(body)
+		case msgNoticeResponse:
+		default:
+			return fmt.Errorf("unexpected message %q in answer to START_REPLICATION", typ)
+		}
+	}
+}
+
+// serverError decodes an ErrorResponse body.
+func serverError(body []byte) error {
+	var e pgproto3.ErrorResponse
+	if err := e.Decode(body); err != nil {
+		return fmt.Errorf("decoding the server's error: %w", err)
+	}
+	return pgconn.ErrorResponseToPgError(&e)
+}
+
+// receive returns the next message's type and body and the Buffer it is
+// in, or an error wrapping os.ErrDeadlineExceeded once deadline passes or
+// ctx is done. The body is valid until the next receive, unless the
+// Buffer is held.
+func (w *replConn) receive(ctx context.Context, deadline time.Time) (byte, []byte, *Buffer, error) {
 	if !deadline.Equal(w.in.deadline) {
 		if err := w.in.setDeadline(deadline); err != nil {
-			return nil, err
+			return 0, nil, nil, err
 		}
 		// The wake-up may have fired before this deadline replaced its
 		// own; it only fires once ctx is done, so this check covers it.
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("receiving: %w", ctx.Err())
+			return 0, nil, nil, fmt.Errorf("receiving: %w", ctx.Err())
 		}
 	}
-	return w.fe.Receive()
+	return w.frames.next()
 }
 
 // sendStatus writes a Standby Status Update with the three positions as
@@ -80,19 +133,20 @@ func (w *replConn) sendStatus(write, flush, apply pglogrepl.LSN) error {
 	return err
 }
 
-// close ends the session politely (Terminate) and closes the socket.
+// close ends the session politely (Terminate), closes the socket and
+// lets go of the read buffer (handlers may still hold parts of it).
 func (w *replConn) close() {
 	w.stop()
 	_ = w.conn.SetWriteDeadline(time.Now().Add(time.Second))
-	w.fe.Send(&pgproto3.Terminate{})
-	_ = w.fe.Flush()
+	_, _ = w.conn.Write([]byte{'X', 0, 0, 0, 4}) // Terminate
 	_ = w.conn.Close()
+	w.frames.close()
 }
 
 // pgEpoch is Postgres's time zero, for the timestamp in status updates.
 var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// coalescingReader sits under the connection's read buffer. When a read
+// coalescingReader sits under the stream's frame reader. When a read
 // returned little (the stream is keeping up with the walsender, one
 // message per read), it waits before the next read until smallRead bytes
 // are queued on the socket or wait has passed, so that several messages
@@ -128,7 +182,7 @@ var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // It also keeps the read deadline the stream asked for (setDeadline): the
 // wait ends at that deadline too, and puts it back when it used its own.
 type coalescingReader struct {
-	r    io.Reader       // what the frontend reads: conn, or TLS over it
+	r    io.Reader       // what it reads: conn, or TLS over it
 	wait time.Duration   // the longest wait; 0: never wait
 	ctx  context.Context // the session's: a wait ends when it is done
 	conn net.Conn        // the connection, for read deadlines; set by own
@@ -179,7 +233,7 @@ func (c *coalescingReader) Read(p []byte) (int, error) {
 }
 
 // own tells the reader that the stream owns conn, the connection it is
-// under, from now on: waits begin, and without TLS (the frontend then
+// under, from now on: waits begin, and without TLS (the reader then
 // reads the dialed socket itself) the read after a wait is raw.
 func (c *coalescingReader) own(conn net.Conn) {
 	c.conn = conn

@@ -1,7 +1,6 @@
 package replication
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -26,14 +25,16 @@ import (
 // Messages passed in are owned by the Handler only for the duration of the
 // call: the stream reuses them (copy what you keep), except
 // *pglogrepl.RelationMessage, which stays valid for the session. Tuple bytes
-// point into the receive buffer and must be copied if kept.
+// point into the receive buffer: an Insert's stay valid while the Handler
+// holds its Buffer, any other's must be copied if kept.
 type Handler interface {
 	// Begin starts a transaction. m.FinalLSN is its commit LSN.
 	Begin(ctx context.Context, m *pglogrepl.BeginMessage) error
 	// Relation announces (or re-announces after a schema change) a table.
 	Relation(ctx context.Context, rel *pglogrepl.RelationMessage) error
 	// Insert is one inserted row; lsn is the WAL position of the change.
-	Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.InsertMessage, lsn pglogrepl.LSN) error
+	// The tuple's bytes are in buf: hold it to keep them past the call.
+	Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.InsertMessage, lsn pglogrepl.LSN, buf *Buffer) error
 	// Update is one updated row (only when the publication publishes updates).
 	Update(ctx context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.UpdateMessage, lsn pglogrepl.LSN) error
 	// Delete is one deleted row (only when the publication publishes deletes).
@@ -194,22 +195,19 @@ func (s *Stream) session(ctx context.Context) (streamed bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	opts := pglogrepl.StartReplicationOptions{PluginArgs: pluginArgs(s.cfg.Publications)}
-	if err := pglogrepl.StartReplication(ctx, conn, quoteIdent(s.cfg.Slot), 0, opts); err != nil {
-		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = conn.Close(closeCtx)
-		return false, fmt.Errorf("starting replication on slot %q: %w", s.cfg.Slot, err)
-	}
-	// In copy-both mode the stream owns the connection outright: it reads
-	// through the connection's own (buffered) pgproto3 frontend with socket
-	// deadlines, instead of paying pgconn's per-message locking and context
-	// watching.
+	// The stream owns the connection outright from here: it starts
+	// replication and reads the copy-both stream itself (replConn), with
+	// socket deadlines instead of pgconn's per-message locking and context
+	// watching, and into buffers whose bytes handlers may keep.
 	w, err := newReplConn(ctx, conn, in)
 	if err != nil {
+		_ = conn.Close(context.Background())
 		return false, fmt.Errorf("taking over the replication connection: %w", err)
 	}
 	defer w.close()
+	if err := w.startReplication(ctx, startReplicationSQL(s.cfg.Slot, s.cfg.Publications)); err != nil {
+		return false, fmt.Errorf("starting replication on slot %q: %w", s.cfg.Slot, err)
+	}
 	s.log.Info("streaming from slot", "slot", s.cfg.Slot, "publications", s.cfg.Publications, "confirmed", s.cp.Confirmed().String())
 	s.streaming.Store(true)
 	defer s.streaming.Store(false)
@@ -237,10 +235,10 @@ func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, *coalescingReader
 	cfg.RuntimeParams["TimeZone"] = "UTC"
 	cfg.RuntimeParams["bytea_output"] = "hex"
 	cfg.RuntimeParams["extra_float_digits"] = "3"
-	// One read takes everything the socket holds (up to the buffer), not
-	// just the 8 KiB pgproto3 asks for at a time. pgconn dials, then builds
-	// the frontend, one address at a time: the socket dialed last is the
-	// one the frontend reads (through TLS, when used).
+	// Everything is read through a coalescingReader: pgconn's frontend
+	// while connecting, the stream's frame reader once it owns the
+	// connection. pgconn dials, then builds the frontend, one address at a
+	// time: the socket dialed last is the one read (through TLS, when used).
 	var dialed net.Conn
 	dial := cfg.DialFunc
 	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -251,7 +249,7 @@ func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, *coalescingReader
 	var in *coalescingReader
 	cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
 		in = newCoalescingReader(ctx, r, dialed, s.cfg.ReadWait)
-		return pgproto3.NewFrontend(bufio.NewReaderSize(in, readBufferSize), w)
+		return pgproto3.NewFrontend(in, w)
 	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
@@ -259,9 +257,6 @@ func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, *coalescingReader
 	}
 	return conn, in, nil
 }
-
-// readBufferSize is the replication connection's read buffer.
-const readBufferSize = 256 << 10
 
 // clockEvery is how many messages the stream's loop handles per clock read.
 const clockEvery = 64
@@ -292,7 +287,7 @@ func (s *Stream) loop(ctx context.Context, w *replConn) error {
 			fresh = 0
 			continue // at the in-flight cap: keep reporting status, read nothing
 		}
-		msg, err := w.receive(ctx, nextStatus)
+		typ, body, buf, err := w.receive(ctx, nextStatus)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
 				fresh = 0
@@ -300,14 +295,14 @@ func (s *Stream) loop(ctx context.Context, w *replConn) error {
 			}
 			return fmt.Errorf("receiving from slot %q: %w", s.cfg.Slot, err)
 		}
-		switch msg := msg.(type) {
-		case *pgproto3.CopyData:
-			if len(msg.Data) == 0 {
+		switch typ {
+		case msgCopyData:
+			if len(body) == 0 {
 				continue
 			}
-			switch msg.Data[0] {
+			switch body[0] {
 			case pglogrepl.PrimaryKeepaliveMessageByteID:
-				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])
+				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(body[1:])
 				if err != nil {
 					return fmt.Errorf("parsing keepalive: %w", err)
 				}
@@ -319,18 +314,18 @@ func (s *Stream) loop(ctx context.Context, w *replConn) error {
 					nextStatus = time.Time{}
 				}
 			case pglogrepl.XLogDataByteID:
-				xld, err := pglogrepl.ParseXLogData(msg.Data[1:])
+				xld, err := pglogrepl.ParseXLogData(body[1:])
 				if err != nil {
 					return fmt.Errorf("parsing XLogData: %w", err)
 				}
-				if err := s.dispatch(ctx, xld); err != nil {
+				if err := s.dispatch(ctx, xld, buf); err != nil {
 					return err
 				}
 				s.markReceived(xld.WALStart + pglogrepl.LSN(len(xld.WALData)))
 			}
-		case *pgproto3.ErrorResponse:
-			return fmt.Errorf("streaming from slot %q: %w", s.cfg.Slot, pgconn.ErrorResponseToPgError(msg))
-		case *pgproto3.CopyDone:
+		case msgErrorResponse:
+			return fmt.Errorf("streaming from slot %q: %w", s.cfg.Slot, serverError(body))
+		case msgCopyDone:
 			return fmt.Errorf("streaming from slot %q: server ended the replication stream", s.cfg.Slot)
 		}
 	}
@@ -344,7 +339,7 @@ func (s *Stream) markReceived(lsn pglogrepl.LSN) {
 }
 
 // dispatch decodes one pgoutput message and calls the handler.
-func (s *Stream) dispatch(ctx context.Context, xld pglogrepl.XLogData) error {
+func (s *Stream) dispatch(ctx context.Context, xld pglogrepl.XLogData, buf *Buffer) error {
 	m, err := s.dec.decode(xld.WALData)
 	if err != nil {
 		return fmt.Errorf("decoding pgoutput message at %s: %w", xld.WALStart, err)
@@ -364,7 +359,7 @@ func (s *Stream) dispatch(ctx context.Context, xld pglogrepl.XLogData) error {
 		if rerr != nil {
 			return rerr
 		}
-		err = s.handler.Insert(ctx, rel, m, xld.WALStart)
+		err = s.handler.Insert(ctx, rel, m, xld.WALStart, buf)
 	case *pglogrepl.UpdateMessage:
 		rel, rerr := s.relation(m.RelationID, xld.WALStart)
 		if rerr != nil {
@@ -450,6 +445,12 @@ func (s *Stream) shutdown(w *replConn) {
 		return
 	}
 	s.log.Info("stopped streaming", "slot", s.cfg.Slot, "confirmed", s.cp.Confirmed().String())
+}
+
+// startReplicationSQL starts logical replication from the slot's
+// confirmed position (0/0 asks for it) with pgoutput's options.
+func startReplicationSQL(slot string, pubs []string) string {
+	return "START_REPLICATION SLOT " + quoteIdent(slot) + " LOGICAL 0/0 (" + strings.Join(pluginArgs(pubs), ", ") + ")"
 }
 
 // pluginArgs are pgoutput's options. Publication names are quoted as

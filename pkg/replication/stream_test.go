@@ -77,7 +77,7 @@ func (r *recorder) Relation(_ context.Context, m *pglogrepl.RelationMessage) err
 	r.add(event{kind: "relation", id: m.RelationName})
 	return nil
 }
-func (r *recorder) Insert(_ context.Context, _ *pglogrepl.RelationMessage, m *pglogrepl.InsertMessage, lsn pglogrepl.LSN) error {
+func (r *recorder) Insert(_ context.Context, _ *pglogrepl.RelationMessage, m *pglogrepl.InsertMessage, lsn pglogrepl.LSN, _ *Buffer) error {
 	if d := time.Duration(r.slow.Load()); d > 0 {
 		time.Sleep(d)
 	}

@@ -1,0 +1,147 @@
+package replication
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+)
+
+// Buffer is one piece of the stream's receive buffer. The bytes of each
+// message a Handler is given lie in one Buffer. A Handler that keeps them
+// past the call (an outbox row's payload, in flight to Kafka) holds the
+// buffer during the call and releases it, from any goroutine, once it no
+// longer uses them: the stream reuses a buffer only after every holder has
+// released it. Keeping the bytes where the walsender's data landed spares
+// copying each row again.
+type Buffer struct {
+	b    []byte
+	refs atomic.Int32 // holders; the frame reader is one while it reads into b
+	pool *sync.Pool   // where a released standard-size buffer goes; nil: none
+}
+
+// Hold keeps the buffer's bytes until a matching Release. Call it only
+// during the Handler call that was given the buffer.
+func (b *Buffer) Hold() { b.refs.Add(1) }
+
+// Release ends one Hold. It may be called from any goroutine.
+func (b *Buffer) Release() {
+	switch n := b.refs.Add(-1); {
+	case n == 0 && b.pool != nil:
+		b.pool.Put(b)
+	case n < 0:
+		panic("replication: Buffer released more often than held")
+	}
+}
+
+// held reports whether anyone but the frame reader holds the buffer. Only
+// the reader, on the stream's goroutine, calls it: holders are added only
+// on that goroutine, so a false answer stays false until the next Hold.
+func (b *Buffer) held() bool { return b.refs.Load() > 1 }
+
+// Receive buffer sizes. A read is given at least minReadSpace bytes, the
+// most a read takes (coalescingReader counts a read that got less than
+// smallRead as small, so the space must be larger); a buffer with less
+// room left is replaced.
+const (
+	bufferSize   = 512 << 10
+	minReadSpace = 128 << 10
+)
+
+// frameReader reads the backend messages of a replication connection
+// (type byte, int32 length, body) from r into Buffers. Only the stream's
+// goroutine uses it. A body is valid until the next call to next, unless
+// its Buffer is held.
+//
+// It replaces pgproto3's frontend for the replication stream, which copied
+// each message out of its own read buffer before the stream decoded it.
+type frameReader struct {
+	r      io.Reader
+	pool   sync.Pool // of *Buffer, bufferSize bytes each
+	cur    *Buffer   // the buffer being read into
+	rp, wp int       // unread bytes are cur.b[rp:wp]
+}
+
+func newFrameReader(r io.Reader) *frameReader {
+	f := &frameReader{r: r}
+	f.pool.New = func() any { return &Buffer{b: make([]byte, bufferSize), pool: &f.pool} }
+	f.cur = f.get(bufferSize)
+	return f
+}
+
+// get returns a buffer of at least n bytes, held by the reader.
+func (f *frameReader) get(n int) *Buffer {
+	var b *Buffer
+	if n <= bufferSize {
+		b = f.pool.Get().(*Buffer)
+	} else {
+		b = &Buffer{b: make([]byte, n)} // outsized: left to the garbage collector once released
+	}
+	b.refs.Store(1)
+	return b
+}
+
+// next returns the next message's type and body, and the Buffer the body
+// is in. A read error is returned as is; the bytes read before it are
+// kept, so after a deadline the next call goes on where this one stopped.
+func (f *frameReader) next() (typ byte, body []byte, buf *Buffer, err error) {
+	for {
+		if f.wp-f.rp >= 5 {
+			n := binary.BigEndian.Uint32(f.cur.b[f.rp+1:])
+			if n < 4 || n > maxMessageLen {
+				return 0, nil, nil, fmt.Errorf("invalid message length %d (type %q)", n, f.cur.b[f.rp])
+			}
+			end := f.rp + 1 + int(n)
+			if end <= f.wp {
+				typ, body = f.cur.b[f.rp], f.cur.b[f.rp+5:end:end]
+				f.rp = end
+				return typ, body, f.cur, nil
+			}
+			f.makeRoom(1 + int(n))
+		} else {
+			f.makeRoom(5)
+		}
+		n, err := f.r.Read(f.cur.b[f.wp:])
+		f.wp += n
+		if err != nil {
+			return 0, nil, nil, err
+		}
+	}
+}
+
+// maxMessageLen bounds a message's length field: Postgres never sends a
+// message of 1 GiB or more (its allocations stop below that).
+const maxMessageLen = 1 << 30
+
+// makeRoom makes sure the current buffer can take the rest of a message of
+// need bytes starting at rp, and gives the next read at least minReadSpace
+// bytes (or all the message still lacks, if more). Unread bytes move to
+// the start of the buffer when no handler holds it (and it is of the
+// standard size), or else to a new one.
+func (f *frameReader) makeRoom(need int) {
+	if f.rp == f.wp && !f.cur.held() {
+		f.rp, f.wp = 0, 0 // all read and let go: start over, where the cache is warm
+	}
+	space := max(minReadSpace, need-(f.wp-f.rp))
+	if len(f.cur.b)-f.wp >= space {
+		return
+	}
+	size := max(bufferSize, need+minReadSpace)
+	if !f.cur.held() && f.cur.pool != nil && size == bufferSize {
+		f.wp = copy(f.cur.b, f.cur.b[f.rp:f.wp])
+		f.rp = 0
+		return
+	}
+	next := f.get(size)
+	f.wp = copy(next.b, f.cur.b[f.rp:f.wp])
+	f.rp = 0
+	f.cur.Release()
+	f.cur = next
+}
+
+// close releases the reader's buffer.
+func (f *frameReader) close() {
+	f.cur.Release()
+	f.cur = nil
+}
