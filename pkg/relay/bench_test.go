@@ -91,7 +91,7 @@ func BenchmarkRecord(b *testing.B) {
 			)
 			b.ReportAllocs()
 			for b.Loop() {
-				rec, err := pool.route(plan, &msg, cols, benchCommitTime, 1)
+				rec, err := pool.route(plan, &msg, cols, benchCommitTime, 1, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -134,7 +134,7 @@ func BenchmarkRowPath(b *testing.B) {
 	for b.Loop() {
 		end++
 		tx := tr.Begin()
-		rec, err := pool.route(plan, &msg, cols, benchCommitTime, end)
+		rec, err := pool.route(plan, &msg, cols, benchCommitTime, end, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -168,7 +168,7 @@ func BenchmarkRowPath100(b *testing.B) {
 		if tx == nil {
 			tx = tr.Begin()
 		}
-		rec, err := pool.route(plan, &msg, cols, benchCommitTime, end)
+		rec, err := pool.route(plan, &msg, cols, benchCommitTime, end, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -210,7 +210,7 @@ func BenchmarkTxLatencies(b *testing.B) {
 		if err := h.Begin(b.Context(), begin); err != nil {
 			b.Fatal(err)
 		}
-		out, err := r.records.route(plan, &h.msg, cols, h.commitTime, end)
+		out, err := r.records.route(plan, &h.msg, cols, h.commitTime, end, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

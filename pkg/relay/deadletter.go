@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
@@ -44,15 +45,21 @@ func deadLetter(topic string, rel *pglogrepl.RelationMessage, cols []*pglogrepl.
 // broker refused. It keeps the record's key, value and headers (a value
 // too large for the broker is dropped; the header walrelay.original.size
 // gives its size) and adds the error headers and walrelay.original.topic.
+// It copies what it keeps: the record's bytes may be in a receive buffer
+// released once the record is done with.
 func deadLetterOf(rec *kgo.Record, topic string, o origin, class string, cause error) *kgo.Record {
 	headers := append([]kgo.RecordHeader(nil), rec.Headers...)
+	for i := range headers {
+		headers[i].Value = bytes.Clone(headers[i].Value)
+	}
 	headers = append(headers, kgo.RecordHeader{Key: HeaderOriginalTopic, Value: []byte(rec.Topic)})
-	value := rec.Value
+	var value []byte
 	if class == classRecordTooLarge {
 		headers = append(headers, kgo.RecordHeader{Key: HeaderOriginalSize, Value: []byte(strconv.Itoa(len(rec.Value)))})
-		value = nil
+	} else {
+		value = bytes.Clone(rec.Value)
 	}
-	return &kgo.Record{Topic: topic, Key: rec.Key, Value: value, Headers: errorHeaders(headers, o, class, cause)}
+	return &kgo.Record{Topic: topic, Key: bytes.Clone(rec.Key), Value: value, Headers: errorHeaders(headers, o, class, cause)}
 }
 
 func errorHeaders(h []kgo.RecordHeader, o origin, class string, cause error) []kgo.RecordHeader {

@@ -284,3 +284,68 @@ func TestRelayStoppedWhileStarting(t *testing.T) {
 		t.Errorf("slot moved from %s to %s", before, confirmed)
 	}
 }
+
+// A record's bytes stay where the row arrived, in the stream's receive
+// buffer, until the broker acknowledges it: with the broker slow to answer,
+// the stream reads on through several buffers' worth of rows while records
+// wait, and every record still arrives with its own key, id and payload.
+// The rows outnumber what the stream may keep buffers for, so records that
+// copy their bytes instead (replication.Buffer.Hold refusing) arrive intact
+// too.
+func TestRelayKeepsRowBytesUntilAcked(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Kafka.Linger = time.Millisecond })
+	if f.broker.Cluster == nil {
+		t.Skip("needs kfake to slow the broker down")
+	}
+	f.broker.Cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		f.broker.Cluster.KeepControl()
+		time.Sleep(20 * time.Millisecond)
+		return nil, nil, false
+	})
+	run := f.start(t)
+	// 12,000 rows of ~1 KiB in transactions of 1,000: about 12 MiB, some
+	// 24 of the stream's 512 KiB receive buffers.
+	const rows = 12000
+	testenv.Exec(t, f.dsn, `DO $$ BEGIN FOR t IN 0..11 LOOP
+		INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
+		SELECT 'order', 'agg-' || i, 'T', jsonb_build_object('i', i, 'pad', repeat(md5(i::text), 30))
+		FROM generate_series(t*1000 + 1, t*1000 + 1000) i;
+		COMMIT; END LOOP; END $$`)
+	want := map[string][2]string{} // id -> key, payload
+	rs, err := testenv.Connect(t, f.dsn).Query(t.Context(), `SELECT id::text, aggregateid, payload::text FROM outbox`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rs.Next() {
+		var id, key, payload string
+		if err := rs.Scan(&id, &key, &payload); err != nil {
+			t.Fatal(err)
+		}
+		want[id] = [2]string{key, payload}
+	}
+	if err := rs.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != rows {
+		t.Fatalf("outbox has %d rows, want %d", len(want), rows)
+	}
+	records := f.broker.ReadAll(t, []string{"outbox.event.order"}, rows, 120*time.Second)
+	seen := map[string]bool{}
+	for _, r := range records {
+		id, _ := header(r, "id")
+		w, ok := want[id]
+		switch {
+		case !ok:
+			t.Fatalf("record with id header %q (key %q) is not a row", id, r.Key)
+		case string(r.Key) != w[0] || string(r.Value) != w[1]:
+			t.Fatalf("event %s arrived as key %q value %.60q..., want key %q value %.60q...", id, r.Key, r.Value, w[0], w[1])
+		}
+		seen[id] = true
+	}
+	if len(seen) != rows {
+		t.Fatalf("%d distinct events arrived, want %d", len(seen), rows)
+	}
+	if err := run.stop(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -118,7 +118,7 @@ func (h *handler) Relation(_ context.Context, rel *pglogrepl.RelationMessage) er
 	return nil
 }
 
-func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.InsertMessage, lsn pglogrepl.LSN, _ *replication.Buffer) error {
+func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.InsertMessage, lsn pglogrepl.LSN, in *replication.Buffer) error {
 	if h.replaying {
 		return nil
 	}
@@ -129,7 +129,7 @@ func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m 
 	if h.rows++; h.rows <= h.skip {
 		return nil // handled before the session was lost
 	}
-	out, err := h.r.records.route(plan, &h.msg, m.Tuple.Columns, h.commitTime, lsn)
+	out, err := h.r.records.route(plan, &h.msg, m.Tuple.Columns, h.commitTime, lsn, in)
 	if err != nil {
 		o := origin{lsn: lsn, id: plan.EventID(m.Tuple.Columns), table: plan.Table()}
 		class, _ := router.ClassOf(err)
@@ -159,15 +159,20 @@ func (h *handler) produce(ctx context.Context, out *outRecord) error {
 			if !known || out.rec.Topic == h.r.cfg.Relay.DeadLetterTopic {
 				return err
 			}
+			// out is never produced: it goes back to the pool, and its
+			// dead letter is a copy.
 			o := out.origin()
 			switch h.r.reject(o, class, err, "kafka refused the topic") {
 			case config.PolicyStop:
+				h.r.records.put(out)
 				return fmt.Errorf("%w: outbox row %s at %s: %w", ErrStopped, o.id, o.lsn, err)
 			case config.PolicyLog:
+				h.r.records.put(out)
 				return nil
-			default:
-				return h.produce(ctx, wrapRecord(deadLetterOf(&out.rec, h.r.cfg.Relay.DeadLetterTopic, o, class, err), o))
 			}
+			dead := wrapRecord(deadLetterOf(&out.rec, h.r.cfg.Relay.DeadLetterTopic, o, class, err), o)
+			h.r.records.put(out)
+			return h.produce(ctx, dead)
 		}
 		published = h.r.metrics.Published(out.rec.Topic)
 		h.topics[out.rec.Topic] = published

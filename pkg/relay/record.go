@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/pkg/checkpoint"
+	"github.com/walrelay/walrelay/pkg/replication"
 	"github.com/walrelay/walrelay/pkg/router"
 )
 
@@ -19,14 +20,17 @@ import (
 // record without a closure each. franz-go only asks the Context for Done,
 // which is nil: a record is never cancelled (a shutdown drains it).
 //
-// Once the broker has acknowledged it, an outRecord and the buffer its
-// bytes are in go back to a recordPool for a later row: in a steady stream
-// routing a row allocates nothing, which keeps the garbage collector (and
-// so walrelay's CPU and memory) small at high rates.
+// Its key, value and header values are where the row arrived, in the
+// stream's receive buffer, which the record holds until its promise (held);
+// what needed decoding (bytea) is in buf. Once the broker has acknowledged
+// it, an outRecord and buf go back to a recordPool for a later row: in a
+// steady stream routing a row copies and allocates nothing, which keeps the
+// garbage collector (and so walrelay's CPU and memory) small at high rates.
 type outRecord struct {
 	rec     kgo.Record
 	headers [2]kgo.RecordHeader
-	buf     []byte // the router's bytes: key, value, header values
+	held    *replication.Buffer // the receive buffer the row's bytes are in; nil: none held
+	buf     []byte              // the router's bytes: what it decoded, or all of them (held is nil)
 
 	tx        *checkpoint.Tx
 	size      int
@@ -47,14 +51,23 @@ const maxPooledBuf = 16 << 10
 type recordPool struct{ p sync.Pool }
 
 // route routes one row into a record: one from the pool, its buffer given
-// to the router for the row's bytes. msg is the router's reused Message.
-func (p *recordPool) route(plan *router.Plan, msg *router.Message, cols []*pglogrepl.TupleDataColumn, commitTime time.Time, lsn pglogrepl.LSN) (*outRecord, error) {
+// to the router for the bytes it decodes. msg is the router's reused
+// Message. The row's bytes are in in: the record holds it and leaves them
+// there, unless in is nil or will not be held (replication.Buffer.Hold),
+// and then they are copied into the record's buffer.
+func (p *recordPool) route(plan *router.Plan, msg *router.Message, cols []*pglogrepl.TupleDataColumn, commitTime time.Time, lsn pglogrepl.LSN, in *replication.Buffer) (*outRecord, error) {
 	out, _ := p.p.Get().(*outRecord)
 	if out == nil {
 		out = new(outRecord)
 	}
 	msg.Buf = out.buf
-	err := plan.RouteTo(msg, cols, commitTime)
+	var err error
+	if in != nil && in.Hold() {
+		out.held = in
+		err = plan.RouteInPlace(msg, cols, commitTime)
+	} else {
+		err = plan.RouteTo(msg, cols, commitTime)
+	}
 	out.buf, msg.Buf = msg.Buf, nil // the bytes are the record's now
 	if err != nil {
 		p.put(out)
@@ -65,8 +78,12 @@ func (p *recordPool) route(plan *router.Plan, msg *router.Message, cols []*pglog
 }
 
 // put returns a record nothing refers to any more: franz-go has called its
-// promise, and the promise kept none of its bytes.
+// promise, and the promise kept none of its bytes. The receive buffer the
+// record held is released.
 func (p *recordPool) put(out *outRecord) {
+	if out.held != nil {
+		out.held.Release()
+	}
 	buf := out.buf[:0]
 	if cap(buf) > maxPooledBuf {
 		buf = nil
@@ -125,7 +142,13 @@ func (o *outRecord) ManualPartition() bool       { return o.manual }
 func (r *Relay) onProduced(rec *kgo.Record, err error) {
 	out := rec.Context.(*outRecord)
 	if err != nil {
+		// refused keeps nothing of the record's bytes (a dead letter is a
+		// copy), so the receive buffer they are in can go.
 		r.refused(rec, err, out.origin(), pending{tx: out.tx, size: out.size})
+		if out.held != nil {
+			out.held.Release()
+			out.held = nil
+		}
 		return
 	}
 	r.tracker.Ack(out.tx, out.size)

@@ -19,7 +19,7 @@ func TestRecordPoolRecycles(t *testing.T) {
 		pool recordPool
 		msg  router.Message
 	)
-	first, err := pool.route(plan, &msg, cols, benchCommitTime, 1)
+	first, err := pool.route(plan, &msg, cols, benchCommitTime, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestRecordPoolRecycles(t *testing.T) {
 	// Rows routed while first is in flight, some recycled at once.
 	cols[2].Data = []byte("other-key")
 	for i := range 100 {
-		out, err := pool.route(plan, &msg, cols, benchCommitTime, 2)
+		out, err := pool.route(plan, &msg, cols, benchCommitTime, 2, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,14 +51,14 @@ func TestRecordPoolRecycles(t *testing.T) {
 	// (Under the race detector sync.Pool drops a quarter of what it is
 	// given at random, hence a count rather than every time.)
 	reused := 0
-	prev, err := pool.route(plan, &msg, cols, benchCommitTime, 3)
+	prev, err := pool.route(plan, &msg, cols, benchCommitTime, 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 100 {
 		prevBuf := &prev.buf[:1][0]
 		pool.put(prev)
-		out, err := pool.route(plan, &msg, cols, benchCommitTime, 3)
+		out, err := pool.route(plan, &msg, cols, benchCommitTime, 3, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +71,7 @@ func TestRecordPoolRecycles(t *testing.T) {
 		t.Errorf("%d of 100 rows were routed into the record just acknowledged, want most", reused)
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
-		out, err := pool.route(plan, &msg, cols, benchCommitTime, 3)
+		out, err := pool.route(plan, &msg, cols, benchCommitTime, 3, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

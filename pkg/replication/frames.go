@@ -17,19 +17,38 @@ import (
 // copying each row again.
 type Buffer struct {
 	b    []byte
-	refs atomic.Int32 // holders; the frame reader is one while it reads into b
-	pool *sync.Pool   // where a released standard-size buffer goes; nil: none
+	refs atomic.Int32  // holders; the frame reader is one while it reads into b
+	live *atomic.Int32 // the reader's count of buffers not yet released
+	pool *sync.Pool    // where a released standard-size buffer goes; nil: none
 }
 
-// Hold keeps the buffer's bytes until a matching Release. Call it only
-// during the Handler call that was given the buffer.
-func (b *Buffer) Hold() { b.refs.Add(1) }
+// maxLiveBuffers bounds the buffers a stream keeps: the one it reads into
+// and those handlers hold (4 MiB in all, in standard sizes).
+const maxLiveBuffers = 8
+
+// Hold keeps the buffer's bytes until a matching Release and reports true;
+// or, when maxLiveBuffers are kept already, it holds nothing and reports
+// false, and the handler copies what it keeps. The bound matters when a
+// few records stay in flight for long (a partition without a leader) while
+// the rest are acknowledged: each of the few would otherwise keep a whole
+// buffer, and the reader go on filling new ones. Call Hold only during the
+// Handler call that was given the buffer.
+func (b *Buffer) Hold() bool {
+	if b.live.Load() >= maxLiveBuffers && b.refs.Load() == 1 {
+		return false
+	}
+	b.refs.Add(1)
+	return true
+}
 
 // Release ends one Hold. It may be called from any goroutine.
 func (b *Buffer) Release() {
 	switch n := b.refs.Add(-1); {
-	case n == 0 && b.pool != nil:
-		b.pool.Put(b)
+	case n == 0:
+		b.live.Add(-1)
+		if b.pool != nil {
+			b.pool.Put(b)
+		}
 	case n < 0:
 		panic("replication: Buffer released more often than held")
 	}
@@ -58,14 +77,15 @@ const (
 // each message out of its own read buffer before the stream decoded it.
 type frameReader struct {
 	r      io.Reader
-	pool   sync.Pool // of *Buffer, bufferSize bytes each
-	cur    *Buffer   // the buffer being read into
-	rp, wp int       // unread bytes are cur.b[rp:wp]
+	pool   sync.Pool    // of *Buffer, bufferSize bytes each
+	live   atomic.Int32 // buffers handed out and not yet released
+	cur    *Buffer      // the buffer being read into
+	rp, wp int          // unread bytes are cur.b[rp:wp]
 }
 
 func newFrameReader(r io.Reader) *frameReader {
 	f := &frameReader{r: r}
-	f.pool.New = func() any { return &Buffer{b: make([]byte, bufferSize), pool: &f.pool} }
+	f.pool.New = func() any { return &Buffer{b: make([]byte, bufferSize), live: &f.live, pool: &f.pool} }
 	f.cur = f.get(bufferSize)
 	return f
 }
@@ -76,9 +96,10 @@ func (f *frameReader) get(n int) *Buffer {
 	if n <= bufferSize {
 		b = f.pool.Get().(*Buffer)
 	} else {
-		b = &Buffer{b: make([]byte, n)} // outsized: left to the garbage collector once released
+		b = &Buffer{b: make([]byte, n), live: &f.live} // outsized: left to the garbage collector once released
 	}
 	b.refs.Store(1)
+	f.live.Add(1)
 	return b
 }
 

@@ -97,8 +97,7 @@ func TestFrameReaderKeepsHeldBytes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
-		if i%2 == 0 { // hold every other one, as in-flight records do
-			buf.Hold()
+		if i%2 == 0 && buf.Hold() { // every other one, as in-flight records do
 			held = append(held, kept{b, buf})
 		}
 		bufs[buf] = true
@@ -110,6 +109,9 @@ func TestFrameReaderKeepsHeldBytes(t *testing.T) {
 		if !bytes.Equal(k.b, body(2*j, 1000)) {
 			t.Fatalf("held message %d changed while the reader read on", 2*j)
 		}
+	}
+	if len(held) == n/2 {
+		t.Fatalf("held all %d messages; want Hold to refuse once %d buffers are kept", len(held), maxLiveBuffers)
 	}
 	// Released, a buffer the reader has left is reused for new reads; the
 	// one it reads into is not released by its holders alone.
@@ -125,6 +127,49 @@ func TestFrameReaderKeepsHeldBytes(t *testing.T) {
 	}
 	if got := f.cur.refs.Load(); got != 1 {
 		t.Fatalf("the current buffer has %d holders, want 1 (the reader)", got)
+	}
+	if got := f.live.Load(); got != 1 {
+		t.Fatalf("%d buffers live after every release, want 1 (the reader's)", got)
+	}
+}
+
+// Holders keep at most maxLiveBuffers buffers: once that many are live, a
+// Hold that would keep one more refuses, and the reader reads on in the
+// buffer it has.
+func TestFrameReaderBoundsHeldBuffers(t *testing.T) {
+	const n = 20000 // 20 MB of 1000-byte messages: far more than the bound
+	var stream []byte
+	for i := range n {
+		stream = append(stream, frame('d', body(i, 1000))...)
+	}
+	f := newFrameReader(&trickle{data: stream, step: 64 << 10, err: io.EOF})
+	var held []*Buffer
+	refused := 0
+	for i := range n {
+		_, b, buf, err := f.next()
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if !bytes.Equal(b, body(i, 1000)) {
+			t.Fatalf("message %d corrupt", i)
+		}
+		if buf.Hold() { // hold every message it allows: a stuck partition
+			held = append(held, buf)
+		} else {
+			refused++
+		}
+		if live := f.live.Load(); live > maxLiveBuffers {
+			t.Fatalf("message %d: %d buffers live, want at most %d", i, live, maxLiveBuffers)
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no Hold refused")
+	}
+	for _, b := range held {
+		b.Release()
+	}
+	if got := f.live.Load(); got != 1 {
+		t.Fatalf("%d buffers live after every release, want 1", got)
 	}
 }
 
@@ -184,7 +229,9 @@ func TestFrameReaderRejectsBadLength(t *testing.T) {
 func TestBufferReleasedTooOftenPanics(t *testing.T) {
 	f := newFrameReader(&trickle{err: io.EOF})
 	b := f.cur
-	b.Hold()
+	if !b.Hold() {
+		t.Fatal("Hold refused on a fresh reader")
+	}
 	b.Release()
 	b.Release() // the reader's own
 	defer func() {

@@ -36,7 +36,8 @@ type Header struct {
 }
 
 // Message is one routed outbox event, ready to produce. It owns all its
-// bytes: nothing in it aliases the tuple given to Route.
+// bytes, nothing in it aliasing the tuple given to Route, unless it was
+// routed with RouteInPlace.
 type Message struct {
 	Topic string
 	// Key is nil when the key column is NULL or no key column is configured.
@@ -249,6 +250,18 @@ func (p *Plan) Route(cols []*pglogrepl.TupleDataColumn, commitTime time.Time) (M
 // and so are their bytes unless out.Buf was moved away (see Message.Buf).
 // On error *out is unspecified.
 func (p *Plan) RouteTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTime time.Time) error {
+	return p.routeTo(out, cols, commitTime, false)
+}
+
+// RouteInPlace is RouteTo without copying what needs no decoding: the key,
+// a raw payload and the header values point into cols' bytes, except those
+// of bytea columns, which are decoded into out.Buf. The caller keeps cols'
+// bytes unchanged for as long as it uses the message.
+func (p *Plan) RouteInPlace(out *Message, cols []*pglogrepl.TupleDataColumn, commitTime time.Time) error {
+	return p.routeTo(out, cols, commitTime, true)
+}
+
+func (p *Plan) routeTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTime time.Time, inPlace bool) error {
 	if len(cols) < p.need {
 		return &RowError{Class: ClassColumnMissing,
 			Err: fmt.Errorf("tuple has %d columns, table %q needs at least %d", len(cols), p.table, p.need)}
@@ -308,7 +321,7 @@ func (p *Plan) RouteTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTi
 	}
 
 	// Collect every slice the message returns, size them, then copy them all
-	// into one allocation.
+	// (in place: those that need decoding) into one allocation.
 	pcs := p.pieces[:0]
 	pcs = append(pcs, piece{f: &p.id})
 	if p.key.idx >= 0 {
@@ -333,6 +346,10 @@ func (p *Plan) RouteTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTi
 		if pc.null {
 			continue
 		}
+		if inPlace && pc.f.kind != kindBytea {
+			pc.out = pc.src[:len(pc.src):len(pc.src)]
+			continue
+		}
 		if pc.n, err = decodedLen(pc.src, pc.f.kind); err != nil {
 			return p.valueErr(pc.f, pc.src, err)
 		}
@@ -347,7 +364,7 @@ func (p *Plan) RouteTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTi
 	off := 0
 	for i := range pcs {
 		pc := &pcs[i]
-		if pc.null {
+		if pc.null || pc.out != nil {
 			continue
 		}
 		pc.out = buf[off : off+pc.n : off+pc.n]

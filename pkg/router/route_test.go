@@ -437,3 +437,62 @@ func TestRouteToAllocs(t *testing.T) {
 		t.Errorf("message %+v, Buf cap %d", msg, cap(msg.Buf))
 	}
 }
+
+// RouteInPlace routes every golden case as Route does, leaving what needs no
+// decoding where it is in the tuple, with no spare capacity to append into.
+func TestRouteInPlace(t *testing.T) {
+	for _, tc := range routeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			p := mustPlan(t, cfg, tc.row)
+			want := render(p.Route(tuple(tc.row), commitTime))
+			var m Message
+			err := p.RouteInPlace(&m, tuple(tc.row), commitTime)
+			if got := render(m, err); got != want {
+				t.Errorf("RouteInPlace:\n%s\nRoute:\n%s", got, want)
+			}
+		})
+	}
+
+	row := with(baseRow(), text("sig", oidBytea, `\x0102`))
+	cfg := DefaultConfig()
+	cfg.AdditionalPlacement = "type:header,sig:header"
+	p := mustPlan(t, cfg, row)
+	cols := tuple(row)
+	col := func(name string) []byte {
+		for i, c := range row {
+			if c.name == name {
+				return cols[i].Data
+			}
+		}
+		t.Fatalf("no column %q", name)
+		return nil
+	}
+	var m Message
+	if err := p.RouteInPlace(&m, cols, commitTime); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what   string
+		got    []byte
+		column string
+		alias  bool
+	}{
+		{"key", m.Key, "aggregateid", true},
+		{"value", m.Value, "payload", true},
+		{"id header", m.Headers[0].Value, "id", true},
+		{"type header", m.Headers[1].Value, "type", true},
+		{"bytea header", m.Headers[2].Value, "sig", false},
+	} {
+		src := col(c.column)
+		if aliased := &c.got[0] == &src[0]; aliased != c.alias {
+			t.Errorf("%s points into the tuple: %v, want %v", c.what, aliased, c.alias)
+		}
+		if c.alias && cap(c.got) != len(c.got) {
+			t.Errorf("%s has %d bytes of spare capacity into the tuple", c.what, cap(c.got)-len(c.got))
+		}
+	}
+}
