@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"sync"
 	"sync/atomic"
 )
 
@@ -19,7 +18,7 @@ type Buffer struct {
 	b    []byte
 	refs atomic.Int32  // holders; the frame reader is one while it reads into b
 	live *atomic.Int32 // the reader's count of buffers not yet released
-	pool *sync.Pool    // where a released standard-size buffer goes; nil: none
+	free chan *Buffer  // where a released standard-size buffer goes; nil: none
 }
 
 // maxLiveBuffers bounds the buffers a stream keeps: the one it reads into
@@ -46,8 +45,8 @@ func (b *Buffer) Release() {
 	switch n := b.refs.Add(-1); {
 	case n == 0:
 		b.live.Add(-1)
-		if b.pool != nil {
-			b.pool.Put(b)
+		if b.free != nil {
+			b.free <- b // never blocks: it holds every standard buffer the reader made
 		}
 	case n < 0:
 		panic("replication: Buffer released more often than held")
@@ -76,16 +75,24 @@ const (
 // It replaces pgproto3's frontend for the replication stream, which copied
 // each message out of its own read buffer before the stream decoded it.
 type frameReader struct {
-	r      io.Reader
-	pool   sync.Pool    // of *Buffer, bufferSize bytes each
+	r io.Reader
+	// free holds the standard-size buffers released by all their holders.
+	// It is not a sync.Pool, which every garbage collection empties: the
+	// buffers would be allocated again, 512 KiB at a time, and the
+	// collections come sooner.
+	free   chan *Buffer
+	made   int          // standard-size buffers made
 	live   atomic.Int32 // buffers handed out and not yet released
 	cur    *Buffer      // the buffer being read into
 	rp, wp int          // unread bytes are cur.b[rp:wp]
 }
 
+// maxStandardBuffers bounds the standard-size buffers a reader makes:
+// maxLiveBuffers, and one the reader needs when that many are held.
+const maxStandardBuffers = maxLiveBuffers + 1
+
 func newFrameReader(r io.Reader) *frameReader {
-	f := &frameReader{r: r}
-	f.pool.New = func() any { return &Buffer{b: make([]byte, bufferSize), live: &f.live, pool: &f.pool} }
+	f := &frameReader{r: r, free: make(chan *Buffer, maxStandardBuffers)}
 	f.cur = f.get(bufferSize)
 	return f
 }
@@ -93,10 +100,20 @@ func newFrameReader(r io.Reader) *frameReader {
 // get returns a buffer of at least n bytes, held by the reader.
 func (f *frameReader) get(n int) *Buffer {
 	var b *Buffer
-	if n <= bufferSize {
-		b = f.pool.Get().(*Buffer)
-	} else {
-		b = &Buffer{b: make([]byte, n), live: &f.live} // outsized: left to the garbage collector once released
+	select {
+	case b = <-f.free:
+	default:
+	}
+	switch {
+	case b != nil && n <= bufferSize:
+	case n <= bufferSize && f.made < maxStandardBuffers:
+		f.made++
+		b = &Buffer{b: make([]byte, bufferSize), live: &f.live, free: f.free}
+	default:
+		if b != nil {
+			f.free <- b // not the size needed: back where it was
+		}
+		b = &Buffer{b: make([]byte, max(n, bufferSize)), live: &f.live} // left to the garbage collector once released
 	}
 	b.refs.Store(1)
 	f.live.Add(1)
@@ -149,7 +166,7 @@ func (f *frameReader) makeRoom(need int) {
 		return
 	}
 	size := max(bufferSize, need+minReadSpace)
-	if !f.cur.held() && f.cur.pool != nil && size == bufferSize {
+	if !f.cur.held() && f.cur.free != nil && size == bufferSize {
 		f.wp = copy(f.cur.b, f.cur.b[f.rp:f.wp])
 		f.rp = 0
 		return

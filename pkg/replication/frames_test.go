@@ -135,41 +135,49 @@ func TestFrameReaderKeepsHeldBytes(t *testing.T) {
 
 // Holders keep at most maxLiveBuffers buffers: once that many are live, a
 // Hold that would keep one more refuses, and the reader reads on in the
-// buffer it has.
+// buffer it has. Released buffers are read into again, not made anew.
 func TestFrameReaderBoundsHeldBuffers(t *testing.T) {
-	const n = 20000 // 20 MB of 1000-byte messages: far more than the bound
+	const n = 20000 // 20 MB of 1000-byte messages per pass: far more than the bound
 	var stream []byte
-	for i := range n {
+	for i := range 2 * n {
 		stream = append(stream, frame('d', body(i, 1000))...)
 	}
 	f := newFrameReader(&trickle{data: stream, step: 64 << 10, err: io.EOF})
-	var held []*Buffer
-	refused := 0
-	for i := range n {
-		_, b, buf, err := f.next()
-		if err != nil {
-			t.Fatalf("message %d: %v", i, err)
+	made := 0
+	for pass := range 2 {
+		var held []*Buffer
+		refused := 0
+		for i := pass * n; i < (pass+1)*n; i++ {
+			_, b, buf, err := f.next()
+			if err != nil {
+				t.Fatalf("message %d: %v", i, err)
+			}
+			if !bytes.Equal(b, body(i, 1000)) {
+				t.Fatalf("message %d corrupt", i)
+			}
+			if buf.Hold() { // hold every message it allows: a stuck partition
+				held = append(held, buf)
+			} else {
+				refused++
+			}
+			if live := f.live.Load(); live > maxLiveBuffers {
+				t.Fatalf("message %d: %d buffers live, want at most %d", i, live, maxLiveBuffers)
+			}
 		}
-		if !bytes.Equal(b, body(i, 1000)) {
-			t.Fatalf("message %d corrupt", i)
+		if refused == 0 {
+			t.Fatalf("pass %d: no Hold refused", pass)
 		}
-		if buf.Hold() { // hold every message it allows: a stuck partition
-			held = append(held, buf)
-		} else {
-			refused++
+		for _, b := range held {
+			b.Release()
 		}
-		if live := f.live.Load(); live > maxLiveBuffers {
-			t.Fatalf("message %d: %d buffers live, want at most %d", i, live, maxLiveBuffers)
+		if got := f.live.Load(); got != 1 {
+			t.Fatalf("pass %d: %d buffers live after every release, want 1", pass, got)
 		}
-	}
-	if refused == 0 {
-		t.Fatal("no Hold refused")
-	}
-	for _, b := range held {
-		b.Release()
-	}
-	if got := f.live.Load(); got != 1 {
-		t.Fatalf("%d buffers live after every release, want 1", got)
+		if pass == 0 {
+			made = f.made
+		} else if f.made != made {
+			t.Fatalf("the second pass made %d buffers more; want the released ones reused", f.made-made)
+		}
 	}
 }
 
