@@ -58,10 +58,10 @@ func (b *Buffer) Release() {
 // on that goroutine, so a false answer stays false until the next Hold.
 func (b *Buffer) held() bool { return b.refs.Load() > 1 }
 
-// Receive buffer sizes. A read is given at least minReadSpace bytes, the
-// most a read takes (coalescingReader counts a read that got less than
-// smallRead as small, so the space must be larger); a buffer with less
-// room left is replaced.
+// Receive buffer sizes. A read is always given at least minReadSpace bytes
+// of room: coalescingReader counts a read that got less than smallRead as
+// small and waits before the next one, so a read that takes all it is
+// given must be able to take more than that.
 const (
 	bufferSize   = 512 << 10
 	minReadSpace = 128 << 10
@@ -148,9 +148,10 @@ func (f *frameReader) next() (typ byte, body []byte, buf *Buffer, err error) {
 	}
 }
 
-// maxMessageLen bounds a message's length field: Postgres never sends a
-// message of 1 GiB or more (its allocations stop below that).
-const maxMessageLen = 1 << 30
+// maxMessageLen bounds a message's length field (its body and the field
+// itself) as pgproto3 did: a body of at most 1 GiB - 2 bytes. Postgres
+// builds no message larger than its largest allocation, 1 GiB - 1.
+const maxMessageLen = 0x3fffffff - 1 + 4
 
 // makeRoom makes sure the current buffer can take the rest of a message of
 // need bytes starting at rp, and gives the next read at least minReadSpace
