@@ -2,6 +2,8 @@ package faultsuite
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"slices"
@@ -214,7 +216,8 @@ func readKafka(t *testing.T, brokers []string) kafkaRead {
 			if end, ok := remaining[k]; ok && r.Offset+1 >= end {
 				delete(remaining, k)
 			}
-			vr := verify.Record{Key: string(r.Key), Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, ProducerID: r.ProducerID}
+			sum := md5.Sum(r.Value)
+			vr := verify.Record{Key: string(r.Key), Digest: hex.EncodeToString(sum[:]), Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, ProducerID: r.ProducerID}
 			if r.Topic == deadLetterTopic {
 				vr.DeadLetter = true
 				vr.ID = header(r, "walrelay.outbox.id")

@@ -568,7 +568,8 @@ func testLargeTransaction(t *testing.T, row *result) {
 WITH s AS MATERIALIZED (SELECT i, gen_random_uuid() AS id FROM generate_series(0, $1::int - 1) i),
 o AS (INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload)
       SELECT id, 'bulk', 'bulk-' || (i % 100), 'Imported', jsonb_build_object('i', i, 'pad', repeat('x', 100)) FROM s ORDER BY i)
-INSERT INTO expected SELECT id, 'bulk', 'bulk-' || (i % 100), i / 100 + 1 FROM s`, rows)
+INSERT INTO expected SELECT id, 'bulk', 'bulk-' || (i % 100), i / 100 + 1,
+      md5(jsonb_build_object('i', i, 'pad', repeat('x', 100))::text) FROM s`, rows)
 	committed := time.Now()
 	drain := recoverAfter(t, f.dsn, committed)
 	peak, err := p.peakRSS()

@@ -25,11 +25,13 @@ const aggregatesPerType = 10
 // each event bumps under a row lock, so per aggregate the version order is
 // the commit order; and the ledger `expected`, written in the same
 // transaction as each event, so it holds exactly the committed events
-// whatever happens to the writer's connection.
+// whatever happens to the writer's connection, with the md5 of each
+// payload as Postgres renders it (what pgoutput sends and the record's
+// value must be).
 const workloadSchema = `
 CREATE TABLE aggregates (id text PRIMARY KEY, version int NOT NULL DEFAULT 0);
 INSERT INTO aggregates (id) SELECT t || '-' || i FROM unnest(ARRAY['order','customer','invoice']) t, generate_series(1, 10) i;
-CREATE TABLE expected (id uuid PRIMARY KEY, aggregatetype text, aggregateid text NOT NULL, version int NOT NULL);
+CREATE TABLE expected (id uuid PRIMARY KEY, aggregatetype text, aggregateid text NOT NULL, version int NOT NULL, digest text);
 ALTER TABLE outbox ALTER COLUMN aggregatetype DROP NOT NULL; -- poison rows: NULL routing value
 `
 
@@ -37,8 +39,8 @@ const eventSQL = `
 WITH v AS (UPDATE aggregates SET version = version + 1 WHERE id = $2 RETURNING version),
 o AS (INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
       SELECT $1, $2, 'Bumped', jsonb_build_object('version', v.version, 'note', $3::text) FROM v
-      RETURNING id, (payload->>'version')::int AS version)
-INSERT INTO expected SELECT o.id, $1, $2, o.version FROM o RETURNING id::text`
+      RETURNING id, (payload->>'version')::int AS version, md5(payload::text) AS digest)
+INSERT INTO expected SELECT o.id, $1, $2, o.version, o.digest FROM o RETURNING id::text`
 
 // poisonSQL inserts a row walrelay cannot publish as routed; its ledger
 // entry has version 0 (no order check: it belongs on the dead-letter
@@ -204,13 +206,13 @@ func (w *workload) stats() (committedTx, failedTx int, rolledBack []string) {
 func readLedger(t *testing.T, dsn string) []verify.Event {
 	t.Helper()
 	conn := testenv.Connect(t, dsn)
-	rows, err := conn.Query(t.Context(), `SELECT id::text, aggregateid, version FROM expected`)
+	rows, err := conn.Query(t.Context(), `SELECT id::text, aggregateid, version, coalesce(digest, '') FROM expected`)
 	if err != nil {
 		t.Fatalf("reading the ledger: %v", err)
 	}
 	events, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (verify.Event, error) {
 		var e verify.Event
-		err := r.Scan(&e.ID, &e.Key, &e.Version)
+		err := r.Scan(&e.ID, &e.Key, &e.Version, &e.Digest)
 		return e, err
 	})
 	if err != nil {

@@ -2,20 +2,21 @@
 // committed, for walrelay's fault-injection suite (internal/faultsuite).
 //
 // In: the ledger of committed outbox events (id, aggregate key, per-key
-// version, written in the same transaction as the event so the ledger is
-// exactly what committed), the ids of rolled-back events, and the records
-// read back from Kafka (id header, key, topic, partition, offset, producer
-// id; dead-letter copies flagged). Out: a Report counting committed,
-// delivered (distinct), lost, duplicate, invented and misrouted records and
-// per-key order violations of first occurrences, plus samples of each
-// problem for the failure message.
+// version, a digest of the payload, written in the same transaction as the
+// event so the ledger is exactly what committed), the ids of rolled-back
+// events, and the records read back from Kafka (id header, key, a digest
+// of the value, topic, partition, offset, producer id; dead-letter copies
+// flagged). Out: a Report counting committed, delivered (distinct), lost,
+// duplicate, invented, misrouted and corrupted records and per-key order
+// violations of first occurrences, plus samples of each problem for the
+// failure message.
 //
 // At-least-once delivery allows duplicates, so Check counts them and never
 // calls them an error; what it calls errors (Report.Err) are: a committed
 // event missing, a record whose id no committed event has (a rolled-back
-// event, or garbage), a record under another key than its event's, and,
-// per key, first occurrences out of commit (version) order or spread over
-// partitions.
+// event, or garbage), a record under another key than its event's, a
+// record whose value is not its event's payload, and, per key, first
+// occurrences out of commit (version) order or spread over partitions.
 //
 // ProducerInterleavings checks a different property: that two relay
 // instances never published at the same time.
@@ -42,12 +43,16 @@ type Event struct {
 	// 0 means the event takes no part in the order check (a poison row
 	// expected on the dead-letter topic).
 	Version int
+	// Digest identifies the payload (the suite uses its md5 in hex), to
+	// compare with the records' values; "" leaves them unchecked.
+	Digest string
 }
 
 // Record is one record read from Kafka.
 type Record struct {
 	ID         string // header id, or walrelay.outbox.id on a dead-letter record
 	Key        string
+	Digest     string // of the value, as Event.Digest; not compared on a dead-letter record
 	Topic      string
 	Partition  int32
 	Offset     int64
@@ -70,6 +75,7 @@ type Report struct {
 	Invented        int // records whose id is no committed event's
 	RolledBack      int // of Invented, records of rolled-back events
 	Misrouted       int // first occurrences under a key other than the event's
+	Corrupted       int // records (any copy) whose value's digest is not the event's
 	OrderViolations int // first occurrences out of per-key commit order or on a second partition
 
 	// Samples of each problem, at most maxSamples each.
@@ -83,12 +89,12 @@ type Report struct {
 // and otherwise an error describing the counts and samples. Duplicates are
 // never an error.
 func (r Report) Err() error {
-	if r.Lost == 0 && r.Invented == 0 && r.Misrouted == 0 && r.OrderViolations == 0 {
+	if r.Lost == 0 && r.Invented == 0 && r.Misrouted == 0 && r.Corrupted == 0 && r.OrderViolations == 0 {
 		return nil
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "verify: %d committed, %d delivered, %d lost, %d invented (%d rolled back), %d misrouted, %d order violations",
-		r.Committed, r.Delivered, r.Lost, r.Invented, r.RolledBack, r.Misrouted, r.OrderViolations)
+	fmt.Fprintf(&b, "verify: %d committed, %d delivered, %d lost, %d invented (%d rolled back), %d misrouted, %d corrupted, %d order violations",
+		r.Committed, r.Delivered, r.Lost, r.Invented, r.RolledBack, r.Misrouted, r.Corrupted, r.OrderViolations)
 	if len(r.LostIDs) > 0 {
 		fmt.Fprintf(&b, "; lost e.g. %s", strings.Join(r.LostIDs, ", "))
 	}
@@ -103,8 +109,8 @@ func (r Report) Err() error {
 
 // String is a one-line summary.
 func (r Report) String() string {
-	return fmt.Sprintf("committed=%d delivered=%d (dead-lettered %d) lost=%d duplicates=%d invented=%d misrouted=%d order_violations=%d",
-		r.Committed, r.Delivered, r.DeadLettered, r.Lost, r.Duplicates, r.Invented, r.Misrouted, r.OrderViolations)
+	return fmt.Sprintf("committed=%d delivered=%d (dead-lettered %d) lost=%d duplicates=%d invented=%d misrouted=%d corrupted=%d order_violations=%d",
+		r.Committed, r.Delivered, r.DeadLettered, r.Lost, r.Duplicates, r.Invented, r.Misrouted, r.Corrupted, r.OrderViolations)
 }
 
 // Check compares records with the ledger. Records may come in any order:
@@ -148,6 +154,10 @@ func Check(ledger []Event, rolledBack []string, records []Record) Report {
 			}
 			rep.sample(&rep.InventedIDs, fmt.Sprintf("%s (%s[%d]@%d)", r.ID, r.Topic, r.Partition, r.Offset))
 			continue
+		}
+		if !r.DeadLetter && e.Digest != "" && r.Digest != e.Digest {
+			rep.Corrupted++
+			rep.sample(&rep.Problems, fmt.Sprintf("event %s at %s[%d]@%d has a value with digest %s, want %s", r.ID, r.Topic, r.Partition, r.Offset, r.Digest, e.Digest))
 		}
 		if seen[r.ID] {
 			rep.Duplicates++

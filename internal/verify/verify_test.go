@@ -5,17 +5,24 @@ import (
 	"testing"
 )
 
+// rec is a record of the ledger event id: its value's digest is the
+// event's (see TestCheck's ledger).
 func rec(id, key string, p int32, off int64) Record {
-	return Record{ID: id, Key: key, Topic: "outbox.event.order", Partition: p, Offset: off}
+	return Record{ID: id, Key: key, Digest: "d-" + id, Topic: "outbox.event.order", Partition: p, Offset: off}
+}
+
+func digested(r Record, digest string) Record {
+	r.Digest = digest
+	return r
 }
 
 func TestCheck(t *testing.T) {
 	ledger := []Event{
-		{ID: "a1", Key: "a", Version: 1},
-		{ID: "a2", Key: "a", Version: 2},
-		{ID: "a3", Key: "a", Version: 3},
-		{ID: "b1", Key: "b", Version: 1},
-		{ID: "p1", Key: "poison", Version: 0},
+		{ID: "a1", Key: "a", Version: 1, Digest: "d-a1"},
+		{ID: "a2", Key: "a", Version: 2, Digest: "d-a2"},
+		{ID: "a3", Key: "a", Version: 3, Digest: "d-a3"},
+		{ID: "b1", Key: "b", Version: 1, Digest: "d-b1"},
+		{ID: "p1", Key: "poison", Version: 0, Digest: "d-p1"},
 	}
 	dlq := Record{ID: "p1", Topic: "walrelay.deadletter", DeadLetter: true}
 	for _, tc := range []struct {
@@ -84,6 +91,13 @@ func TestCheck(t *testing.T) {
 			want:    Report{Committed: 5, Delivered: 5, Duplicates: 1},
 		},
 		{
+			name: "a value that is not the event's payload, in a first delivery and in a duplicate",
+			records: []Record{rec("a1", "a", 0, 0), digested(rec("a2", "a", 0, 1), "bad"), rec("a3", "a", 0, 2),
+				rec("b1", "b", 1, 0), digested(rec("b1", "b", 1, 1), "bad"), dlq},
+			want:    Report{Committed: 5, Delivered: 5, DeadLettered: 1, Duplicates: 1, Corrupted: 2},
+			wantErr: "2 corrupted",
+		},
+		{
 			name:    "nothing read",
 			want:    Report{Committed: 5, Lost: 5, LostIDs: []string{"a1", "a2", "a3", "b1", "p1"}},
 			wantErr: "5 lost",
@@ -93,7 +107,8 @@ func TestCheck(t *testing.T) {
 			got := Check(ledger, tc.rolledBack, tc.records)
 			if got.Committed != tc.want.Committed || got.Delivered != tc.want.Delivered || got.DeadLettered != tc.want.DeadLettered ||
 				got.Lost != tc.want.Lost || got.Duplicates != tc.want.Duplicates || got.Invented != tc.want.Invented ||
-				got.RolledBack != tc.want.RolledBack || got.Misrouted != tc.want.Misrouted || got.OrderViolations != tc.want.OrderViolations {
+				got.RolledBack != tc.want.RolledBack || got.Misrouted != tc.want.Misrouted || got.Corrupted != tc.want.Corrupted ||
+				got.OrderViolations != tc.want.OrderViolations {
 				t.Errorf("Check:\n got %s rolledback=%d\nwant %s rolledback=%d", got, got.RolledBack, tc.want, tc.want.RolledBack)
 			}
 			if tc.want.LostIDs != nil && strings.Join(got.LostIDs, ",") != strings.Join(tc.want.LostIDs, ",") {
