@@ -10,8 +10,9 @@
 // and restarted, the walsender terminated, poison rows, a standby taking
 // over, one huge transaction), waits until the slot's confirmed_flush_lsn
 // reaches the server's WAL, reads every topic back and checks it with
-// internal/verify: nothing lost, nothing invented, per-key first
-// occurrences in commit order; duplicates are counted and reported.
+// internal/verify: nothing lost, nothing invented, every value its
+// payload, per-key first occurrences in commit order; duplicates are
+// counted and reported.
 //
 // TestFaultSuite prints the table of results at the end and writes it as
 // Markdown to $WALRELAY_FAULT_REPORT when set. WALRELAY_SOAK=1 runs longer
