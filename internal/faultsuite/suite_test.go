@@ -564,12 +564,18 @@ func testLargeTransaction(t *testing.T, row *result) {
 		}
 	}
 	rows := pick(100_000, 1_000_000)
-	testenv.Exec(t, f.dsn, `
+	// A million rows (and their ledger, with the payloads' md5) take
+	// longer than testenv.Exec allows on a loaded machine.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	if _, err := testenv.Connect(t, f.dsn).Exec(ctx, `
 WITH s AS MATERIALIZED (SELECT i, gen_random_uuid() AS id FROM generate_series(0, $1::int - 1) i),
 o AS (INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload)
       SELECT id, 'bulk', 'bulk-' || (i % 100), 'Imported', jsonb_build_object('i', i, 'pad', repeat('x', 100)) FROM s ORDER BY i)
 INSERT INTO expected SELECT id, 'bulk', 'bulk-' || (i % 100), i / 100 + 1,
-      md5(jsonb_build_object('i', i, 'pad', repeat('x', 100))::text) FROM s`, rows)
+      md5(jsonb_build_object('i', i, 'pad', repeat('x', 100))::text) FROM s`, rows); err != nil {
+		t.Fatalf("committing the large transaction: %v", err)
+	}
 	committed := time.Now()
 	drain := recoverAfter(t, f.dsn, committed)
 	peak, err := p.peakRSS()
