@@ -42,15 +42,8 @@ func BenchmarkIngest(b *testing.B) {
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			h := newIngestHandler(b, v.hold)
-			s := New(Config{Slot: "bench"}, h, nil, nil)
+			s := benchStream(b, h)
 			ctx := context.Background()
-			rel, err := pglogrepl.ParseXLogData(xlogData(0x1000, benchRelationMsg())[1:])
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := s.dispatch(ctx, rel, nil); err != nil {
-				b.Fatal(err)
-			}
 			in := &loopReader{data: src}
 			next := ingestReader(b, in, v.frames)
 			b.SetBytes(int64(len(src)) / ingestRowsPerPass)
@@ -154,10 +147,9 @@ type ingestHandler struct {
 }
 
 type ingestRecord struct {
-	held         *Buffer
-	buf          []byte
-	key, value   []byte
-	id, typeName []byte
+	held           *Buffer
+	buf            []byte
+	key, value, id []byte
 }
 
 func newIngestHandler(b *testing.B, hold bool) *ingestHandler {

@@ -27,11 +27,7 @@ func BenchmarkRoute(b *testing.B) {
 	}
 	for _, bc := range benches {
 		b.Run(bc.name, func(b *testing.B) {
-			cfg := DefaultConfig()
-			if bc.cfg != nil {
-				bc.cfg(&cfg)
-			}
-			p := mustPlan(b, cfg, bc.row)
+			p := editedPlan(b, bc.cfg, bc.row)
 			cols := tuple(bc.row)
 			b.ReportAllocs()
 			b.SetBytes(int64(len(benchPayload)))

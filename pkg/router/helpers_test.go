@@ -129,6 +129,16 @@ func mustPlan(t testing.TB, cfg Config, row []col) *Plan {
 	return p
 }
 
+// editedPlan is mustPlan with DefaultConfig changed by edit (nil: kept).
+func editedPlan(t testing.TB, edit func(*Config), row []col) *Plan {
+	t.Helper()
+	cfg := DefaultConfig()
+	if edit != nil {
+		edit(&cfg)
+	}
+	return mustPlan(t, cfg, row)
+}
+
 // render prints a Route result readably, for golden files.
 func render(m Message, err error) string {
 	var b strings.Builder

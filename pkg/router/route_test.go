@@ -194,11 +194,7 @@ func TestRouteGolden(t *testing.T) {
 		}
 		seen[tc.name] = true
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := DefaultConfig()
-			if tc.cfg != nil {
-				tc.cfg(&cfg)
-			}
-			p := mustPlan(t, cfg, tc.row)
+			p := editedPlan(t, tc.cfg, tc.row)
 			m, err := p.Route(tuple(tc.row), commitTime)
 			if err != nil {
 				var re *RowError
@@ -246,11 +242,7 @@ func TestRouteCopies(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := DefaultConfig()
-			if tc.cfg != nil {
-				tc.cfg(&cfg)
-			}
-			p := mustPlan(t, cfg, tc.row)
+			p := editedPlan(t, tc.cfg, tc.row)
 			want, err := p.Route(tuple(tc.row), commitTime)
 			if err != nil {
 				t.Fatal(err)
@@ -443,11 +435,7 @@ func TestRouteToAllocs(t *testing.T) {
 func TestRouteInPlace(t *testing.T) {
 	for _, tc := range routeCases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := DefaultConfig()
-			if tc.cfg != nil {
-				tc.cfg(&cfg)
-			}
-			p := mustPlan(t, cfg, tc.row)
+			p := editedPlan(t, tc.cfg, tc.row)
 			want := render(p.Route(tuple(tc.row), commitTime))
 			var m Message
 			err := p.RouteInPlace(&m, tuple(tc.row), commitTime)
