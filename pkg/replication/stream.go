@@ -33,7 +33,8 @@ type Handler interface {
 	// Relation announces (or re-announces after a schema change) a table.
 	Relation(ctx context.Context, rel *pglogrepl.RelationMessage) error
 	// Insert is one inserted row; lsn is the WAL position of the change.
-	// The tuple's bytes are in buf: hold it to keep them past the call.
+	// The tuple's bytes are in buf: to keep them past the call, hold it
+	// (Buffer.Hold), or copy them if it refuses.
 	Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.InsertMessage, lsn pglogrepl.LSN, buf *Buffer) error
 	// Update is one updated row (only when the publication publishes updates).
 	Update(ctx context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.UpdateMessage, lsn pglogrepl.LSN) error
