@@ -81,9 +81,7 @@ func (p *recordPool) route(plan *router.Plan, msg *router.Message, cols []*pglog
 // promise, and the promise kept none of its bytes. The receive buffer the
 // record held is released.
 func (p *recordPool) put(out *outRecord) {
-	if out.held != nil {
-		out.held.Release()
-	}
+	out.release()
 	buf := out.buf[:0]
 	if cap(buf) > maxPooledBuf {
 		buf = nil
@@ -107,6 +105,15 @@ func (out *outRecord) set(m *router.Message, lsn pglogrepl.LSN, table string) {
 	}
 	if m.HasPartition {
 		out.rec.Partition, out.manual = m.Partition, true
+	}
+}
+
+// release lets go of the receive buffer the record's bytes are in, if it
+// holds one: nothing may read them afterwards.
+func (out *outRecord) release() {
+	if out.held != nil {
+		out.held.Release()
+		out.held = nil
 	}
 }
 
@@ -145,10 +152,7 @@ func (r *Relay) onProduced(rec *kgo.Record, err error) {
 		// refused keeps nothing of the record's bytes (a dead letter is a
 		// copy), so the receive buffer they are in can go.
 		r.refused(rec, err, out.origin(), pending{tx: out.tx, size: out.size})
-		if out.held != nil {
-			out.held.Release()
-			out.held = nil
-		}
+		out.release()
 		return
 	}
 	r.tracker.Ack(out.tx, out.size)

@@ -33,7 +33,7 @@ const maxLiveBuffers = 8
 // buffer, and the reader go on filling new ones. Call Hold only during the
 // Handler call that was given the buffer.
 func (b *Buffer) Hold() bool {
-	if b.live.Load() >= maxLiveBuffers && b.refs.Load() == 1 {
+	if b.live.Load() >= maxLiveBuffers && !b.held() {
 		return false
 	}
 	b.refs.Add(1)
@@ -97,23 +97,23 @@ func newFrameReader(r io.Reader) *frameReader {
 	return f
 }
 
-// get returns a buffer of at least n bytes, held by the reader.
+// get returns a buffer of at least n bytes, held by the reader: a
+// released standard one, a new one while fewer than maxStandardBuffers
+// were made, or else one left to the garbage collector once released.
 func (f *frameReader) get(n int) *Buffer {
 	var b *Buffer
-	select {
-	case b = <-f.free:
-	default:
-	}
-	switch {
-	case b != nil && n <= bufferSize:
-	case n <= bufferSize && f.made < maxStandardBuffers:
-		f.made++
-		b = &Buffer{b: make([]byte, bufferSize), live: &f.live, free: f.free}
-	default:
-		if b != nil {
-			f.free <- b // not the size needed: back where it was
+	if n <= bufferSize {
+		select {
+		case b = <-f.free:
+		default:
+			if f.made < maxStandardBuffers {
+				f.made++
+				b = &Buffer{b: make([]byte, bufferSize), live: &f.live, free: f.free}
+			}
 		}
-		b = &Buffer{b: make([]byte, max(n, bufferSize)), live: &f.live} // left to the garbage collector once released
+	}
+	if b == nil {
+		b = &Buffer{b: make([]byte, max(n, bufferSize)), live: &f.live}
 	}
 	b.refs.Store(1)
 	f.live.Add(1)

@@ -117,13 +117,15 @@ type extra struct {
 	jsonKey []byte // `,"alias":` for envelope placements
 }
 
-// piece is one byte slice Route copies into the message's buffer.
+// piece is one byte slice of a message: copied into its buffer, or kept in
+// the tuple (RouteInPlace).
 type piece struct {
 	f    *field
 	src  []byte
 	null bool
 	n    int    // length once decoded
-	out  []byte // the copy, in the message buffer
+	out  []byte // the copy, in the message buffer, or src itself when kept
+	kept bool   // left where it is (RouteInPlace): out is src
 }
 
 // maxCachedTopics bounds a Plan's topic cache; it is cleared when full.
@@ -347,7 +349,7 @@ func (p *Plan) routeTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTi
 			continue
 		}
 		if inPlace && pc.f.kind != kindBytea {
-			pc.out = pc.src[:len(pc.src):len(pc.src)]
+			pc.out, pc.kept = pc.src[:len(pc.src):len(pc.src)], true
 			continue
 		}
 		if pc.n, err = decodedLen(pc.src, pc.f.kind); err != nil {
@@ -364,7 +366,7 @@ func (p *Plan) routeTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTi
 	off := 0
 	for i := range pcs {
 		pc := &pcs[i]
-		if pc.null || pc.out != nil {
+		if pc.null || pc.kept {
 			continue
 		}
 		pc.out = buf[off : off+pc.n : off+pc.n]
