@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/pkg/replication"
 	"github.com/walrelay/walrelay/pkg/router"
 )
 
@@ -117,4 +118,55 @@ func TestWallAnchor(t *testing.T) {
 	if got, want := a.place(c, now, past), c.now()-5*time.Second; !near(got, want) {
 		t.Fatalf("with an old anchor, 5s ago placed at %v, want about %v (the anchor read again)", got, want)
 	}
+}
+
+// A row routed with the receive buffer it arrived in keeps its bytes there:
+// the record's key, value and id header are the tuple's own bytes, and the
+// record holds the buffer until it goes back to the pool, which releases
+// it. Without a buffer (and so when the stream will not let one be held),
+// the bytes are copied.
+func TestRecordHoldsReceiveBuffer(t *testing.T) {
+	plan := benchPlan(t)
+	cols := benchTuple()
+	var (
+		pool recordPool
+		msg  router.Message
+	)
+	in := replication.NewBuffer()
+	out, err := pool.route(plan, &msg, cols, benchCommitTime, 1, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied, err := pool.route(plan, &msg, cols, benchCommitTime, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what      string
+		in, local []byte
+		col       int
+	}{
+		{"key", out.rec.Key, copied.rec.Key, 2},
+		{"value", out.rec.Value, copied.rec.Value, 4},
+		{"id header", out.rec.Headers[0].Value, copied.rec.Headers[0].Value, 0},
+	} {
+		if &c.in[0] != &cols[c.col].Data[0] {
+			t.Errorf("%s routed with a receive buffer is a copy, want the tuple's bytes", c.what)
+		}
+		if &c.local[0] == &cols[c.col].Data[0] {
+			t.Errorf("%s routed without a receive buffer points into the tuple, want a copy", c.what)
+		}
+	}
+	pool.put(copied)
+
+	// The record holds in once: put releases that hold, and in's own
+	// Release then is the last one, so one more must panic.
+	pool.put(out)
+	in.Release()
+	defer func() {
+		if recover() == nil {
+			t.Error("the record did not release its receive buffer when put back, or held it twice")
+		}
+	}()
+	in.Release()
 }

@@ -21,6 +21,16 @@ type Buffer struct {
 	free chan *Buffer  // where a released standard-size buffer goes; nil: none
 }
 
+// NewBuffer returns a Buffer outside any stream, held once by the caller
+// (who releases it like any holder), for testing how a Handler holds and
+// releases the buffers it is given. No bound applies to its holds.
+func NewBuffer() *Buffer {
+	b := &Buffer{live: new(atomic.Int32)}
+	b.refs.Store(1)
+	b.live.Store(1)
+	return b
+}
+
 // maxLiveBuffers bounds the buffers a stream keeps: the one it reads into
 // and those handlers hold (4 MiB in all, in standard sizes).
 const maxLiveBuffers = 8
