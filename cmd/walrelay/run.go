@@ -47,9 +47,8 @@ in-flight records to be acknowledged, confirms them to Postgres and exits 0.`,
 // The listener stops when the relay does; a listener that cannot bind
 // stops the relay.
 func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger) error {
-	if limit, set := memoryLimit(cfg); set {
-		log.Debug("set Go's soft memory limit", "bytes", limit)
-	}
+	percent, limit := gcPolicy(cfg)
+	log.Debug("set Go's garbage collector", "gogc", percent, "memory_limit_bytes", limit)
 	if procs, set := maxProcs(cfg); set {
 		log.Debug("set GOMAXPROCS", "procs", procs)
 	}
@@ -92,17 +91,33 @@ func maxProcs(cfg config.Config) (int, bool) {
 	return cfg.Relay.MaxProcs, true
 }
 
-// memoryLimit sets Go's soft memory limit from the in-flight cap, which
-// bounds what walrelay holds: twice relay.max_in_flight_bytes (records and
-// the producer's batches built from them) plus 8 MiB for everything else.
-// Without it, the heap's growth target lets a brief peak double the
-// resident size. GOMEMLIMIT, when set, wins. Past the limit the runtime
-// only spends more CPU on GC (capped at half), it never fails.
-func memoryLimit(cfg config.Config) (int64, bool) {
-	if os.Getenv("GOMEMLIMIT") != "" {
-		return 0, false
+// gcPercent is the garbage collector's target unless GOGC is set: it lets
+// the heap grow a quarter past what is live before the next collection,
+// instead of Go's default of double. walrelay allocates little per event
+// (records and receive buffers are reused), so collections stay rare, and
+// the resident size follows the live heap: the in-flight records, the
+// receive buffers holding their bytes and the producer's request.
+const gcPercent = 25
+
+// gcPolicy sets Go's garbage collector target (gcPercent) and its soft
+// memory limit, 4 × relay.max_in_flight_bytes + 16 MiB (32 MiB by
+// default), and returns them; -1 for a value GOGC or GOMEMLIMIT set, which
+// win. The limit is a ceiling above everything the caps let walrelay hold
+// (the held receive buffers, copies of rows when they run out, the
+// producer's request, the records themselves, the runtime), not a target:
+// a limit below what is live makes the collector run back to back, and
+// two collections in a row empty franz-go's pooled request buffer (a
+// sync.Pool), so its next request allocates and grows it again. That is what the previous limit, 2 ×
+// max_in_flight_bytes + 8 MiB, did with payloads of 1 KB (docs/benchmarks.md).
+func gcPolicy(cfg config.Config) (percent int, limit int64) {
+	percent, limit = -1, -1
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+		percent = gcPercent
 	}
-	limit := 2*cfg.Relay.MaxInFlightBytes + 8<<20
-	debug.SetMemoryLimit(limit)
-	return limit, true
+	if os.Getenv("GOMEMLIMIT") == "" {
+		limit = 4*cfg.Relay.MaxInFlightBytes + 16<<20
+		debug.SetMemoryLimit(limit)
+	}
+	return percent, limit
 }

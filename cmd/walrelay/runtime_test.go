@@ -7,17 +7,18 @@ import (
 	"time"
 )
 
-// walrelay run sets GOMAXPROCS from relay.max_procs and Go's soft memory
-// limit from relay.max_in_flight_bytes, and leaves both alone when the Go
-// variables are set: what the process reports on /metrics (client_golang's
-// Go collector reads them from the runtime). The collector's scheduler
+// walrelay run sets GOMAXPROCS from relay.max_procs, the garbage
+// collector's target to 25% and Go's soft memory limit from
+// relay.max_in_flight_bytes, and leaves each alone when its Go variable is
+// set: what the process reports on /metrics (client_golang's Go collector
+// reads them from the runtime). The collector's scheduler
 // metrics are on.
 func TestRunSetsRuntimeLimits(t *testing.T) {
 	e := newE2E(t)
 	e.setup(t, "created")
 	var base []string
 	for _, kv := range e.env {
-		if !strings.HasPrefix(kv, "GOMAXPROCS=") && !strings.HasPrefix(kv, "GOMEMLIMIT=") {
+		if !strings.HasPrefix(kv, "GOMAXPROCS=") && !strings.HasPrefix(kv, "GOMEMLIMIT=") && !strings.HasPrefix(kv, "GOGC=") {
 			base = append(base, kv)
 		}
 	}
@@ -25,15 +26,16 @@ func TestRunSetsRuntimeLimits(t *testing.T) {
 		name       string
 		env        []string
 		procs      int
+		gogc       int
 		limitBytes int64
 	}{
-		{name: "defaults", procs: 1, limitBytes: 2*4<<20 + 8<<20},
+		{name: "defaults", procs: 1, gogc: 25, limitBytes: 4*4<<20 + 16<<20},
 		{name: "max_procs 0 and a smaller in-flight cap",
 			env:   []string{"WALRELAY_RELAY_MAX_PROCS=0", "WALRELAY_RELAY_MAX_IN_FLIGHT_BYTES=1048576"},
-			procs: runtime.NumCPU(), limitBytes: 2*1<<20 + 8<<20},
+			procs: runtime.NumCPU(), gogc: 25, limitBytes: 4*1<<20 + 16<<20},
 		{name: "Go's variables win",
-			env:   []string{"WALRELAY_RELAY_MAX_PROCS=1", "GOMAXPROCS=3", "GOMEMLIMIT=64MiB"},
-			procs: 3, limitBytes: 64 << 20},
+			env:   []string{"WALRELAY_RELAY_MAX_PROCS=1", "GOMAXPROCS=3", "GOMEMLIMIT=64MiB", "GOGC=150"},
+			procs: 3, gogc: 150, limitBytes: 64 << 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			listen := "127.0.0.1:" + closedPort(t)
@@ -48,6 +50,9 @@ func TestRunSetsRuntimeLimits(t *testing.T) {
 			}
 			if got := metricValue(t, listen, "go_sched_gomaxprocs_threads"); got != float64(tc.procs) {
 				t.Errorf("GOMAXPROCS = %v, want %d", got, tc.procs)
+			}
+			if got := metricValue(t, listen, "go_gc_gogc_percent"); got != float64(tc.gogc) {
+				t.Errorf("GOGC = %v, want %d", got, tc.gogc)
 			}
 			if got := metricValue(t, listen, "go_gc_gomemlimit_bytes"); got != float64(tc.limitBytes) {
 				t.Errorf("memory limit = %v bytes, want %d", got, tc.limitBytes)

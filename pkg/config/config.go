@@ -91,7 +91,7 @@ type KafkaSASL struct {
 // Relay is how walrelay moves events between the two.
 type Relay struct {
 	MaxInFlightRecords int           `yaml:"max_in_flight_records" help:"records produced but not yet acknowledged before reading from the slot pauses"`
-	MaxInFlightBytes   int64         `yaml:"max_in_flight_bytes" help:"bytes produced but not yet acknowledged before reading from the slot pauses; Go's soft memory limit is set to twice this plus 8 MiB unless GOMEMLIMIT is set"`
+	MaxInFlightBytes   int64         `yaml:"max_in_flight_bytes" help:"bytes produced but not yet acknowledged before reading from the slot pauses; Go's soft memory limit is set to 4 × this + 16 MiB unless GOMEMLIMIT is set"`
 	MaxProcs           int           `yaml:"max_procs" help:"CPUs walrelay runs Go code on at once (GOMAXPROCS; 0: all available). One keeps up with a slot's walsender, which spends more CPU per event than walrelay, and costs the least CPU per event; GOMAXPROCS, when set, wins"`
 	ShutdownTimeout    time.Duration `yaml:"shutdown_timeout" help:"on SIGTERM, how long to wait for in-flight records to be acknowledged"`
 	DeadLetterTopic    string        `yaml:"dead_letter_topic" help:"topic for rows walrelay cannot publish (policy dlq)"`
