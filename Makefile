@@ -18,7 +18,7 @@ build:
 
 demo:
 	@$(MAKE) --no-print-directory deps DEPS=postgresql
-	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/walrelay demo
+	$(GO) run ./cmd/walrelay-demo
 
 test: deps vet fmt-check
 	$(GO) test -race -count=1 -timeout 20m ./...

@@ -16,7 +16,7 @@ var OutboxTable string
 const CreateOutboxTable = "CREATE TABLE IF NOT EXISTS public.outbox ("
 
 // ExampleTransactions is example_transactions.sql: an orders table and the
-// two ways an application writes events (used by `walrelay demo`).
+// two ways an application writes events (used by `make demo`, cmd/walrelay-demo).
 //
 //go:embed example_transactions.sql
 var ExampleTransactions string

@@ -33,7 +33,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		runCommand(stderr),
 		setupCommand(stdout, stderr),
 		configCommand(stdout),
-		demoCommand(stdout, stderr),
 		versionCommand(stdout),
 		checkCommand(stdout),
 		slotCommand(stdout, stderr),

@@ -1,6 +1,6 @@
 // Package localpg runs a throwaway Postgres cluster from the Postgres
-// installation on this machine, for tests, the bench harness and the
-// `walrelay demo` command.
+// installation on this machine, for tests, the bench harness and
+// `make demo` (cmd/walrelay-demo).
 //
 // Start finds the server binaries (initdb, pg_ctl, postgres), runs initdb
 // into a private directory with trust authentication for local and
@@ -85,7 +85,7 @@ type Options struct {
 	// unix socket (Dir/run) and the server log (Dir/postgres.log). Empty
 	// means a new directory from os.MkdirTemp. Close removes Dir only if
 	// Start created it. If Dir/data already holds a cluster it is reused
-	// (no initdb), which lets `walrelay demo` keep data between runs.
+	// (no initdb), which lets the demo keep data between runs.
 	Dir string
 	// Port is the TCP port on 127.0.0.1. 0 picks a free port.
 	Port int
