@@ -101,14 +101,15 @@ const gcPercent = 25
 
 // gcPolicy sets Go's garbage collector target (gcPercent) and its soft
 // memory limit, 4 × relay.max_in_flight_bytes + 16 MiB (32 MiB by
-// default), and returns them; -1 for a value GOGC or GOMEMLIMIT set, which
-// win. The limit is a ceiling above everything the caps let walrelay hold
-// (the held receive buffers, copies of rows when they run out, the
-// producer's request, the records themselves, the runtime), not a target:
-// a limit below what is live makes the collector run back to back, and
-// two collections in a row empty franz-go's pooled request buffer (a
-// sync.Pool), so its next request allocates and grows it again. That is what the previous limit, 2 ×
-// max_in_flight_bytes + 8 MiB, did with payloads of 1 KB (docs/benchmarks.md).
+// default), and returns them; -1 for one that GOGC or GOMEMLIMIT sets
+// instead. The limit is a ceiling above what the caps let walrelay hold
+// (the held receive buffers, copies of rows when those run out, the
+// producer's request, the records, the runtime), not a target: a limit at
+// the live heap makes the collector run back to back, and two collections
+// in a row empty franz-go's pooled request buffer (a sync.Pool), so its
+// next request allocates and grows it again. The previous limit, 2 ×
+// max_in_flight_bytes + 8 MiB, did that with payloads of 1 KB
+// (docs/benchmarks.md, Profile findings item 15).
 func gcPolicy(cfg config.Config) (percent int, limit int64) {
 	percent, limit = -1, -1
 	if os.Getenv("GOGC") == "" {
