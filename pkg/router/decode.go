@@ -45,6 +45,25 @@ func decodeInto(dst, src []byte, k kind) error {
 // ISO output format.
 var errTimestampFormat = errors.New("timestamp is not in ISO format YYYY-MM-DD[ HH:MM:SS[.ffffff]][±HH[:MM[:SS]]][ BC]")
 
+// Record timestamps the producer can carry: franz-go computes a record's
+// milliseconds through time.Time.UnixNano, which is defined for int64
+// nanoseconds only (a later time wraps around to a wrong one), and Kafka's
+// producers refuse negative timestamps (Java's ProducerRecord throws), so
+// Debezium cannot send those either.
+var (
+	minRecordTime = time.Unix(0, 0).UTC()
+	maxRecordTime = time.Unix(0, math.MaxInt64).UTC()
+)
+
+// checkRecordTime refuses a timestamp no record can carry.
+func checkRecordTime(t time.Time) error {
+	if t.Before(minRecordTime) || t.After(maxRecordTime) {
+		return fmt.Errorf("timestamp %s cannot be a Kafka record timestamp: it must be between %s and %s",
+			t.Format(time.RFC3339Nano), minRecordTime.Format(time.RFC3339), maxRecordTime.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
 // parseTimestamp parses the ISO DateStyle text of timestamptz, timestamp
 // (taken as UTC) and date (midnight UTC) values.
 func parseTimestamp(b []byte) (time.Time, error) {

@@ -72,7 +72,11 @@
 //     transaction's commit time, not the time the row was processed, so a
 //     redelivered event carries the same timestamp. The timestamp column may be
 //     timestamptz, timestamp (read as UTC) or date; Debezium rejects
-//     timestamptz.
+//     timestamptz. A timestamp no record can carry (before 1970, which
+//     Kafka's producers refuse, or after 2262-04-11T23:47:16.854Z, past
+//     int64 nanoseconds, where franz-go's milliseconds would wrap) is a
+//     payload_invalid error, never a wrong timestamp; Debezium's task fails
+//     on the first and sends the second.
 //   - An empty route.by.field value is an error (routing_value_missing), not
 //     the topic "outbox.event.". A NULL one is an error too (Debezium throws).
 //   - Topic names Kafka would reject are reported (topic_invalid) before

@@ -21,7 +21,8 @@ const (
 	// [a-zA-Z0-9._-]).
 	ClassTopicInvalid
 	// ClassPayloadInvalid: a value the router must interpret cannot be:
-	// malformed bytea hex, an unparsable timestamp, a non-integer or negative
+	// malformed bytea hex, an unparsable timestamp or one no Kafka record
+	// can carry (before 1970 or after 2262-04-11), a non-integer or negative
 	// partition, text that is not valid UTF-8 where the envelope needs a JSON
 	// string, or a column sent as unchanged TOAST or in binary format.
 	ClassPayloadInvalid

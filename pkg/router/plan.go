@@ -294,7 +294,10 @@ func (p *Plan) routeTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTi
 			return err
 		}
 		if !null {
-			if msg.Timestamp, err = parseTimestamp(d); err != nil {
+			if msg.Timestamp, err = parseTimestamp(d); err == nil {
+				err = checkRecordTime(msg.Timestamp)
+			}
+			if err != nil {
 				return &RowError{Class: ClassPayloadInvalid, Column: p.ts.name, Value: errValue(d), Err: err}
 			}
 		}
