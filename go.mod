@@ -18,6 +18,7 @@ require (
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // in-process Kafka-protocol broker for the demo and tests, with fault injection (pinned)
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // Kafka protocol messages (fault selectors in tests)
 	github.com/twmb/franz-go/plugin/kprom v1.5.0 // franz-go client metrics on walrelay's registry
+	github.com/twmb/franz-go/plugin/kslog v1.0.0 // franz-go's own log (warnings, errors) through walrelay's slog logger: franz-go's adapter, not a hand-made one
 	golang.org/x/sync v0.24.0 // errgroup: owned goroutines
 	golang.org/x/sys v0.48.0 // Linux socket ioctls (bytes queued on the replication socket)
 	gopkg.in/yaml.v3 v3.0.1 // the YAML config file (strict: unknown keys rejected)

@@ -54,7 +54,19 @@ func BenchmarkProduce(b *testing.B) {
 	defer brk.close()
 	defaults := config.Default()
 	maxInFlight := defaults.Relay.MaxInFlightRecords
+	// free holds the records whose promise has run: the relay's in-flight
+	// cap and its record pool in one.
+	free := make(chan *kgo.Record, maxInFlight)
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	done := func(r *kgo.Record, err error) {
+		if err != nil && failed.Add(1) == 1 {
+			firstErr.Store(err)
+		}
+		free <- r
+	}
 	pub, err := publisher.New(publisher.Config{
+		Done:                   done,
 		Brokers:                brk.addrs,
 		CreateTopics:           true,
 		TopicPartitions:        int32(Default().Partitions),
@@ -68,7 +80,7 @@ func BenchmarkProduce(b *testing.B) {
 	}
 	defer pub.Close()
 	const topic = "outbox.event.order"
-	if err := pub.EnsureTopic(ctx, topic); err != nil {
+	if err := pub.Prepare(ctx, topic); err != nil {
 		b.Fatal(err)
 	}
 
@@ -83,19 +95,8 @@ func BenchmarkProduce(b *testing.B) {
 	id := []byte("4f5c3c1e-0d2a-4b8e-9a57-3c1f0e6d2b71")
 	stamp := time.Now()
 
-	// free holds the records whose promise has run: the relay's in-flight
-	// cap and its record pool in one.
-	free := make(chan *kgo.Record, maxInFlight)
 	for range maxInFlight {
 		free <- &kgo.Record{Topic: topic, Value: value, Headers: []kgo.RecordHeader{{Key: "id", Value: id}}}
-	}
-	var failed atomic.Int64
-	var firstErr atomic.Value
-	promise := func(r *kgo.Record, err error) {
-		if err != nil && failed.Add(1) == 1 {
-			firstErr.Store(err)
-		}
-		free <- r
 	}
 
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
@@ -106,7 +107,7 @@ func BenchmarkProduce(b *testing.B) {
 	for i := range b.N {
 		r := <-free
 		r.Key, r.Timestamp, r.Partition = keys[i%len(keys)], stamp, 0
-		pub.Produce(r, promise)
+		pub.Produce(r)
 	}
 	flushCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()

@@ -95,6 +95,8 @@ type Relay struct {
 	MaxProcs           int           `yaml:"max_procs" help:"CPUs walrelay runs Go code on at once (GOMAXPROCS; 0: all available). One keeps up with a slot's walsender, which spends more CPU per event than walrelay, and costs the least CPU per event; GOMAXPROCS, when set, wins"`
 	ShutdownTimeout    time.Duration `yaml:"shutdown_timeout" help:"on SIGTERM, how long to wait for in-flight records to be acknowledged"`
 	DeadLetterTopic    string        `yaml:"dead_letter_topic" help:"topic for rows walrelay cannot publish (policy dlq)"`
+	MaxTopics          int           `yaml:"max_topics" help:"most distinct topics rows may be routed to; a row routed to one more is a topic_invalid error (bounds topics created, per-topic state and metric series)"`
+	TopicPattern       string        `yaml:"topic_pattern" help:"regular expression a routed topic must match in full, e.g. outbox\\.event\\..+ (empty: any); a row routed elsewhere is a topic_invalid error"`
 	OnError            ErrorPolicies `yaml:"on_error"`
 	HeartbeatInterval  time.Duration `yaml:"heartbeat_interval" help:"emit a non-transactional pg_logical_emit_message this often so the slot advances while the database is idle (0: off)"`
 }
@@ -105,10 +107,10 @@ type Relay struct {
 // and outbox id.
 type ErrorPolicies struct {
 	RoutingValueMissing string `yaml:"routing_value_missing" help:"the route.by.field value is NULL or empty: dlq, stop or log"`
-	TopicInvalid        string `yaml:"topic_invalid" help:"the routed topic name is one Kafka rejects: dlq, stop or log"`
-	PayloadInvalid      string `yaml:"payload_invalid" help:"a value the router must parse cannot be parsed: dlq, stop or log"`
-	RecordTooLarge      string `yaml:"record_too_large" help:"the record exceeds kafka.batch_max_bytes or the broker's limit (MESSAGE_TOO_LARGE): dlq, stop or log"`
-	TopicRejected       string `yaml:"topic_rejected" help:"the broker refuses the topic (authorization, policy, unknown topic): dlq, stop or log"`
+	TopicInvalid        string `yaml:"topic_invalid" help:"the routed topic name is one Kafka rejects, does not match relay.topic_pattern or is past relay.max_topics: dlq, stop or log"`
+	PayloadInvalid      string `yaml:"payload_invalid" help:"a value the router must parse cannot be parsed, or Kafka cannot take it (a timestamp outside 1970-2262 or refused by the broker, a partition the topic lacks): dlq, stop or log"`
+	RecordTooLarge      string `yaml:"record_too_large" help:"the record alone exceeds kafka.batch_max_bytes or the topic's max.message.bytes (MESSAGE_TOO_LARGE for the record sent alone): dlq, stop or log"`
+	TopicRejected       string `yaml:"topic_rejected" help:"the broker refuses the topic (a missing ACL, a policy, a topic that does not exist and cannot be created): dlq, stop or log"`
 }
 
 // Policy returns the policy for an error class name (router and relay
@@ -151,6 +153,15 @@ type Log struct {
 	Format string `yaml:"format" help:"text or json"`
 }
 
+// TopicRegexp compiles TopicPattern to match a whole topic name; nil when
+// the pattern is empty.
+func (r Relay) TopicRegexp() (*regexp.Regexp, error) {
+	if r.TopicPattern == "" {
+		return nil, nil
+	}
+	return regexp.Compile(`^(?:` + r.TopicPattern + `)$`)
+}
+
 // Error policies for rows walrelay cannot publish (GUIDE invariant 4).
 const (
 	PolicyDLQ  = "dlq"  // publish the row to the dead-letter topic
@@ -190,6 +201,7 @@ func Default() Config {
 			MaxProcs:           1,
 			ShutdownTimeout:    30 * time.Second,
 			DeadLetterTopic:    "walrelay.deadletter",
+			MaxTopics:          1000,
 			OnError:            ErrorPolicies{PolicyDLQ, PolicyDLQ, PolicyDLQ, PolicyDLQ, PolicyDLQ},
 		},
 		HTTP:    HTTP{Listen: "127.0.0.1:9814"},
@@ -331,6 +343,12 @@ func (c *Config) Validate() error {
 	}
 	if dlq && !validTopic(c.Relay.DeadLetterTopic) {
 		bad("relay.dead_letter_topic", c.Relay.DeadLetterTopic, "not a valid Kafka topic name")
+	}
+	if c.Relay.MaxTopics < 1 {
+		bad("relay.max_topics", fmt.Sprint(c.Relay.MaxTopics), "must be at least 1")
+	}
+	if _, err := c.Relay.TopicRegexp(); err != nil {
+		bad("relay.topic_pattern", c.Relay.TopicPattern, "not a regular expression: "+err.Error())
 	}
 	if c.Relay.HeartbeatInterval < 0 || (c.Relay.HeartbeatInterval > 0 && c.Relay.HeartbeatInterval < 100*time.Millisecond) {
 		bad("relay.heartbeat_interval", c.Relay.HeartbeatInterval.String(), "must be 0 (off) or at least 100ms")

@@ -34,18 +34,29 @@ func isManual(r *kgo.Record) bool {
 
 // partitioner is Kafka's default for keyed records (murmur2, masked, mod n:
 // kgo.StickyKeyPartitioner with a nil hasher) except for records marked
-// with SetPartition.
-type partitioner struct{ base kgo.Partitioner }
+// with SetPartition. It tells the publisher the partition count it saw for
+// them, so that a partition the topic lacks gets ErrPartitionOutOfRange.
+type partitioner struct {
+	base kgo.Partitioner
+	pub  *Publisher // nil in tests of the partitioning alone
+}
 
-func newPartitioner() kgo.Partitioner {
-	return partitioner{base: kgo.StickyKeyPartitioner(nil)}
+func newPartitioner(pub *Publisher) kgo.Partitioner {
+	return partitioner{base: kgo.StickyKeyPartitioner(nil), pub: pub}
 }
 
 func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
-	return &topicPartitioner{base: p.base.ForTopic(topic)}
+	tp := &topicPartitioner{base: p.base.ForTopic(topic)}
+	if p.pub != nil {
+		tp.topic = p.pub.topic(topic)
+	}
+	return tp
 }
 
-type topicPartitioner struct{ base kgo.TopicPartitioner }
+type topicPartitioner struct {
+	base  kgo.TopicPartitioner
+	topic *topic // nil in tests of the partitioning alone
+}
 
 // RequiresConsistency is true for keyed and manually placed records: they
 // must never be moved to another partition when theirs is unavailable,
@@ -54,8 +65,14 @@ func (t *topicPartitioner) RequiresConsistency(r *kgo.Record) bool {
 	return isManual(r) || t.base.RequiresConsistency(r)
 }
 
+// Partition returns a manual record's own partition even when the topic
+// has no such partition: franz-go then fails the record, and the publisher
+// reports ErrPartitionOutOfRange.
 func (t *topicPartitioner) Partition(r *kgo.Record, n int) int {
 	if isManual(r) {
+		if t.topic != nil {
+			t.topic.partitions.Store(int32(n))
+		}
 		return int(r.Partition)
 	}
 	return t.base.Partition(r, n)

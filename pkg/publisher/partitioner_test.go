@@ -73,7 +73,7 @@ func TestJavaMurmur2MatchesKafkaVectors(t *testing.T) {
 // The partition of a keyed record is toPositive(murmur2(key)) % n, as in
 // Kafka's BuiltInPartitioner.partitionForKey, for any partition count.
 func TestPartitionerMatchesKafkaMurmur2(t *testing.T) {
-	tp := newPartitioner().ForTopic("orders")
+	tp := newPartitioner(nil).ForTopic("orders")
 	for _, v := range murmur2Vectors {
 		for _, n := range []int{1, 2, 3, 4, 5, 7, 10, 12, 16, 31, 64, 100, 1000} {
 			t.Run(fmt.Sprintf("%s/n=%d", v.name, n), func(t *testing.T) {
@@ -97,7 +97,7 @@ func TestPartitionerMatchesKafkaMurmur2(t *testing.T) {
 }
 
 func TestSetPartitionOverridesHashing(t *testing.T) {
-	tp := newPartitioner().ForTopic("orders")
+	tp := newPartitioner(nil).ForTopic("orders")
 	key := []byte("foobar")
 	hashed := int(murmur2Vectors[1].want&0x7fffffff) % 8
 	for p := range int32(8) {
@@ -122,7 +122,7 @@ func TestSetPartitionOverridesHashing(t *testing.T) {
 }
 
 func TestRequiresConsistency(t *testing.T) {
-	tp := newPartitioner().ForTopic("orders")
+	tp := newPartitioner(nil).ForTopic("orders")
 	cases := []struct {
 		name string
 		rec  func() *kgo.Record

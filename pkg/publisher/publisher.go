@@ -1,9 +1,11 @@
-// Package publisher produces walrelay's records to Kafka with franz-go.
+// Package publisher produces walrelay's records to Kafka with franz-go and
+// turns every broker answer into a verdict on one record.
 //
-// In: records (topic, key, value, headers, timestamp, optional partition)
-// and a callback per record. Out: the callback, called exactly once per
-// record from a franz-go goroutine, with nil once the broker has durably
-// acknowledged it (acks=all) or with the error that made franz-go give up.
+// In: records (topic, key, value, headers, timestamp, optional partition).
+// Out: Config.Done, called exactly once per record with nil once the broker
+// has durably acknowledged it (acks=all), or with an error about that record
+// alone (errors.go): the publisher never passes on an answer about a batch
+// as if it were about each record in it.
 //
 // The producer is idempotent (franz-go's default) with acks=all, so retries
 // neither duplicate nor reorder records within a partition. Keys are
@@ -12,17 +14,61 @@
 // put it on and per-aggregate order holds. Records that carry an explicit
 // partition (Debezium's "partition" placement) go to that partition.
 // Retriable broker errors (leader moves, broker down, timeouts) are retried
-// by franz-go without limit: a record either arrives or stops the relay; it
+// by franz-go without limit: a record either arrives or gets a verdict; it
 // is never dropped.
+//
+// # Topics
+//
+// The first record for a topic starts its preparation on a goroutine of
+// the publisher, so the caller never waits on an admin request: the topic's
+// metadata says whether it exists (a principal without CREATE producing to
+// existing topics is the normal production setup, so a refused creation of
+// a topic that exists is no error); a missing one is created with kadm
+// when CreateTopics is on; and DescribeConfigs gives its max.message.bytes.
+// Transient errors (NOT_CONTROLLER, timeouts, lost connections) are retried
+// with backoff, logged and counted, never passed on. Records for a topic
+// wait, in order, until it is ready; a topic Kafka refuses (a missing ACL,
+// a policy, creation off) fails them with ErrTopicRejected, saying which.
+//
+// # Batches
+//
+// A batch the broker refuses as a whole (MESSAGE_TOO_LARGE when a topic's
+// max.message.bytes is below kafka.batch_max_bytes, INVALID_TIMESTAMP,
+// INVALID_RECORD) is no verdict on its records, yet franz-go fails every
+// record buffered for the partition with it. Two things keep valid records
+// flowing:
+//
+//   - Batches for a topic are limited to its max.message.bytes when
+//     DescribeConfigs tells it (franz-go's ProducerBatchMaxBytesFn), and a
+//     record that does not fit a batch of its own under that limit is
+//     refused with ErrRecordTooLarge before it is produced. A principal
+//     refused DescribeConfigs is not an error: batches then use
+//     BatchMaxBytes.
+//   - If the broker still refuses a batch, its records are not passed on:
+//     new records for the topic are held back, the records franz-go still
+//     holds for it are let finish, and the refused ones are sent again one
+//     at a time, in the order they were produced, each alone, so the
+//     broker's answer is about that record. Then the held-back records
+//     follow. When batches were refused as too large and some of their
+//     records went through alone, the topic's real limit is below what
+//     walrelay knows: it stays one record at a time for the rest of the
+//     process (counted by Stats.OneAtATimeTopics and logged with the
+//     fix). Otherwise it goes back to batches.
+//
+// A record produced to the same partition in the instant between the
+// broker's refusal and franz-go reporting it can reach the broker before
+// the retried ones: that is logged with its key and counted
+// (Stats.OrderAtRisk), since per-key order may then be broken.
 //
 // TLS (with an optional client certificate) and SASL PLAIN or SCRAM are
 // franz-go's own; CheckAccess tells authentication and certificate
 // failures, which retrying cannot fix, from a broker that is down.
 //
-// Topics are created on first use with kadm (partitions, replication factor
-// and configs from Config) unless CreateTopics is off.
+// franz-go logs through the injected logger at warn and above, and data
+// loss it detects (the broker lost records it had acknowledged) is logged
+// and counted (Stats.DataLoss).
 //
-// It does not route, track LSNs or decide what to do with a failed record.
+// It does not route, track LSNs or decide what to do with a refused record.
 package publisher
 
 import (
@@ -36,9 +82,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/plugin/kslog"
 )
 
 // Config configures a Publisher.
@@ -47,8 +93,15 @@ type Config struct {
 	Brokers []string
 	// ClientID is sent to the brokers (default "walrelay").
 	ClientID string
+	// Done receives the outcome of every record given to Produce: nil once
+	// the broker acknowledged it, or an error about that record alone (see
+	// errors.go). It is called once per record, from a franz-go or a
+	// publisher goroutine, or from Produce itself for a record refused
+	// before it was produced. It must not block and must not call Produce.
+	// Required.
+	Done func(*kgo.Record, error)
 	// CreateTopics creates a topic with kadm the first time a record is
-	// routed to it.
+	// produced to it, if it does not exist.
 	CreateTopics bool
 	// TopicPartitions for created topics; -1 uses the broker's default.
 	TopicPartitions int32
@@ -61,10 +114,11 @@ type Config struct {
 	// defaults to 5ms.)
 	Linger time.Duration
 	// MaxBufferedRecords bounds franz-go's own buffer; keep it at or above
-	// the relay's in-flight cap so Produce does not block.
+	// the records the caller can have in flight so franz-go never blocks.
 	MaxBufferedRecords int
 	// BatchMaxBytes is the largest batch sent (default 1 MiB, Kafka's
-	// default max.message.bytes).
+	// default max.message.bytes); lower for a topic whose max.message.bytes
+	// is lower.
 	BatchMaxBytes int32
 	// ClientMetrics lets franz-go push client metrics to brokers that
 	// subscribe to them (KIP-714). Off, no client telemetry is collected:
@@ -75,8 +129,34 @@ type Config struct {
 	TLS *tls.Config
 	// SASL, when not nil, authenticates every connection (see SASLMechanism).
 	SASL sasl.Mechanism
+	// MinBackoff and MaxBackoff bound the wait between attempts to prepare
+	// a topic after a transient error (defaults 250ms and 30s).
+	MinBackoff, MaxBackoff time.Duration
+	// RejectedTopicRetry is how long a topic Kafka refused stays refused
+	// before the next record for it prepares it again (default 30s), so
+	// an ACL granted later is noticed without a restart.
+	RejectedTopicRetry time.Duration
 	// ExtraOpts are appended to the franz-go options (metrics hooks).
 	ExtraOpts []kgo.Opt
+}
+
+// Stats are the publisher's counters, read at any time.
+type Stats struct {
+	// AdminRetries counts transient failures while preparing topics.
+	AdminRetries int64
+	// RetriedAlone counts records sent again alone after the broker
+	// refused their batch as a whole.
+	RetriedAlone int64
+	// OneAtATimeTopics is how many topics are produced one record at a
+	// time because the broker refused batches of records that fit alone.
+	OneAtATimeTopics int64
+	// OrderAtRisk counts records that reached the broker ahead of an
+	// earlier record of their partition that was refused with its batch
+	// and retried.
+	OrderAtRisk int64
+	// DataLoss counts partitions franz-go found had lost records the
+	// broker had acknowledged.
+	DataLoss int64
 }
 
 // Publisher produces records. Create it with New; Close it when done.
@@ -86,37 +166,64 @@ type Publisher struct {
 	admin  *kadm.Client
 	log    *slog.Logger
 
-	mu    sync.Mutex
-	known map[string]struct{} // topics ensured to exist
+	ctx    context.Context // ends with Close: stops the publisher's goroutines
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the worker and topic preparations
+
+	topics sync.Map // topic name -> *topic
+
+	// pending are topics with held-back records to hand to franz-go; wake
+	// tells the worker there are some.
+	pendingMu sync.Mutex
+	pending   []*topic
+	wake      chan struct{}
 
 	saslFailures *atomic.Int64 // SASLAuthenticate requests that failed (see CheckAccess)
+
+	adminRetries, retriedAlone, oneAtATime, orderAtRisk, dataLoss atomic.Int64
 }
 
-// New creates the franz-go client. It does not contact the brokers; the
-// first produce or Ping does.
+// New creates the franz-go client and starts the publisher's worker. It
+// does not contact the brokers; the first produce or Ping does.
 func New(cfg Config, log *slog.Logger) (*Publisher, error) {
 	if len(cfg.Brokers) == 0 {
 		return nil, errors.New("creating kafka client: no brokers configured")
 	}
+	if cfg.Done == nil {
+		return nil, errors.New("creating kafka client: Config.Done is required")
+	}
 	if cfg.ClientID == "" {
 		cfg.ClientID = "walrelay"
+	}
+	if cfg.BatchMaxBytes <= 0 {
+		cfg.BatchMaxBytes = 1 << 20
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 250 * time.Millisecond
+	}
+	if cfg.MaxBackoff < cfg.MinBackoff {
+		cfg.MaxBackoff = max(30*time.Second, cfg.MinBackoff)
+	}
+	if cfg.RejectedTopicRetry <= 0 {
+		cfg.RejectedTopicRetry = 30 * time.Second
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	p := &Publisher{cfg: cfg, log: log, wake: make(chan struct{}, 1), saslFailures: new(atomic.Int64)}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.RecordPartitioner(newPartitioner()),
+		kgo.RecordPartitioner(newPartitioner(p)),
 		kgo.ProducerLinger(cfg.Linger),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.ProducerBatchMaxBytesFn(p.batchLimit),
+		kgo.ProducerOnDataLossDetected(p.onDataLoss),
+		kgo.WithLogger(kslog.New(slog.New(warnAndAbove{log.With("component", "kafka-client").Handler()}))),
 	}
 	if cfg.MaxBufferedRecords > 0 {
 		opts = append(opts, kgo.MaxBufferedRecords(cfg.MaxBufferedRecords))
-	}
-	if cfg.BatchMaxBytes > 0 {
-		opts = append(opts, kgo.ProducerBatchMaxBytes(cfg.BatchMaxBytes))
 	}
 	if !cfg.ClientMetrics {
 		opts = append(opts, kgo.DisableClientMetrics())
@@ -124,28 +231,34 @@ func New(cfg Config, log *slog.Logger) (*Publisher, error) {
 	if cfg.TLS != nil {
 		opts = append(opts, kgo.DialTLSConfig(cfg.TLS))
 	}
-	saslFailures := new(atomic.Int64)
 	if cfg.SASL != nil {
-		opts = append(opts, kgo.SASL(cfg.SASL), kgo.WithHooks(saslHook{saslFailures}))
+		opts = append(opts, kgo.SASL(cfg.SASL), kgo.WithHooks(saslHook{p.saslFailures}))
 	}
 	opts = append(opts, cfg.ExtraOpts...)
 	client, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("creating kafka client: %w", err)
 	}
-	return &Publisher{
-		cfg:    cfg,
-		client: client,
-		admin:  kadm.NewClient(client),
-		log:    log,
-		known:  make(map[string]struct{}),
-
-		saslFailures: saslFailures,
-	}, nil
+	p.client, p.admin = client, kadm.NewClient(client)
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.wg.Add(1)
+	go p.run()
+	return p, nil
 }
 
 // Client is the underlying franz-go client (for metrics and admin).
 func (p *Publisher) Client() *kgo.Client { return p.client }
+
+// Stats returns the publisher's counters.
+func (p *Publisher) Stats() Stats {
+	return Stats{
+		AdminRetries:     p.adminRetries.Load(),
+		RetriedAlone:     p.retriedAlone.Load(),
+		OneAtATimeTopics: p.oneAtATime.Load(),
+		OrderAtRisk:      p.orderAtRisk.Load(),
+		DataLoss:         p.dataLoss.Load(),
+	}
+}
 
 // Ping checks that a broker answers.
 func (p *Publisher) Ping(ctx context.Context) error {
@@ -155,53 +268,299 @@ func (p *Publisher) Ping(ctx context.Context) error {
 	return nil
 }
 
-// EnsureTopic creates topic on first use when CreateTopics is on; an
-// existing topic is fine. It is cached, so later calls are a map lookup.
-func (p *Publisher) EnsureTopic(ctx context.Context, topic string) error {
-	p.mu.Lock()
-	_, ok := p.known[topic]
-	p.mu.Unlock()
-	if ok || !p.cfg.CreateTopics {
-		return nil
-	}
-	configs := make(map[string]*string, len(p.cfg.TopicConfigs))
-	for k, v := range p.cfg.TopicConfigs {
-		configs[k] = &v
-	}
-	resp, err := p.admin.CreateTopic(ctx, p.cfg.TopicPartitions, p.cfg.TopicReplicationFactor, configs, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	switch {
-	case err == nil:
-		p.log.Info("created topic", "topic", topic, "partitions", resp.NumPartitions, "replication_factor", resp.ReplicationFactor)
-	case errors.Is(err, kerr.TopicAlreadyExists):
-	default:
-		return fmt.Errorf("creating topic %q: %w", topic, err)
-	}
-	p.mu.Lock()
-	p.known[topic] = struct{}{}
-	p.mu.Unlock()
-	return nil
-}
-
-// Produce hands r to franz-go; done is called once with the outcome.
+// Produce hands r to the publisher; Config.Done is called once with the
+// outcome. It never waits on the network: a record for a topic being
+// prepared, or held back behind records being retried, waits in the
+// publisher. Produce blocks only when franz-go's buffer is full (see
+// MaxBufferedRecords).
 //
 // The record is deliberately not tied to a caller's context: franz-go fails
 // buffered records whose context is cancelled, and a shutdown must be able
-// to drain what is in flight. Close fails whatever is left. Produce blocks
-// only when franz-go's buffer is full (see MaxBufferedRecords).
-func (p *Publisher) Produce(r *kgo.Record, done func(*kgo.Record, error)) {
-	p.client.Produce(context.Background(), r, done)
-}
-
-// Flush waits until every buffered record has been acknowledged or failed.
-func (p *Publisher) Flush(ctx context.Context) error {
-	if err := p.client.Flush(ctx); err != nil {
-		return fmt.Errorf("flushing kafka producer: %w", err)
+// to drain what is in flight. Close fails whatever is left.
+func (p *Publisher) Produce(r *kgo.Record) {
+	t := p.topic(r.Topic)
+	t.mu.Lock()
+	if t.state == topicRejected && !time.Now().Before(t.retryAt) {
+		p.startPreparing(t)
 	}
-	return nil
+	switch {
+	case t.state == topicRejected:
+		err := t.err
+		t.mu.Unlock()
+		p.cfg.Done(r, err)
+		return
+	case t.holdsBackLocked():
+		t.queue = append(t.queue, r)
+		t.mu.Unlock()
+		return
+	}
+	if err := t.checkLocked(r); err != nil {
+		t.mu.Unlock()
+		p.cfg.Done(r, err)
+		return
+	}
+	t.outstanding++
+	if t.mode != modeBatches {
+		t.alone, t.aloneRetried = r, false
+	}
+	t.mu.Unlock()
+	p.client.Produce(context.Background(), r, p.promise)
 }
 
-// Close closes the client; records still buffered fail with kgo.ErrClientClosed.
-func (p *Publisher) Close() { p.client.Close() }
+// Prepare waits until topic is ready to produce to (it prepares it if no
+// record did yet) or Kafka refused it, whose error it returns.
+func (p *Publisher) Prepare(ctx context.Context, topic string) error {
+	t := p.topic(topic)
+	for {
+		t.mu.Lock()
+		if t.state == topicRejected && !time.Now().Before(t.retryAt) {
+			p.startPreparing(t)
+		}
+		state, err, changed := t.state, t.err, t.changed
+		t.mu.Unlock()
+		switch state {
+		case topicReady:
+			return nil
+		case topicRejected:
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("preparing topic %q: %w", topic, ctx.Err())
+		case <-changed:
+		}
+	}
+}
+
+// Flush waits until every record given to Produce has been acknowledged or
+// failed.
+func (p *Publisher) Flush(ctx context.Context) error {
+	for {
+		if err := p.client.Flush(ctx); err != nil {
+			return fmt.Errorf("flushing kafka producer: %w", err)
+		}
+		held := false
+		p.topics.Range(func(_, v any) bool {
+			t := v.(*topic)
+			t.mu.Lock()
+			held = held || t.outstanding > 0 || len(t.queue) > 0 || len(t.retry) > 0
+			t.mu.Unlock()
+			return !held
+		})
+		if !held {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("flushing kafka producer: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Close stops the publisher's goroutines and closes the client. Records
+// not yet acknowledged get Done with an error wrapping ErrClosed.
+func (p *Publisher) Close() {
+	p.cancel()
+	p.wg.Wait()
+	p.client.Close() // fails what franz-go still buffers (promise: ErrClosed)
+	p.topics.Range(func(_, v any) bool {
+		t := v.(*topic)
+		t.mu.Lock()
+		held := append(t.retry, t.queue...)
+		t.retry, t.queue = nil, nil
+		t.mu.Unlock()
+		for _, r := range held {
+			p.cfg.Done(r, fmt.Errorf("%w: %w", ErrClosed, kgo.ErrClientClosed))
+		}
+		return true
+	})
+}
+
+// promise is every record's franz-go promise.
+func (p *Publisher) promise(r *kgo.Record, err error) {
+	t := p.topic(r.Topic)
+	t.mu.Lock()
+	t.outstanding--
+	alone := t.alone == r
+	retried := alone && t.aloneRetried
+	if alone {
+		t.alone = nil
+	}
+	if err != nil && !alone && batchRefusal(err) {
+		// An answer about a batch: hold the record for a retry alone.
+		if t.mode == modeBatches {
+			t.mode, t.aloneWent, t.sizeRefused = modeRecovering, false, false
+			p.log.Warn("kafka refused a batch as a whole; holding the topic's new records and sending the refused ones again one at a time",
+				"topic", r.Topic, "partition", r.Partition, "err", err)
+		}
+		t.sizeRefused = t.sizeRefused || isTooLarge(err)
+		t.retry = append(t.retry, r)
+		t.refused[r.Partition] = struct{}{}
+		p.retriedAlone.Add(1)
+		p.kickLocked(t)
+		t.mu.Unlock()
+		return
+	}
+	if err == nil && !alone && t.mode != modeBatches {
+		if _, ok := t.refused[r.Partition]; ok {
+			p.orderAtRisk.Add(1)
+			p.log.Error("a record reached kafka before an earlier record of its partition that is being retried alone: per-key order may be broken for its key",
+				"topic", r.Topic, "partition", r.Partition, "key", string(r.Key))
+		}
+	}
+	if retried && err == nil {
+		t.aloneWent = true
+	}
+	if t.mode == modeRecovering && len(t.retry) == 0 && t.outstanding == 0 && !t.handing {
+		p.endRecoveryLocked(t)
+	}
+	if t.mode != modeBatches || len(t.queue) > 0 {
+		p.kickLocked(t)
+	}
+	t.mu.Unlock()
+	p.cfg.Done(r, p.verdict(t, r, err, alone))
+}
+
+// endRecoveryLocked ends a recovery once every refused record has its
+// verdict. If batches were refused as too large and some of their records
+// went through alone, batches are too large for the topic's real limit,
+// which walrelay could not learn: the topic stays one record at a time.
+// Otherwise (a refusal of records for what they hold, or only records too
+// large on their own) it goes back to batches.
+func (p *Publisher) endRecoveryLocked(t *topic) {
+	clear(t.refused)
+	if !t.sizeRefused || !t.aloneWent {
+		t.mode = modeBatches
+		return
+	}
+	t.mode = modeOneAtATime
+	p.oneAtATime.Add(1)
+	p.log.Warn("kafka refused batches of records that it accepts one by one: the topic's limit is below what walrelay could learn; producing to it one record at a time from now on. "+
+		"Grant DESCRIBE_CONFIGS on the topic, or set kafka.batch_max_bytes at or below its max.message.bytes, and restart",
+		"topic", t.name, "batch_limit", t.limit.Load())
+}
+
+// verdict turns franz-go's answer for r into the error Done gets.
+func (p *Publisher) verdict(t *topic, r *kgo.Record, err error, alone bool) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, kgo.ErrClientClosed):
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	case alone && batchRefusal(err):
+		if isTooLarge(err) {
+			return fmt.Errorf("%w: the broker refused it sent alone: %w", ErrRecordTooLarge, err)
+		}
+		return fmt.Errorf("%w: the broker refused it sent alone: %w", ErrRecordRejected, err)
+	case topicRefusal(err):
+		return topicError(r.Topic, produceRefusalHint(err), err)
+	case isManual(r) && !t.partitionOK(r.Partition):
+		return fmt.Errorf("%w: partition %d of topic %q, which has %d partitions: %w", ErrPartitionOutOfRange, r.Partition, r.Topic, t.partitions.Load(), err)
+	}
+	return err
+}
+
+// run is the worker: it hands held-back records to franz-go (promises may
+// not produce) until Close.
+func (p *Publisher) run() {
+	defer p.wg.Done()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-p.wake:
+		}
+		for {
+			p.pendingMu.Lock()
+			if len(p.pending) == 0 {
+				p.pendingMu.Unlock()
+				break
+			}
+			t := p.pending[0]
+			p.pending = p.pending[1:]
+			p.pendingMu.Unlock()
+			p.advance(t)
+		}
+	}
+}
+
+// kickLocked asks the worker to advance t (t.mu held).
+func (p *Publisher) kickLocked(t *topic) {
+	if t.kicked {
+		return
+	}
+	t.kicked = true
+	p.pendingMu.Lock()
+	p.pending = append(p.pending, t)
+	p.pendingMu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// advance hands t's held-back records to franz-go in order: the records to
+// retry first, then the queue. One at a time, each waiting for the one
+// before it, unless the topic is in batches, when the whole queue goes.
+func (p *Publisher) advance(t *topic) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.kicked = false
+	for t.state == topicReady && !(t.mode != modeBatches && t.outstanding > 0) {
+		if t.mode == modeRecovering && len(t.retry) == 0 {
+			p.endRecoveryLocked(t)
+		}
+		var r *kgo.Record
+		retried := false
+		switch {
+		case len(t.retry) > 0:
+			r, t.retry, retried = t.retry[0], t.retry[1:], true
+		case len(t.queue) > 0:
+			r, t.queue = t.queue[0], t.queue[1:]
+		default:
+			return
+		}
+		t.handing = true
+		if err := t.checkLocked(r); err != nil {
+			t.mu.Unlock()
+			p.cfg.Done(r, err)
+			t.mu.Lock()
+			t.handing = false
+			continue
+		}
+		t.outstanding++
+		if t.mode != modeBatches {
+			t.alone, t.aloneRetried = r, retried
+		}
+		t.mu.Unlock()
+		p.client.Produce(context.Background(), r, p.promise)
+		t.mu.Lock()
+		t.handing = false
+	}
+}
+
+// onDataLoss is franz-go's report that a partition lost records the broker
+// had acknowledged (an unclean leader election, a truncated log).
+func (p *Publisher) onDataLoss(topic string, partition int32) {
+	p.dataLoss.Add(1)
+	p.log.Error("kafka lost records it had acknowledged (franz-go detected an out-of-order sequence); events walrelay confirmed may be missing from the partition: see the runbook, 'Kafka reports data loss'",
+		"topic", topic, "partition", partition)
+}
+
+// warnAndAbove passes franz-go's warnings and errors to the log, and
+// nothing below: franz-go's info and debug output is about its own
+// workings, and asking for it costs on every request.
+type warnAndAbove struct{ slog.Handler }
+
+func (h warnAndAbove) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}
+
+func (h warnAndAbove) WithAttrs(as []slog.Attr) slog.Handler {
+	return warnAndAbove{h.Handler.WithAttrs(as)}
+}
+
+func (h warnAndAbove) WithGroup(name string) slog.Handler {
+	return warnAndAbove{h.Handler.WithGroup(name)}
+}

@@ -10,70 +10,105 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Dead-letter record headers. The value is the original row as a JSON
-// object (column name to value: JSON columns as JSON, bytea as "\x..." hex
-// text, everything else as its Postgres text, NULL as null), so the event
-// can be inspected, fixed and re-inserted.
+// Dead-letter record headers. Every dead letter carries, in this order:
+// "id" (the event id, as on a published event, so consumers that dedupe on
+// it can), then the row's other routed headers when it was routed, then
+// HeaderErrorClass, HeaderErrorMessage, HeaderLSN, HeaderSourceTable,
+// HeaderOutboxID, HeaderOriginalTopic (only when the row was routed to a
+// topic) and HeaderOriginalSize. docs/deadletter.md has the record per
+// class.
 const (
-	HeaderErrorClass   = "walrelay.error.class"
-	HeaderErrorMessage = "walrelay.error.message"
-	HeaderLSN          = "walrelay.lsn"
-	HeaderSourceTable  = "walrelay.source.table"
-	HeaderOutboxID     = "walrelay.outbox.id"
-	// Only on records the broker refused after routing:
+	HeaderEventID       = "id"
+	HeaderErrorClass    = "walrelay.error.class"
+	HeaderErrorMessage  = "walrelay.error.message"
+	HeaderLSN           = "walrelay.lsn"
+	HeaderSourceTable   = "walrelay.source.table"
+	HeaderOutboxID      = "walrelay.outbox.id"
 	HeaderOriginalTopic = "walrelay.original.topic"
-	HeaderOriginalSize  = "walrelay.original.size" // record_too_large: the value is dropped
+	// HeaderOriginalSize is the size in bytes of the value the dead letter
+	// was built with. A dead letter whose value is null while this is not
+	// 0 had its value left out to fit the dead-letter topic.
+	HeaderOriginalSize = "walrelay.original.size"
 )
+
+// maxErrorMessage bounds walrelay.error.message, so that a dead letter's
+// size is the row's (plus a little), never an error's.
+const maxErrorMessage = 1024
 
 const (
 	oidJSON  = 114
 	oidJSONB = 3802
 )
 
-// deadLetter builds the record for a row that cannot be published. Its key
-// is the outbox id, so all attempts for one event share a partition.
-func deadLetter(topic string, rel *pglogrepl.RelationMessage, cols []*pglogrepl.TupleDataColumn, o origin, class string, cause error) *kgo.Record {
-	return &kgo.Record{
-		Topic:   topic,
-		Key:     []byte(o.id),
-		Value:   rowJSON(rel, cols),
-		Headers: errorHeaders(nil, o, class, cause),
-	}
+// deadLetter is what a dead letter is built from: the row and why it could
+// not be published.
+type deadLetter struct {
+	origin origin
+	class  string
+	cause  error
+	// topic is the topic the row was routed to; "" when routing failed.
+	topic string
+	// headers are the routed record's headers other than "id".
+	headers []kgo.RecordHeader
+	// value is the dead letter's value: the row as a JSON object when
+	// routing failed, the routed value otherwise.
+	value []byte
 }
 
-// deadLetterOf builds the dead-letter record for a routed record the
-// broker refused. It keeps the record's key, value and headers (a value
-// too large for the broker is dropped; the header walrelay.original.size
-// gives its size) and adds the error headers and walrelay.original.topic.
-// It copies what it keeps: the record's bytes may be in a receive buffer
-// released once the record is done with.
-func deadLetterOf(rec *kgo.Record, topic string, o origin, class string, cause error) *kgo.Record {
-	headers := append([]kgo.RecordHeader(nil), rec.Headers...)
-	for i := range headers {
-		headers[i].Value = bytes.Clone(headers[i].Value)
+// record builds the dead letter for topic, with its value (withValue) or
+// without it. Its key is the outbox id, so that every dead letter of one
+// event lands on one partition of the dead-letter topic. It copies what it
+// keeps: the row's bytes may be in a receive buffer released once the
+// original record is done with.
+func (d *deadLetter) record(topic string, withValue bool) *kgo.Record {
+	h := make([]kgo.RecordHeader, 0, 8+len(d.headers))
+	h = append(h, kgo.RecordHeader{Key: HeaderEventID, Value: []byte(d.origin.id)})
+	for _, hd := range d.headers {
+		h = append(h, kgo.RecordHeader{Key: hd.Key, Value: bytes.Clone(hd.Value)})
 	}
-	headers = append(headers, kgo.RecordHeader{Key: HeaderOriginalTopic, Value: []byte(rec.Topic)})
-	var value []byte
-	if class == classRecordTooLarge {
-		headers = append(headers, kgo.RecordHeader{Key: HeaderOriginalSize, Value: []byte(strconv.Itoa(len(rec.Value)))})
-	} else {
-		value = bytes.Clone(rec.Value)
+	msg := d.cause.Error()
+	if len(msg) > maxErrorMessage {
+		msg = msg[:maxErrorMessage] + "…"
 	}
-	return &kgo.Record{Topic: topic, Key: bytes.Clone(rec.Key), Value: value, Headers: errorHeaders(headers, o, class, cause)}
-}
-
-func errorHeaders(h []kgo.RecordHeader, o origin, class string, cause error) []kgo.RecordHeader {
-	return append(h,
-		kgo.RecordHeader{Key: HeaderErrorClass, Value: []byte(class)},
-		kgo.RecordHeader{Key: HeaderErrorMessage, Value: []byte(cause.Error())},
-		kgo.RecordHeader{Key: HeaderLSN, Value: []byte(o.lsn.String())},
-		kgo.RecordHeader{Key: HeaderSourceTable, Value: []byte(o.table)},
-		kgo.RecordHeader{Key: HeaderOutboxID, Value: []byte(o.id)},
+	h = append(h,
+		kgo.RecordHeader{Key: HeaderErrorClass, Value: []byte(d.class)},
+		kgo.RecordHeader{Key: HeaderErrorMessage, Value: []byte(msg)},
+		kgo.RecordHeader{Key: HeaderLSN, Value: []byte(d.origin.lsn.String())},
+		kgo.RecordHeader{Key: HeaderSourceTable, Value: []byte(d.origin.table)},
+		kgo.RecordHeader{Key: HeaderOutboxID, Value: []byte(d.origin.id)},
 	)
+	if d.topic != "" {
+		h = append(h, kgo.RecordHeader{Key: HeaderOriginalTopic, Value: []byte(d.topic)})
+	}
+	h = append(h, kgo.RecordHeader{Key: HeaderOriginalSize, Value: []byte(strconv.Itoa(len(d.value)))})
+	r := &kgo.Record{Topic: topic, Key: []byte(d.origin.id), Headers: h}
+	if withValue {
+		r.Value = bytes.Clone(d.value)
+	}
+	return r
 }
 
-// rowJSON renders the row as a JSON object in column order. JSON columns
-// are embedded byte for byte (encoding/json would compact them).
+// rowDeadLetter is the dead letter of a row the relay did not route.
+func rowDeadLetter(rel *pglogrepl.RelationMessage, cols []*pglogrepl.TupleDataColumn, o origin, class string, cause error, topic string) *deadLetter {
+	return &deadLetter{origin: o, class: class, cause: cause, topic: topic, value: rowJSON(rel, cols)}
+}
+
+// refusedDeadLetter is the dead letter of a routed record the broker
+// refused: its value and headers, and the topic it was for.
+func refusedDeadLetter(rec *kgo.Record, o origin, class string, cause error) *deadLetter {
+	d := &deadLetter{origin: o, class: class, cause: cause, topic: rec.Topic, value: rec.Value}
+	for _, h := range rec.Headers {
+		if h.Key != HeaderEventID {
+			d.headers = append(d.headers, h)
+		}
+	}
+	return d
+}
+
+// rowJSON renders the row as a JSON object in column order: JSON columns
+// as JSON (byte for byte: encoding/json would compact them), bytea as
+// "\x..." hex text, NULL as null, everything else as its Postgres text, so
+// the event can be inspected, fixed and re-inserted.
 func rowJSON(rel *pglogrepl.RelationMessage, cols []*pglogrepl.TupleDataColumn) []byte {
 	b := []byte{'{'}
 	for i, c := range rel.Columns {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -24,11 +25,12 @@ var ErrStopped = errors.New("relay stopped by configured behaviour")
 // handler implements replication.Handler. Its methods run on the stream's
 // goroutine; only the produce callbacks run elsewhere.
 type handler struct {
-	r      *Relay
-	log    *slog.Logger
-	plans  map[uint32]*router.Plan
-	topics map[string]prometheus.Counter // events_published_total by topic
-	msg    router.Message                // reused by RouteTo for every row
+	r       *Relay
+	log     *slog.Logger
+	plans   map[uint32]*router.Plan
+	topics  map[string]prometheus.Counter // events_published_total by admitted topic
+	pattern *regexp.Regexp                // relay.topic_pattern; nil: any
+	msg     router.Message                // reused by RouteTo for every row
 
 	// The transaction being read.
 	tx *checkpoint.Tx
@@ -56,7 +58,8 @@ type handler struct {
 }
 
 func newHandler(r *Relay) *handler {
-	return &handler{r: r, log: r.log, plans: make(map[uint32]*router.Plan), topics: make(map[string]prometheus.Counter)}
+	pattern, _ := r.cfg.Relay.TopicRegexp() // validated by config
+	return &handler{r: r, log: r.log, plans: make(map[uint32]*router.Plan), topics: make(map[string]prometheus.Counter), pattern: pattern}
 }
 
 func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
@@ -130,58 +133,73 @@ func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m 
 		return nil // handled before the session was lost
 	}
 	out, err := h.r.records.route(plan, &h.msg, m.Tuple.Columns, h.commitTime, lsn, in)
-	if err != nil {
-		o := origin{lsn: lsn, id: plan.EventID(m.Tuple.Columns), table: plan.Table()}
-		class, _ := router.ClassOf(err)
-		switch h.r.reject(o, class.String(), err, "cannot route outbox row") {
-		case config.PolicyStop:
-			return fmt.Errorf("%w: outbox row %s at %s: %w", ErrStopped, o.id, lsn, err)
-		case config.PolicyLog:
+	topic := ""
+	if err == nil {
+		topic = out.rec.Topic
+		var published prometheus.Counter
+		if published, err = h.admit(topic); err == nil {
+			h.produce(out, published)
 			return nil
-		default:
-			return h.produce(ctx, wrapRecord(deadLetter(h.r.cfg.Relay.DeadLetterTopic, rel, m.Tuple.Columns, o, class.String(), err), o))
 		}
+		h.r.records.put(out) // not produced: its dead letter is built from the row
 	}
-	return h.produce(ctx, out)
+	o := origin{lsn: lsn, id: plan.EventID(m.Tuple.Columns), table: plan.Table()}
+	class, _ := router.ClassOf(err)
+	switch h.r.reject(o, class.String(), err, "cannot route outbox row") {
+	case config.PolicyStop:
+		return fmt.Errorf("%w: outbox row %s at %s: %w", ErrStopped, o.id, lsn, err)
+	case config.PolicyLog:
+		return nil
+	}
+	h.produceDeadLetter(rowDeadLetter(rel, m.Tuple.Columns, o, class.String(), err, topic))
+	return nil
+}
+
+// admit returns the events_published_total counter of a routed topic,
+// admitting the topic the first time it is seen: it must match
+// relay.topic_pattern, and there must be room for it under
+// relay.max_topics. A topic refused is a topic_invalid row error.
+func (h *handler) admit(topic string) (prometheus.Counter, error) {
+	if published, ok := h.topics[topic]; ok {
+		return published, nil
+	}
+	switch {
+	case h.pattern != nil && !h.pattern.MatchString(topic):
+		return nil, &router.RowError{Class: router.ClassTopicInvalid, Value: topic,
+			Err: fmt.Errorf("topic %q does not match relay.topic_pattern %q", topic, h.r.cfg.Relay.TopicPattern)}
+	case len(h.topics) >= h.r.cfg.Relay.MaxTopics:
+		return nil, &router.RowError{Class: router.ClassTopicInvalid, Value: topic,
+			Err: fmt.Errorf("topic %q would be the %d-th routed topic, past relay.max_topics", topic, len(h.topics)+1)}
+	}
+	published := h.r.metrics.Published(topic)
+	h.topics[topic] = published
+	return published, nil
 }
 
 // produce tracks out in the current transaction and hands it to the
-// producer. The tracker counts it until its ack. A record the broker
-// refuses for good follows relay.on_error (record_too_large,
-// topic_rejected); any other failure stops the relay. A refused record is
-// never acked as published, so its LSN is not confirmed until its
-// dead-letter copy is acked (dlq) or it is deliberately skipped (log).
-func (h *handler) produce(ctx context.Context, out *outRecord) error {
-	published, ok := h.topics[out.rec.Topic]
-	if !ok {
-		if err := h.r.pub.EnsureTopic(ctx, out.rec.Topic); err != nil {
-			class, known := produceErrorClass(err)
-			if !known || out.rec.Topic == h.r.cfg.Relay.DeadLetterTopic {
-				return err
-			}
-			// out is never produced: it goes back to the pool, and its
-			// dead letter is a copy.
-			o := out.origin()
-			switch h.r.reject(o, class, err, "kafka refused the topic") {
-			case config.PolicyStop:
-				h.r.records.put(out)
-				return fmt.Errorf("%w: outbox row %s at %s: %w", ErrStopped, o.id, o.lsn, err)
-			case config.PolicyLog:
-				h.r.records.put(out)
-				return nil
-			}
-			dead := wrapRecord(deadLetterOf(&out.rec, h.r.cfg.Relay.DeadLetterTopic, o, class, err), o)
-			h.r.records.put(out)
-			return h.produce(ctx, dead)
-		}
-		published = h.r.metrics.Published(out.rec.Topic)
-		h.topics[out.rec.Topic] = published
-	}
+// producer. The tracker counts it until its outcome (Relay.onProduced): a
+// record the broker refuses for good follows relay.on_error
+// (record_too_large, topic_rejected, payload_invalid); any other failure
+// stops the relay. A refused record is never acked as published, so its
+// LSN is not confirmed until its dead letter is acked (dlq) or it is
+// deliberately skipped (log).
+func (h *handler) produce(out *outRecord, published prometheus.Counter) {
 	out.tx, out.size, out.published, out.committed = h.tx, out.bytes(), published, h.commitAt
 	h.r.tracker.Add(out.tx, out.size)
 	out.produced = h.r.clock.now()
-	h.r.pub.Produce(&out.rec, h.r.promise)
-	return nil
+	h.r.pub.Produce(&out.rec)
+}
+
+// produceDeadLetter tracks the dead letter of a row the relay did not route
+// in the current transaction and hands it to the producer: it is that
+// row's record.
+func (h *handler) produceDeadLetter(letter *deadLetter) {
+	out := h.r.deadLetterRecord(deadLetterJob{letter: letter, tx: h.tx, withValue: true, committed: h.commitAt})
+	out.size = out.bytes()
+	out.dead.size = out.size
+	h.r.tracker.Add(out.tx, out.size)
+	out.produced = h.r.clock.now()
+	h.r.pub.Produce(&out.rec)
 }
 
 func (h *handler) Update(_ context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.UpdateMessage, lsn pglogrepl.LSN) error {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/walrelay/walrelay/internal/testenv"
@@ -39,9 +40,9 @@ type fixture struct {
 }
 
 // newFixture creates a database with the outbox table, publication and
-// slot, a kfake broker, and a config pointing at both. mutate may adjust
-// the config before the relay is created.
-func newFixture(t *testing.T, mutate func(*config.Config)) *fixture {
+// slot, a kfake broker (with kafkaOpts), and a config pointing at both.
+// mutate may adjust the config before the relay is created.
+func newFixture(t *testing.T, mutate func(*config.Config), kafkaOpts ...kfake.Opt) *fixture {
 	t.Helper()
 	dsn := testenv.Postgres(t).NewDatabase(t)
 	conn := testenv.Connect(t, dsn)
@@ -54,7 +55,7 @@ func newFixture(t *testing.T, mutate func(*config.Config)) *fixture {
 	cfg.Postgres.MinBackoff = 50 * time.Millisecond
 	cfg.Postgres.MaxBackoff = time.Second
 	cfg.Metrics.SlotPollInterval = 200 * time.Millisecond
-	f := &fixture{dsn: dsn, broker: testenv.Kafka(t), cfg: cfg, logs: &logBuffer{}}
+	f := &fixture{dsn: dsn, broker: testenv.Kafka(t, kafkaOpts...), cfg: cfg, logs: &logBuffer{}}
 	f.cfg.Kafka.Brokers = f.broker.Addrs()
 	f.cfg.Kafka.TopicPartitions = 4
 	f.cfg.Relay.ShutdownTimeout = 10 * time.Second

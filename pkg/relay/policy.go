@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/pkg/checkpoint"
 	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/publisher"
+	"github.com/walrelay/walrelay/pkg/router"
 )
 
 // Error classes of records the broker refuses, besides the router's.
@@ -27,31 +30,34 @@ type origin struct {
 	table string
 }
 
-// pending is a record's place in the tracker: acked once, when the record
-// (or the dead-letter copy standing in for it) is acknowledged.
-type pending struct {
-	tx   *checkpoint.Tx
-	size int
-}
-
-// deadLetterJob is a refused record's dead-letter copy, produced by the
-// dead-letter worker (promises must not produce; see kgo.Client.Produce).
+// deadLetterJob is a dead letter to produce, standing for a record in the
+// tracker: the original record's place (tx, size), acked when the dead
+// letter is. The dead-letter worker produces it (Done, where refusals
+// arrive, must not produce; see publisher.Config.Done).
 type deadLetterJob struct {
-	rec     *kgo.Record
-	origin  origin
-	pending pending
+	letter *deadLetter
+	tx     *checkpoint.Tx
+	size   int
+	// withValue is false once the dead letter with its value was too large
+	// for the dead-letter topic.
+	withValue bool
+	// committed is the row's commit time on Relay.clock, for latencies.
+	committed time.Duration
 }
 
-// produceErrorClass maps a broker refusal to its relay.on_error class. Other
-// errors (and retriable ones franz-go gave up on) have no class: they stop
-// the relay.
+// produceErrorClass maps the publisher's verdict on a record to its
+// relay.on_error class. Other errors have no class: they stop the relay.
 func produceErrorClass(err error) (string, bool) {
 	switch {
-	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
+	case errors.Is(err, publisher.ErrRecordTooLarge):
 		return classRecordTooLarge, true
-	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.PolicyViolation),
-		errors.Is(err, kerr.InvalidTopicException), errors.Is(err, kerr.UnknownTopicOrPartition):
+	case errors.Is(err, publisher.ErrTopicRejected):
 		return classTopicRejected, true
+	case errors.Is(err, publisher.ErrPartitionOutOfRange),
+		errors.Is(err, publisher.ErrRecordRejected) && errors.Is(err, kerr.InvalidTimestamp):
+		// A value of the row (the partition column, the timestamp column)
+		// the broker cannot take.
+		return router.ClassPayloadInvalid.String(), true
 	}
 	return "", false
 }
@@ -74,55 +80,117 @@ func (r *Relay) reject(o origin, class string, err error, msg string) string {
 	return policy
 }
 
-// refused handles a record franz-go failed. It runs in a promise, so it
-// never blocks: a dead-letter copy is queued for the worker.
-func (r *Relay) refused(rec *kgo.Record, err error, o origin, p pending) {
+// refused handles a record the publisher did not deliver. It may run in a
+// franz-go promise or in Produce, so it never blocks: a dead letter is
+// queued for the worker.
+func (r *Relay) refused(out *outRecord, err error) {
+	o := out.origin()
+	if errors.Is(err, publisher.ErrClosed) {
+		// A shutdown closed the client before the broker answered; the
+		// record stays unconfirmed and Postgres re-sends it next time.
+		r.abandoned.add(out.lsn)
+		return
+	}
+	if out.dead != nil {
+		r.deadLetterRefused(out, err)
+		return
+	}
 	class, known := produceErrorClass(err)
-	if !known || rec.Topic == r.cfg.Relay.DeadLetterTopic {
+	if !known {
 		r.metrics.PublishErrors.WithLabelValues("produce").Inc()
-		r.log.Error("kafka gave up on a record; stopping", "topic", rec.Topic, "lsn", o.lsn.String(), "outbox_id", o.id, "err", err)
-		r.fail.set(fmt.Errorf("producing outbox event %s (lsn %s) to %q: %w", o.id, o.lsn, rec.Topic, err))
+		r.log.Error("kafka gave up on a record; stopping", "topic", out.rec.Topic, "lsn", o.lsn.String(), "outbox_id", o.id, "err", err)
+		r.fail.set(fmt.Errorf("producing outbox event %s (lsn %s) to %q: %w", o.id, o.lsn, out.rec.Topic, err))
 		return
 	}
 	switch r.reject(o, class, err, "kafka refused a record") {
 	case config.PolicyStop:
 		r.fail.set(fmt.Errorf("%w: outbox row %s at %s: %w", ErrStopped, o.id, o.lsn, err))
 	case config.PolicyLog:
-		r.tracker.Ack(p.tx, p.size)
+		r.tracker.Ack(out.tx, out.size)
 	default:
-		select {
-		case r.deadLetters <- deadLetterJob{rec: deadLetterOf(rec, r.cfg.Relay.DeadLetterTopic, o, class, err), origin: o, pending: p}:
-		default: // cannot happen: the queue holds as many jobs as records can be in flight
-			r.fail.set(fmt.Errorf("dead-letter queue full at outbox row %s (lsn %s)", o.id, o.lsn))
-		}
+		r.queueDeadLetter(deadLetterJob{letter: refusedDeadLetter(&out.rec, o, class, err), tx: out.tx, size: out.size, withValue: true, committed: out.committed})
 	}
 }
 
-// runDeadLetters produces queued dead-letter copies until ctx is done. The
-// original record is acknowledged in the tracker when its copy is.
+// deadLetterRefused handles a dead letter the publisher did not deliver:
+// one too large for the dead-letter topic goes again without its value;
+// any other refusal stops the relay, the row unconfirmed.
+func (r *Relay) deadLetterRefused(out *outRecord, err error) {
+	job := *out.dead
+	o := job.letter.origin
+	if errors.Is(err, publisher.ErrRecordTooLarge) && job.withValue {
+		r.log.Warn("dead letter too large for the dead-letter topic; sending it without its value (its size is in "+HeaderOriginalSize+")",
+			"lsn", o.lsn.String(), "outbox_id", o.id, "value_bytes", len(job.letter.value), "err", err)
+		job.withValue = false
+		r.queueDeadLetter(job)
+		return
+	}
+	r.metrics.PublishErrors.WithLabelValues("produce").Inc()
+	r.log.Error("kafka refused a dead-letter record; stopping", "topic", out.rec.Topic, "lsn", o.lsn.String(), "outbox_id", o.id, "err", err)
+	r.fail.set(fmt.Errorf("producing the dead letter of outbox event %s (lsn %s) to %q: %w", o.id, o.lsn, out.rec.Topic, err))
+}
+
+// queueDeadLetter hands job to the dead-letter worker without blocking.
+func (r *Relay) queueDeadLetter(job deadLetterJob) {
+	select {
+	case r.deadLetters <- job:
+	default: // cannot happen: the queue holds as many jobs as records can be in flight
+		r.fail.set(fmt.Errorf("dead-letter queue full at outbox row %s (lsn %s)", job.letter.origin.id, job.letter.origin.lsn))
+	}
+}
+
+// runDeadLetters produces queued dead letters until ctx is done. Each is a
+// record of its own (Relay.onProduced), standing for the original in the
+// tracker: acked when the broker acknowledges the dead letter.
 func (r *Relay) runDeadLetters(ctx context.Context) {
-	published := r.metrics.Published(r.cfg.Relay.DeadLetterTopic)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case job := <-r.deadLetters:
-			// Blocking is fine here (not in a promise): the topic is
-			// created on first use like any other.
-			if err := r.pub.EnsureTopic(ctx, job.rec.Topic); err != nil {
-				r.fail.set(fmt.Errorf("preparing relay.dead_letter_topic for outbox event %s (lsn %s): %w", job.origin.id, job.origin.lsn, err))
-				continue
-			}
-			r.pub.Produce(job.rec, func(rec *kgo.Record, err error) {
-				if err != nil {
-					r.metrics.PublishErrors.WithLabelValues("produce").Inc()
-					r.log.Error("kafka refused a dead-letter record; stopping", "topic", rec.Topic, "lsn", job.origin.lsn.String(), "outbox_id", job.origin.id, "err", err)
-					r.fail.set(fmt.Errorf("producing dead letter for outbox event %s (lsn %s): %w", job.origin.id, job.origin.lsn, err))
-					return
-				}
-				r.tracker.Ack(job.pending.tx, job.pending.size)
-				published.Inc()
-			})
+			out := r.deadLetterRecord(job)
+			out.produced = r.clock.now()
+			r.pub.Produce(&out.rec)
 		}
 	}
+}
+
+// deadLetterRecord wraps job's dead letter for the producer.
+func (r *Relay) deadLetterRecord(job deadLetterJob) *outRecord {
+	out := &outRecord{
+		rec:       *job.letter.record(r.cfg.Relay.DeadLetterTopic, job.withValue),
+		lsn:       job.letter.origin.lsn,
+		table:     job.letter.origin.table,
+		tx:        job.tx,
+		size:      job.size,
+		dead:      &job,
+		published: r.deadLettersPublished,
+		committed: job.committed,
+	}
+	out.rec.Context = out
+	return out
+}
+
+// abandonment counts the records a shutdown gave up on (the client closed
+// before the broker answered) and their LSNs, for one line in the log.
+type abandonment struct {
+	mu       sync.Mutex
+	n        int
+	min, max pglogrepl.LSN
+}
+
+func (a *abandonment) add(lsn pglogrepl.LSN) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.n == 0 || lsn < a.min {
+		a.min = lsn
+	}
+	a.max = max(a.max, lsn)
+	a.n++
+}
+
+func (a *abandonment) get() (n int, min, max pglogrepl.LSN) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n, a.min, a.max
 }

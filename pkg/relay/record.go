@@ -40,6 +40,9 @@ type outRecord struct {
 	produced  time.Duration // Relay.clock when handed to the producer
 	committed time.Duration // the transaction's commit time on Relay.clock
 	published prometheus.Counter
+	// dead is set on a dead letter: what it was built from, to build it
+	// again without its value if it is too large.
+	dead *deadLetterJob
 }
 
 // maxPooledBuf is the largest byte buffer a recycled record keeps: rows with
@@ -117,13 +120,6 @@ func (out *outRecord) release() {
 	}
 }
 
-// wrapRecord carries a record built elsewhere (a dead letter).
-func wrapRecord(rec *kgo.Record, o origin) *outRecord {
-	out := &outRecord{rec: *rec, lsn: o.lsn, table: o.table}
-	out.rec.Context = out
-	return out
-}
-
 // origin is the row behind the record, for logs and dead letters.
 func (o *outRecord) origin() origin {
 	return origin{lsn: o.lsn, id: headerValue(&o.rec, "id"), table: o.table}
@@ -145,13 +141,13 @@ func (o *outRecord) Err() error                  { return nil }
 func (o *outRecord) Value(any) any               { return nil }
 func (o *outRecord) ManualPartition() bool       { return o.manual }
 
-// onProduced is every record's promise.
+// onProduced is every record's outcome (publisher.Config.Done).
 func (r *Relay) onProduced(rec *kgo.Record, err error) {
 	out := rec.Context.(*outRecord)
 	if err != nil {
 		// refused keeps nothing of the record's bytes (a dead letter is a
 		// copy), so the receive buffer they are in can go.
-		r.refused(rec, err, out.origin(), pending{tx: out.tx, size: out.size})
+		r.refused(out, err)
 		out.release()
 		return
 	}
@@ -160,7 +156,9 @@ func (r *Relay) onProduced(rec *kgo.Record, err error) {
 	out.published.Inc()
 	r.metrics.ProduceAckLatency.Observe((now - out.produced).Seconds())
 	r.metrics.EndToEndLatency.Observe((now - out.committed).Seconds())
-	r.records.put(out) // franz-go does not touch a record after its promise
+	if out.dead == nil { // a dead letter is built for its row alone
+		r.records.put(out) // neither franz-go nor the publisher touches a record after its outcome
+	}
 }
 
 // monoClock reads the monotonic clock alone, for intervals within the

@@ -62,10 +62,13 @@ type Relay struct {
 	// deadLetters feeds runDeadLetters; its capacity is the in-flight cap,
 	// so a promise never blocks on it.
 	deadLetters chan deadLetterJob
-	hb          heartbeats
-	promise     func(*kgo.Record, error) // onProduced, bound once
-	records     recordPool
-	clock       monoClock // stamps records handed to the producer
+	// deadLettersPublished is events_published_total of the dead-letter
+	// topic.
+	deadLettersPublished prometheus.Counter
+	hb                   heartbeats
+	records              recordPool
+	clock                monoClock   // stamps records handed to the producer
+	abandoned            abandonment // records a timed-out shutdown gave up on
 }
 
 // New validates cfg and builds the relay. It does not connect. m may be
@@ -93,11 +96,11 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Relay, error
 			MaxRecords: cfg.Relay.MaxInFlightRecords,
 			MaxBytes:   cfg.Relay.MaxInFlightBytes,
 		}),
-		fail:        failure{done: make(chan struct{})},
-		deadLetters: make(chan deadLetterJob, cfg.Relay.MaxInFlightRecords+1),
-		clock:       newMonoClock(),
+		fail:                 failure{done: make(chan struct{})},
+		deadLetters:          make(chan deadLetterJob, cfg.Relay.MaxInFlightRecords+1),
+		deadLettersPublished: m.Published(cfg.Relay.DeadLetterTopic),
+		clock:                newMonoClock(),
 	}
-	r.promise = r.onProduced
 	var tlsCfg *tls.Config
 	if t := cfg.Kafka.TLS; t.Enabled {
 		if tlsCfg, err = publisher.TLSConfig(t.CAFile, t.CertFile, t.KeyFile, t.ServerName); err != nil {
@@ -113,6 +116,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Relay, error
 		SASL:                   mech,
 		Brokers:                cfg.Kafka.Brokers,
 		ClientID:               cfg.Kafka.ClientID,
+		Done:                   r.onProduced,
 		CreateTopics:           cfg.Kafka.CreateTopics,
 		TopicPartitions:        cfg.Kafka.TopicPartitions,
 		TopicReplicationFactor: cfg.Kafka.TopicReplicationFactor,
@@ -167,7 +171,7 @@ func kafkaMetrics(m *metrics.Metrics) *kprom.Metrics {
 // done during the startup checks is a clean stop too: nothing was read. It
 // closes the Kafka client when it returns.
 func (r *Relay) Run(ctx context.Context) error {
-	defer r.pub.Close()
+	defer r.closePublisher()
 	if err := r.prepare(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // asked to stop while starting (SIGTERM)
@@ -214,6 +218,18 @@ func (r *Relay) Run(ctx context.Context) error {
 		return ferr
 	}
 	return err
+}
+
+// closePublisher closes the Kafka client. Records it still held (a
+// shutdown whose relay.shutdown_timeout expired, or a stop on an error)
+// were never confirmed: one line says how many and from where Postgres
+// sends them again.
+func (r *Relay) closePublisher() {
+	r.pub.Close()
+	if n, first, last := r.abandoned.get(); n > 0 {
+		r.log.Warn("closed the kafka client with records not yet acknowledged; they were not confirmed and Postgres sends them again to the next session",
+			"records", n, "first_lsn", first.String(), "last_lsn", last.String(), "confirmed_lsn", r.tracker.Confirmed().String())
+	}
 }
 
 // failure records the first error that must stop the relay.
