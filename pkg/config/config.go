@@ -48,7 +48,7 @@ type Config struct {
 type Postgres struct {
 	DSN            string        `yaml:"dsn" help:"Postgres connection string (URL or key=value); the role needs REPLICATION and SELECT on the outbox" secret:"true"`
 	Slot           string        `yaml:"slot" help:"logical replication slot (plugin pgoutput) to stream from"`
-	Publications   []string      `yaml:"publications" help:"pgoutput publications to stream (comma-separated)"`
+	Publications   StringList    `yaml:"publications" help:"pgoutput publications to stream (comma-separated)"`
 	Table          string        `yaml:"table" help:"outbox table, schema-qualified; used by setup and the startup column check"`
 	CreateSlot     bool          `yaml:"create_slot" help:"create the slot at startup if it does not exist"`
 	StatusInterval time.Duration `yaml:"status_interval" help:"how often the confirmed LSN is reported to Postgres"`
@@ -59,17 +59,17 @@ type Postgres struct {
 
 // Kafka is where events go.
 type Kafka struct {
-	Brokers                []string          `yaml:"brokers" help:"seed brokers, host:port (comma-separated)"`
-	ClientID               string            `yaml:"client_id" help:"Kafka client id"`
-	CreateTopics           bool              `yaml:"create_topics" help:"create a routed topic with kadm the first time it is used"`
-	TopicPartitions        int32             `yaml:"topic_partitions" help:"partitions of created topics (-1: broker default)"`
-	TopicReplicationFactor int16             `yaml:"topic_replication_factor" help:"replication factor of created topics (-1: broker default)"`
-	TopicConfigs           map[string]string `yaml:"topic_configs" help:"configs of created topics, key=value (comma-separated)"`
-	Linger                 time.Duration     `yaml:"linger" help:"how long a partition waits to fill a batch; 0 sends at once (more, smaller requests)"`
-	BatchMaxBytes          int32             `yaml:"batch_max_bytes" help:"largest record batch sent to a partition"`
-	ClientMetrics          bool              `yaml:"client_metrics" help:"send client metrics to brokers that subscribe to them (KIP-714); walrelay's own metrics are on /metrics either way"`
-	TLS                    KafkaTLS          `yaml:"tls"`
-	SASL                   KafkaSASL         `yaml:"sasl"`
+	Brokers                StringList    `yaml:"brokers" help:"seed brokers, host:port (comma-separated)"`
+	ClientID               string        `yaml:"client_id" help:"Kafka client id"`
+	CreateTopics           bool          `yaml:"create_topics" help:"create a routed topic with kadm the first time it is used"`
+	TopicPartitions        int32         `yaml:"topic_partitions" help:"partitions of created topics (-1: broker default)"`
+	TopicReplicationFactor int16         `yaml:"topic_replication_factor" help:"replication factor of created topics (-1: broker default)"`
+	TopicConfigs           StringMap     `yaml:"topic_configs" help:"configs of created topics, key=value (comma-separated)"`
+	Linger                 time.Duration `yaml:"linger" help:"how long a partition waits to fill a batch; 0 sends at once (more, smaller requests)"`
+	BatchMaxBytes          int32         `yaml:"batch_max_bytes" help:"largest record batch sent to a partition"`
+	ClientMetrics          bool          `yaml:"client_metrics" help:"send client metrics to brokers that subscribe to them (KIP-714); walrelay's own metrics are on /metrics either way"`
+	TLS                    KafkaTLS      `yaml:"tls"`
+	SASL                   KafkaSASL     `yaml:"sasl"`
 }
 
 // KafkaTLS configures TLS to the brokers.

@@ -223,13 +223,9 @@ func set(f Field, s, source string) error {
 	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.String:
 		v.Set(reflect.ValueOf(splitList(s)))
 	case v.Kind() == reflect.Map:
-		m := map[string]string{}
-		for _, kv := range splitList(s) {
-			k, val, ok := strings.Cut(kv, "=")
-			if !ok || k == "" {
-				return fail("entries are key=value, comma-separated")
-			}
-			m[k] = val
+		m, ok := splitMap(s)
+		if !ok {
+			return fail(mapSyntax)
 		}
 		v.Set(reflect.ValueOf(m))
 	default:
@@ -238,6 +234,25 @@ func set(f Field, s, source string) error {
 	return nil
 }
 
+// mapSyntax says how a map option is written as one string.
+const mapSyntax = "entries are key=value, comma-separated"
+
+// splitMap parses "k1=v1, k2=v2" (entries trimmed, empty ones dropped);
+// false when an entry has no "=" or an empty key.
+func splitMap(s string) (map[string]string, bool) {
+	m := map[string]string{}
+	for _, kv := range splitList(s) {
+		k, val, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, false
+		}
+		m[k] = val
+	}
+	return m, true
+}
+
+// splitList splits a comma-separated list, trimming each item and
+// dropping empty ones.
 func splitList(s string) []string {
 	out := []string{}
 	for p := range strings.SplitSeq(s, ",") {
