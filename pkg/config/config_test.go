@@ -116,6 +116,47 @@ func TestLoadPrecedence(t *testing.T) {
 	}
 }
 
+// A boolean flag without a value means true, as with any command line
+// tool; with =value it takes the value.
+func TestBoolFlags(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		args                []string
+		pprof, createTopics bool
+		positional          []string
+	}{
+		{"defaults", nil, false, true, nil},
+		{"bare", []string{"--http.pprof"}, true, true, nil},
+		{"bare before another flag", []string{"--http.pprof", "--kafka.create_topics=false"}, true, false, nil},
+		{"=true", []string{"--http.pprof=true"}, true, true, nil},
+		{"=false", []string{"--kafka.create_topics=false"}, false, false, nil},
+		{"=0 and =1", []string{"--kafka.create_topics=0", "--http.pprof=1"}, true, false, nil},
+		{"bare then an argument", []string{"--http.pprof", "false"}, true, true, []string{"false"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fs := pflag.NewFlagSet("walrelay", pflag.ContinueOnError)
+			config.BindFlags(fs)
+			if err := fs.Parse(c.args); err != nil {
+				t.Fatalf("parsing %q: %v", c.args, err)
+			}
+			cfg, err := config.Load(fs, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.HTTP.Pprof != c.pprof || cfg.Kafka.CreateTopics != c.createTopics || !slices.Equal(fs.Args(), c.positional) {
+				t.Errorf("%q: http.pprof=%t kafka.create_topics=%t arguments %q; want %t, %t, %q", c.args, cfg.HTTP.Pprof, cfg.Kafka.CreateTopics, fs.Args(), c.pprof, c.createTopics, c.positional)
+			}
+		})
+	}
+	t.Run("not a boolean", func(t *testing.T) {
+		_, err := load(t, []string{"--http.pprof=maybe"})
+		var fe *config.FieldError
+		if !errors.As(err, &fe) || fe.Field != "http.pprof" || !strings.Contains(err.Error(), "--http.pprof") {
+			t.Fatalf("want a FieldError for http.pprof naming the flag, got %v", err)
+		}
+	})
+}
+
 // The file comes from --config, else WALRELAY_CONFIG; the flag wins.
 func TestConfigFileFromEnvOrFlag(t *testing.T) {
 	envFile := writeFile(t, "postgres:\n  slot: env_file\n")

@@ -72,8 +72,11 @@ func walk(v reflect.Value, prefix string, out *[]Field) {
 	}
 }
 
-// BindFlags registers one flag per field (as a string, parsed like the
-// environment) plus --config.
+// BindFlags registers one flag per field plus --config. Each flag holds
+// the text given, which Load parses like the environment. A boolean
+// option's flag is a boolean flag to pflag: a bare --http.pprof means
+// true, and --kafka.create_topics=false takes the value after "=" (a value
+// after a space is an argument, as with every boolean flag).
 func BindFlags(fs *pflag.FlagSet) {
 	def := Default()
 	fs.String(ConfigFlag, "", "YAML config file (also "+EnvPrefix+"CONFIG)")
@@ -82,9 +85,22 @@ func BindFlags(fs *pflag.FlagSet) {
 		if f.Secret {
 			d = ""
 		}
+		if f.value.Kind() == reflect.Bool {
+			fs.VarPF(&boolFlag{s: d}, f.Flag, "", f.Help).NoOptDefVal = "true"
+			continue
+		}
 		fs.String(f.Flag, d, f.Help)
 	}
 }
+
+// boolFlag is a boolean option's flag. It keeps the text given, which Load
+// parses (so "maybe" is an error naming the option and the flag), and
+// reports the type bool, which pflag's help shows as a switch.
+type boolFlag struct{ s string }
+
+func (b *boolFlag) String() string     { return b.s }
+func (b *boolFlag) Set(s string) error { b.s = s; return nil }
+func (b *boolFlag) Type() string       { return "bool" }
 
 // Load builds a Config: defaults, then the YAML file named by --config or
 // WALRELAY_CONFIG, then WALRELAY_* variables from environ, then the flags
@@ -141,7 +157,7 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 	if fs != nil {
 		for _, f := range fields {
 			if fs.Changed(f.Flag) {
-				v, _ := fs.GetString(f.Flag)
+				v := fs.Lookup(f.Flag).Value.String()
 				if err := set(f, v, "--"+f.Flag); err != nil {
 					return Config{}, err
 				}
