@@ -24,6 +24,10 @@ func TestConfigErrorsExit2(t *testing.T) {
 	if err := os.WriteFile(yamlFile, []byte("postgres:\n  slot: fine\n  slott: typo\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	levelFile := filepath.Join(t.TempDir(), "level.yaml")
+	if err := os.WriteFile(levelFile, []byte("log:\n  level: loud\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		env  []string
@@ -36,7 +40,9 @@ func TestConfigErrorsExit2(t *testing.T) {
 		{"unknown env var", []string{"WALRELAY_NOPE=1"}, []string{"run"}, []string{"WALRELAY_NOPE"}},
 		{"unknown YAML key", nil, []string{"run", "--config", yamlFile}, []string{"slott", yamlFile}},
 		{"unknown YAML key via env", []string{"WALRELAY_CONFIG=" + yamlFile}, []string{"setup"}, []string{"slott"}},
-		{"bad log level for config", []string{"WALRELAY_LOG_LEVEL=loud"}, []string{"config"}, []string{"log.level", `"loud"`}},
+		{"bad log level for config", []string{"WALRELAY_LOG_LEVEL=loud"}, []string{"config"}, []string{`log.level="loud" (from WALRELAY_LOG_LEVEL): must be`}},
+		{"bad log level flag", nil, []string{"run", "--log.level=loud"}, []string{`log.level="loud" (from --log.level): must be`}},
+		{"bad log level in the file", nil, []string{"run", "--config", levelFile}, []string{`log.level="loud" (from ` + levelFile + `:2): must be`}},
 		{"unknown flag", nil, []string{"run", "--no-such-flag"}, []string{"no-such-flag"}},
 		{"unknown command", nil, []string{"frobnicate"}, []string{"frobnicate"}},
 		{"extra argument", nil, []string{"version", "extra"}, []string{"extra"}},

@@ -4,7 +4,7 @@
 // In: an optional YAML file, WALRELAY_* environment variables and command
 // line flags, applied in that order over the defaults (a flag beats the
 // environment, which beats the file). Out: a validated Config, or an error
-// naming the bad field and value.
+// naming the bad field, its value and where that value came from.
 //
 // Every field has a YAML key, an environment variable and a flag derived
 // from the same path: router."route.topic.replacement" is the YAML key
@@ -198,14 +198,24 @@ func Default() Config {
 	}
 }
 
-// FieldError names a configuration field and the value it rejected.
+// FieldError names a configuration field, the value it rejected and,
+// when Load read that value, where from.
 type FieldError struct {
 	Field  string // YAML path, e.g. postgres.slot
 	Value  string // the offending value, redacted if secret
 	Reason string
+	// Source is where the value came from: a WALRELAY_* variable (or its
+	// _FILE), a --flag, or the config file and line ("walrelay.yaml:12").
+	// It is empty for a default, and when Validate is called on its own.
+	Source string
 }
 
+// Error reads `config log.level="verbose" (from WALRELAY_LOG_LEVEL): must
+// be debug, info, warn or error`.
 func (e *FieldError) Error() string {
+	if e.Source != "" {
+		return fmt.Sprintf("config %s=%q (from %s): %s", e.Field, e.Value, e.Source, e.Reason)
+	}
 	return fmt.Sprintf("config %s=%q: %s", e.Field, e.Value, e.Reason)
 }
 
@@ -227,10 +237,14 @@ func (e *ValidationError) Unwrap() []error { return e.Errs }
 
 // Validate checks every field; the error is a *ValidationError holding one
 // *FieldError per problem.
-func (c *Config) Validate() error {
+func (c *Config) Validate() error { return c.validate(nil) }
+
+// validate is Validate, with each FieldError's Source taken from sources
+// (YAML path to where Load read the value).
+func (c *Config) validate(sources map[string]string) error {
 	var errs []error
 	bad := func(field, value, reason string) {
-		errs = append(errs, &FieldError{Field: field, Value: value, Reason: reason})
+		errs = append(errs, &FieldError{Field: field, Value: value, Reason: reason, Source: sources[field]})
 	}
 	if c.Postgres.DSN == "" {
 		bad("postgres.dsn", "", "required")

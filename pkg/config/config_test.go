@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -290,11 +291,65 @@ func TestFieldErrorNamesSource(t *testing.T) {
 			if !errors.As(err, &fe) {
 				t.Fatalf("want a *FieldError, got %v", err)
 			}
-			if fe.Field != c.field || fe.Value != c.value || !strings.Contains(err.Error(), "(from "+c.source+")") {
+			if fe.Field != c.field || fe.Value != c.value || fe.Source != c.source || !strings.Contains(err.Error(), "(from "+c.source+")") {
 				t.Fatalf("got %q (field %q value %q), want field %s value %q from %s", err, fe.Field, fe.Value, c.field, c.value, c.source)
 			}
 		})
 	}
+}
+
+// A value that fails validation is reported with where it came from: the
+// variable, the flag, or the file and line that set it last.
+func TestValidationErrorNamesSource(t *testing.T) {
+	file := writeFile(t, "log:\n  format: text\n  level: verbose\npostgres:\n  max_backoff: 1ms\n")
+	cases := []struct {
+		name    string
+		args    []string
+		env     []string
+		want    string // the whole message, %s for the file's path
+		wantSrc string
+	}{
+		{"env", nil, []string{"WALRELAY_LOG_LEVEL=verbose"},
+			`config log.level="verbose" (from WALRELAY_LOG_LEVEL): must be debug, info, warn or error`, "WALRELAY_LOG_LEVEL"},
+		{"flag", []string{"--log.level=verbose"}, nil,
+			`config log.level="verbose" (from --log.level): must be debug, info, warn or error`, "--log.level"},
+		{"flag over env", []string{"--log.level=loud"}, []string{"WALRELAY_LOG_LEVEL=verbose"},
+			`config log.level="loud" (from --log.level): must be debug, info, warn or error`, "--log.level"},
+		{"file", []string{"--config", file}, []string{"WALRELAY_POSTGRES_MAX_BACKOFF=1s"},
+			`config log.level="verbose" (from %s:3): must be debug, info, warn or error`, file + ":3"},
+		{"env over file", []string{"--config", file}, []string{"WALRELAY_LOG_LEVEL=chatty", "WALRELAY_POSTGRES_MAX_BACKOFF=1s"},
+			`config log.level="chatty" (from WALRELAY_LOG_LEVEL): must be debug, info, warn or error`, "WALRELAY_LOG_LEVEL"},
+		{"file with the default it is checked against", []string{"--config", file, "--log.level=info"}, nil,
+			`config postgres.max_backoff="1ms" (from %s:5): must be at least postgres.min_backoff (250ms)`, file + ":5"},
+		{"secret from a file variable", nil, []string{"WALRELAY_POSTGRES_DSN_FILE=" + writeFile(t, "")},
+			`config postgres.dsn="" (from WALRELAY_POSTGRES_DSN_FILE): required`, "WALRELAY_POSTGRES_DSN_FILE"},
+		{"list from env", nil, []string{"WALRELAY_KAFKA_BROKERS=kafka1"},
+			`config kafka.brokers="kafka1" (from WALRELAY_KAFKA_BROKERS): brokers are host:port`, "WALRELAY_KAFKA_BROKERS"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := load(t, c.args, c.env...)
+			want := c.want
+			if strings.Contains(want, "%s") {
+				want = fmt.Sprintf(want, file)
+			}
+			if err == nil || err.Error() != want {
+				t.Fatalf("got  %v\nwant %s", err, want)
+			}
+			var fe *config.FieldError
+			if !errors.As(err, &fe) || fe.Source != c.wantSrc {
+				t.Fatalf("FieldError %+v, want Source %q", fe, c.wantSrc)
+			}
+		})
+	}
+	t.Run("Validate on its own names no source", func(t *testing.T) {
+		cfg := config.Default()
+		cfg.Log.Level = "verbose"
+		err := cfg.Validate()
+		if want := `config log.level="verbose": must be debug, info, warn or error`; err == nil || err.Error() != want {
+			t.Fatalf("got %v, want %s", err, want)
+		}
+	})
 }
 
 func TestUnknownEnvironmentVariable(t *testing.T) {
