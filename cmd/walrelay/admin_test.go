@@ -222,6 +222,37 @@ func TestLSN(t *testing.T) {
 	if d["bytes"] != float64(16777216) || d["human"] != "16.0 MiB" {
 		t.Errorf("lsn diff -o json = %v", d)
 	}
+	t.Run("diff agrees with pg_wal_lsn_diff", func(t *testing.T) {
+		for _, c := range []struct{ name, a, b, human string }{
+			{"whole range ahead", "FFFFFFFF/FFFFFFFF", "0/0", "16.0 EiB"},
+			{"whole range behind", "0/0", "FFFFFFFF/FFFFFFFF", "-16.0 EiB"},
+			{"past int64", "80000000/0", "0/0", "8.0 EiB"},
+			{"across int64's sign", "7FFFFFFF/FFFFFFFF", "80000000/0", "-1 B"},
+			{"high and close", "FFFFFFFF/FFFFFFFF", "FFFFFFFF/FFFFF9FF", "1.5 KiB"},
+			{"typical", "0/2000000", "0/1000000", "16.0 MiB"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				want := testenv.QueryValue[string](t, dsn, `SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::text`, c.a, c.b)
+				if got := wantOK(t, childEnv(), "lsn", "diff", c.a, c.b); got != want+" bytes ("+c.human+")\n" {
+					t.Errorf("lsn diff %s %s = %q; pg_wal_lsn_diff says %s bytes (%s)", c.a, c.b, got, want, c.human)
+				}
+				out := wantOK(t, childEnv(), "lsn", "diff", c.a, c.b, "-o", "json")
+				dec := json.NewDecoder(strings.NewReader(out))
+				dec.UseNumber()
+				var j struct {
+					A, B  string
+					Bytes json.Number
+					Human string
+				}
+				if err := dec.Decode(&j); err != nil {
+					t.Fatalf("lsn diff -o json: %v\n%s", err, out)
+				}
+				if j.Bytes.String() != want || j.Human != c.human || j.A != c.a || j.B != c.b {
+					t.Errorf("lsn diff %s %s -o json = %s; pg_wal_lsn_diff says %s bytes (%s)", c.a, c.b, out, want, c.human)
+				}
+			})
+		}
+	})
 	for _, c := range []struct {
 		name string
 		args []string

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,6 +24,10 @@ func TestConfigErrorsExit2(t *testing.T) {
 	if err := os.WriteFile(yamlFile, []byte("postgres:\n  slot: fine\n  slott: typo\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	levelFile := filepath.Join(t.TempDir(), "level.yaml")
+	if err := os.WriteFile(levelFile, []byte("log:\n  level: loud\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		env  []string
@@ -35,7 +40,9 @@ func TestConfigErrorsExit2(t *testing.T) {
 		{"unknown env var", []string{"WALRELAY_NOPE=1"}, []string{"run"}, []string{"WALRELAY_NOPE"}},
 		{"unknown YAML key", nil, []string{"run", "--config", yamlFile}, []string{"slott", yamlFile}},
 		{"unknown YAML key via env", []string{"WALRELAY_CONFIG=" + yamlFile}, []string{"setup"}, []string{"slott"}},
-		{"bad log level for config", []string{"WALRELAY_LOG_LEVEL=loud"}, []string{"config"}, []string{"log.level", `"loud"`}},
+		{"bad log level for config", []string{"WALRELAY_LOG_LEVEL=loud"}, []string{"config"}, []string{`log.level="loud" (from WALRELAY_LOG_LEVEL): must be`}},
+		{"bad log level flag", nil, []string{"run", "--log.level=loud"}, []string{`log.level="loud" (from --log.level): must be`}},
+		{"bad log level in the file", nil, []string{"run", "--config", levelFile}, []string{`log.level="loud" (from ` + levelFile + `:2): must be`}},
 		{"unknown flag", nil, []string{"run", "--no-such-flag"}, []string{"no-such-flag"}},
 		{"unknown command", nil, []string{"frobnicate"}, []string{"frobnicate"}},
 		{"extra argument", nil, []string{"version", "extra"}, []string{"extra"}},
@@ -62,6 +69,44 @@ func TestConfigErrorsExit2(t *testing.T) {
 			noStackTrace(t, "stderr", stderr)
 		})
 	}
+}
+
+// A boolean option's flag works bare (true) and with =value, for every
+// command that takes the configuration.
+func TestBoolFlagWithoutValue(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		want []string // lines of `walrelay config`'s YAML
+	}{
+		{"bare", []string{"config", "--http.pprof"}, []string{"    pprof: true"}},
+		{"bare before another flag", []string{"config", "--http.pprof", "--kafka.create_topics=false"}, []string{"    pprof: true", "    create_topics: false"}},
+		{"=false", []string{"config", "--kafka.create_topics=false"}, []string{"    create_topics: false"}},
+		{"=true", []string{"config", "--http.pprof=true"}, []string{"    pprof: true"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			out := wantOK(t, childEnv(), c.args...)
+			for _, w := range c.want {
+				if !slices.Contains(strings.Split(out, "\n"), w) {
+					t.Errorf("walrelay %q: no line %q in\n%s", c.args, w, out)
+				}
+			}
+		})
+	}
+	// run parses its flags the same way: the bare flag is accepted, and
+	// the invalid slot is what stops it (exit 2, before connecting).
+	t.Run("run", func(t *testing.T) {
+		t.Parallel()
+		stdout, stderr, code := walrelay(t, childEnv("WALRELAY_POSTGRES_SLOT=Bad-Slot"), "run", "--http.pprof")
+		wantFailure(t, stdout, stderr, code, 2, "postgres.slot", "Bad-Slot")
+	})
+	// A value after a space is an argument, as with any boolean flag.
+	t.Run("value after a space", func(t *testing.T) {
+		t.Parallel()
+		stdout, stderr, code := walrelay(t, childEnv(), "config", "--kafka.create_topics", "false")
+		wantFailure(t, stdout, stderr, code, 2, `unknown command "false"`)
+	})
 }
 
 // A router option naming a column the outbox lacks stops `walrelay run`

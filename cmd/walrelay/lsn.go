@@ -43,7 +43,11 @@ func lsnDiffCommand(stdout io.Writer) *cobra.Command {
 		Short: "Print A - B in bytes and binary units",
 		Long: `Prints how far LSN A is ahead of LSN B (negative when behind), like
 pg_wal_lsn_diff(A, B): "16777216 bytes (16.0 MiB)". LSNs have the form
-0/16B3748. It does not connect to anything.` + "\n" + exitCodesHelp,
+0/16B3748. The difference is exact over the whole LSN range, up to
+FFFFFFFF/FFFFFFFF - 0/0 = 18446744073709551615 bytes (16.0 EiB); with
+-o json, "bytes" is a JSON number with every digit, beyond what a float64
+holds exactly (2^53): decode it as an arbitrary-precision number. It does
+not connect to anything.` + "\n" + exitCodesHelp,
 		Args: usageArgs(cobra.ExactArgs(2)),
 		RunE: func(_ *cobra.Command, args []string) error {
 			if err := checkOutput(*format); err != nil {
@@ -59,7 +63,7 @@ pg_wal_lsn_diff(A, B): "16777216 bytes (16.0 MiB)". LSNs have the form
 			}
 			n := admin.Diff(a, b)
 			if *format == outputJSON {
-				return writeJSON(stdout, map[string]any{"a": a.String(), "b": b.String(), "bytes": n, "human": admin.HumanBytes(n)})
+				return writeJSON(stdout, map[string]any{"a": a.String(), "b": b.String(), "bytes": n, "human": n.Human()})
 			}
 			fmt.Fprintln(stdout, admin.DiffString(n))
 			return nil

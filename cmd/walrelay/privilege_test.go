@@ -197,7 +197,10 @@ func TestLeastPrivilege(t *testing.T) {
 		if out := wantOK(t, env, "lsn", "diff", "0/2000000", "0/1000000"); out != "16777216 bytes (16.0 MiB)\n" {
 			t.Errorf("lsn diff printed %q", out)
 		}
-		st := decodeJSON[statusResult](t, wantOK(t, env, "status", "-o", "json"))
+		// The relay is stopped: status exits 1 for it, and shows the slot.
+		stdout, stderr, code := walrelay(t, env, "status", "-o", "json")
+		wantFailure(t, stdout, stderr, code, 1, "the relay could not be read")
+		st := decodeJSON[statusResult](t, stdout)
 		if st.Slot == nil || st.Slot.Name != "walrelay" || st.SlotError != "" {
 			t.Errorf("status as %s (relay stopped) = %+v", role, st)
 		}

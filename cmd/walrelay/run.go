@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/walrelay/walrelay/internal/cli"
+	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/metrics"
 	"github.com/walrelay/walrelay/pkg/relay"
@@ -71,7 +72,10 @@ func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	g.Go(func() error {
 		defer cancel() // a stopped relay stops the listener
-		return r.Run(gctx)
+		// A failed connection reads like the operator commands' (one
+		// line: the cause and the fix), not like the driver's list of
+		// attempts.
+		return admin.ExplainConnectError(r.Run(gctx))
 	})
 	return g.Wait()
 }

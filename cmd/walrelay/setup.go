@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
@@ -28,9 +27,9 @@ able to create tables and publications and to have REPLICATION.`,
 				return err
 			}
 			schema, table, _ := config.SplitTable(cfg.Postgres.Table) // validated
-			conn, err := pgx.Connect(cmd.Context(), cfg.Postgres.DSN)
+			conn, err := connect(cmd.Context(), cfg.Postgres.DSN)
 			if err != nil {
-				return fmt.Errorf("connecting to postgres: %w", err)
+				return err
 			}
 			defer conn.Close(cmd.Context())
 			steps, err := setup.Run(cmd.Context(), conn, setup.Names{

@@ -41,11 +41,13 @@ func statusCommand(stdout io.Writer) *cobra.Command {
 (streaming, ready, confirmed and received LSN, in-flight records, reconnects,
 last error) and the slot as Postgres sees it (active, holder, lag of
 confirmed_flush_lsn and restart_lsn, wal_status, safe_wal_size). When the relay
-does not answer it says so and still shows the slot. With --watch it redraws
-in place every --interval until Ctrl-C.
+does not answer it says so and still shows the slot, and the other way round.
 
-Exit status 1 when neither the relay nor Postgres could be read (without
---watch).`, cobra.NoArgs,
+Exit status: 0 when both the relay and Postgres answered (whatever they
+report); 1 when either could not be read (the relay not running or not
+serving /status, Postgres unreachable, the slot missing), after printing
+everything that could be read; 2 for bad usage. With --watch it redraws in
+place every --interval until Ctrl-C, whatever answers, and exits 0 then.`, cobra.NoArgs,
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, _ []string) error {
 			if interval < 100*time.Millisecond {
 				return cli.UsageError{Err: fmt.Errorf("--interval %s: want at least 100ms", interval)}
@@ -66,10 +68,7 @@ Exit status 1 when neither the relay nor Postgres could be read (without
 			if !watch {
 				v := gatherStatus(ctx, cfg, addr)
 				_, _ = stdout.Write(render(v))
-				if v.Relay == nil && v.Slot == nil {
-					return fmt.Errorf("neither the relay (%s) nor postgres could be read: see the errors above", dash(addr))
-				}
-				return nil
+				return v.err()
 			}
 			t := time.NewTicker(interval)
 			defer t.Stop()
@@ -91,6 +90,21 @@ Exit status 1 when neither the relay nor Postgres could be read (without
 	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "refresh interval with --watch")
 	cmd.Flags().StringVar(&statusAddr, "url", "", "the relay's status URL (default: http://<http.listen>/status)")
 	return cmd
+}
+
+// err is what `walrelay status` exits with once v is printed: nil when
+// the relay and Postgres both answered, else an error naming the part
+// that could not be read (exit status 1), so scripts can tell.
+func (v statusView) err() error {
+	switch {
+	case v.Relay == nil && v.Slot == nil:
+		return fmt.Errorf("neither the relay (%s) nor postgres could be read: see the errors above", dash(v.RelayURL))
+	case v.Relay == nil:
+		return fmt.Errorf("the relay could not be read: %s", v.RelayError)
+	case v.Slot == nil:
+		return fmt.Errorf("the slot could not be read from postgres: %s", v.SlotError)
+	}
+	return nil
 }
 
 // statusURL is the /status URL of a relay listening on listen; a wildcard

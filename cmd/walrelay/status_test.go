@@ -26,8 +26,9 @@ type statusResult struct {
 }
 
 // `walrelay status` shows the running relay's /status and the slot from
-// Postgres; --watch redraws until Ctrl-C; with the relay gone it says so
-// and still shows the slot; with both gone it fails.
+// Postgres; --watch redraws until Ctrl-C; with the relay gone it says so,
+// still shows the slot, and exits 1 (so scripts can tell), while --watch
+// keeps redrawing; with both gone it fails.
 func TestStatus(t *testing.T) {
 	dsn := testenv.Postgres(t).NewDatabase(t)
 	setupOutbox(t, dsn)
@@ -39,8 +40,16 @@ func TestStatus(t *testing.T) {
 	var st statusResult
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		st = decodeJSON[statusResult](t, wantOK(t, env, "status", "-o", "json"))
+		// Exit 1 until the relay answers.
+		stdout, stderr, code := walrelay(t, env, "status", "-o", "json")
+		if code != 0 && code != 1 {
+			t.Fatalf("status exited %d:\n%s", code, stderr)
+		}
+		st = decodeJSON[statusResult](t, stdout)
 		if st.Relay != nil && st.Relay.Streaming && st.Slot != nil && st.Slot.Active {
+			if code != 0 || stderr != "" {
+				t.Fatalf("status with the relay streaming exited %d: %s", code, stderr)
+			}
 			break
 		}
 		if time.Now().After(deadline) || relay.exited() {
@@ -77,16 +86,60 @@ func TestStatus(t *testing.T) {
 	if code := relay.wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("relay exited %d", code)
 	}
-	out = wantOK(t, env, "status")
-	for _, want := range []string{"unreachable", "relay not reachable at http://" + listen + "/status", "is `walrelay run` running", "slot walrelay (from postgres)"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("status with the relay stopped lacks %q:\n%s", want, out)
+	t.Run("relay unreachable", func(t *testing.T) {
+		out, stderr, code := walrelay(t, env, "status")
+		wantFailure(t, out, stderr, code, 1, "the relay could not be read", "relay not reachable at http://"+listen+"/status")
+		for _, want := range []string{"unreachable", "relay not reachable at http://" + listen + "/status", "is `walrelay run` running", "slot walrelay (from postgres)"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("status with the relay stopped lacks %q:\n%s", want, out)
+			}
 		}
-	}
-	if !regexp.MustCompile(`(?m)^\s+active\s+no$`).MatchString(out) {
-		t.Errorf("status should show the slot inactive:\n%s", out)
-	}
-	noStackTrace(t, "stdout", out)
+		if !regexp.MustCompile(`(?m)^\s+active\s+no$`).MatchString(out) {
+			t.Errorf("status should show the slot inactive:\n%s", out)
+		}
+	})
+	t.Run("relay unreachable json", func(t *testing.T) {
+		out, stderr, code := walrelay(t, env, "status", "-o", "json")
+		wantFailure(t, out, stderr, code, 1, "the relay could not be read")
+		st := decodeJSON[statusResult](t, out)
+		if st.Relay != nil || !strings.Contains(st.RelayError, "relay not reachable") || st.Slot == nil || st.Slot.Name != "walrelay" || st.Slot.Active {
+			t.Errorf("status -o json with the relay stopped = %+v", st)
+		}
+	})
+	t.Run("watch keeps redrawing with the relay unreachable", func(t *testing.T) {
+		w := startChild(t, env, "status", "--watch", "--interval", "200ms")
+		deadline := time.Now().Add(30 * time.Second)
+		for strings.Count(w.stdout.String(), "\033[H\033[2J") < 2 {
+			if time.Now().After(deadline) || w.exited() {
+				t.Fatalf("status --watch did not redraw twice (exited %t):\n%q", w.exited(), w.stdout.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if !strings.Contains(w.stdout.String(), "unreachable") {
+			t.Errorf("status --watch does not show the relay unreachable:\n%s", w.stdout.String())
+		}
+		w.signal(t, syscall.SIGINT)
+		if code := w.wait(t, 10*time.Second); code != 0 || w.stderr.String() != "" {
+			t.Errorf("status --watch exited %d on SIGINT, want 0; stderr: %s", code, w.stderr.String())
+		}
+	})
+	t.Run("http.listen empty", func(t *testing.T) {
+		out, stderr, code := walrelay(t, childEnv("WALRELAY_POSTGRES_DSN="+dsn, "WALRELAY_HTTP_LISTEN="), "status")
+		wantFailure(t, out, stderr, code, 1, "the relay could not be read", "http.listen is empty")
+		if !strings.Contains(out, "slot walrelay (from postgres)") || !strings.Contains(out, "confirmed_flush_lsn") {
+			t.Errorf("status should still show the slot:\n%s", out)
+		}
+	})
+	t.Run("slot missing", func(t *testing.T) {
+		relay := startChild(t, env, "run")
+		waitStreaming(t, relay, dsn)
+		out, stderr, code := walrelay(t, childEnv("WALRELAY_POSTGRES_DSN="+dsn, "WALRELAY_HTTP_LISTEN="+listen, "WALRELAY_POSTGRES_SLOT=nope"), "status")
+		wantFailure(t, out, stderr, code, 1, "the slot could not be read from postgres", `"nope"`)
+		if !strings.Contains(out, "streaming") {
+			t.Errorf("status should still show the relay:\n%s", out)
+		}
+		stopRelay(t, relay)
+	})
 
 	stdout, stderr, code := walrelay(t, childEnv("WALRELAY_POSTGRES_DSN="+withPassword(t, dsn, "pw", closedPort(t)), "WALRELAY_HTTP_LISTEN="+listen), "status")
 	wantFailure(t, stdout, stderr, code, 1, "neither the relay", "nor postgres could be read")

@@ -1,13 +1,14 @@
 // Package cli is what walrelay's commands (walrelay, walrelay-bench) share
 // about ending: an error in how a command was invoked exits with status 2,
-// any other error with 1, and either is printed once, after the command's
-// name.
+// any other error with 1, and either is printed once, on one line, after
+// the command's name.
 package cli
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // UsageError marks an error in how the command was invoked: a bad flag,
@@ -17,15 +18,50 @@ type UsageError struct{ Err error }
 func (e UsageError) Error() string { return e.Err.Error() }
 func (e UsageError) Unwrap() error { return e.Err }
 
-// ExitCode prints err, if any, as "name: err" on stderr and returns the
-// exit status: 0 without an error, 2 for a UsageError, 1 otherwise.
+// ExitCode prints err, if any, as "name: err" on one line of stderr and
+// returns the exit status: 0 without an error, 2 for a UsageError, 1
+// otherwise. An error whose text spans lines (errors.Join, a driver's list
+// of attempts) has its lines trimmed and joined with "; " (a space after a
+// line ending in a colon), so a script reading the last line of stderr,
+// or a person reading a log, gets all of it.
 func ExitCode(name string, err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	fmt.Fprintf(stderr, "%s: %s\n", name, oneLine(err.Error()))
 	if errors.As(err, new(UsageError)) {
 		return 2
 	}
 	return 1
+}
+
+// oneLine joins the non-blank lines of s, trimmed.
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	var parts []string
+	for l := range strings.FieldsFuncSeq(s, func(r rune) bool { return r == '\n' || r == '\r' }) {
+		if l = strings.TrimSpace(l); l != "" {
+			parts = append(parts, l)
+		}
+	}
+	return joinLines(parts)
+}
+
+// joinLines joins lines with "; ", or with a space after a line that ends
+// in a colon (it introduces the lines after it).
+func joinLines(lines []string) string {
+	var b strings.Builder
+	for i, l := range lines {
+		if i > 0 {
+			if strings.HasSuffix(lines[i-1], ":") {
+				b.WriteString(" ")
+			} else {
+				b.WriteString("; ")
+			}
+		}
+		b.WriteString(l)
+	}
+	return b.String()
 }

@@ -9,18 +9,24 @@ import (
 
 func TestExitCode(t *testing.T) {
 	for _, tc := range []struct {
+		name string
 		err  error
 		code int
 		out  string
 	}{
-		{nil, 0, ""},
-		{errors.New("broker down"), 1, "walrelay: broker down\n"},
-		{UsageError{errors.New("bad flag")}, 2, "walrelay: bad flag\n"},
-		{fmt.Errorf("loading config: %w", UsageError{errors.New("bad value")}), 2, "walrelay: loading config: bad value\n"},
+		{"no error", nil, 0, ""},
+		{"runtime error", errors.New("broker down"), 1, "walrelay: broker down\n"},
+		{"usage error", UsageError{errors.New("bad flag")}, 2, "walrelay: bad flag\n"},
+		{"wrapped usage error", fmt.Errorf("loading config: %w", UsageError{errors.New("bad value")}), 2, "walrelay: loading config: bad value\n"},
+		{"joined errors", errors.Join(errors.New("first"), errors.New("second")), 1, "walrelay: first; second\n"},
+		{"indented attempts", errors.New("failed to connect:\n\thost a: refused\n\thost b: refused\n"), 1, "walrelay: failed to connect: host a: refused; host b: refused\n"},
+		{"blank lines and CRLF", UsageError{errors.New("one\r\n\r\n  two  ")}, 2, "walrelay: one; two\n"},
 	} {
-		var stderr bytes.Buffer
-		if code := ExitCode("walrelay", tc.err, &stderr); code != tc.code || stderr.String() != tc.out {
-			t.Errorf("ExitCode(%v) = %d, %q; want %d, %q", tc.err, code, stderr.String(), tc.code, tc.out)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := ExitCode("walrelay", tc.err, &stderr); code != tc.code || stderr.String() != tc.out {
+				t.Errorf("ExitCode(%q) = %d, %q; want %d, %q", tc.err, code, stderr.String(), tc.code, tc.out)
+			}
+		})
 	}
 }

@@ -38,13 +38,41 @@ func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, connectError(cfg, err)
+		return nil, connectError(&cfg.Config, err)
 	}
 	return conn, nil
 }
 
+// ExplainConnectError returns err as Connect would report it, on one
+// line saying what failed and how to fix it, when err holds a
+// *pgconn.ConnectError (what pgx.Connect and pgconn.Connect return,
+// however wrapped), and err unchanged otherwise. A ConnectError's own text
+// lists every attempt on a line of its own, in order: with the default
+// sslmode=prefer a wrong password reads "tls error: server refused TLS
+// connection" first, then the failed login. The result wraps ErrAuth or
+// ErrConnect, and err.
+func ExplainConnectError(err error) error {
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) || ce.Config == nil {
+		return err
+	}
+	return connectError(ce.Config, err)
+}
+
+// connectFailure is a connection error as walrelay reports it: the text
+// of explained (which wraps a sentinel) and, for errors.Is and errors.As,
+// the driver's error too.
+type connectFailure struct{ explained, cause error }
+
+func (e *connectFailure) Error() string   { return e.explained.Error() }
+func (e *connectFailure) Unwrap() []error { return []error{e.explained, e.cause} }
+
 // connectError turns a pgx connect error into one line with the fix.
-func connectError(cfg *pgx.ConnConfig, err error) error {
+func connectError(cfg *pgconn.Config, err error) error {
+	return &connectFailure{explained: explainConnect(cfg, err), cause: err}
+}
+
+func explainConnect(cfg *pgconn.Config, err error) error {
 	where := cfg.Host
 	if cfg.Port != 0 && (len(where) == 0 || where[0] != '/') {
 		where = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
@@ -73,7 +101,36 @@ func connectError(cfg *pgx.ConnConfig, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 		return fmt.Errorf("%w: no answer from postgres at %s within the connect timeout: check the host and port in postgres.dsn and the network", ErrConnect, where)
 	}
-	return fmt.Errorf("%w at %s as %q: %s", ErrConnect, where, cfg.User, redactConnString(err.Error()))
+	return fmt.Errorf("%w at %s as %q: %s", ErrConnect, where, cfg.User, oneLine(redactConnString(err.Error())))
+}
+
+// oneLine joins the lines of s, dropping the indentation pgconn puts
+// before each connection attempt's error.
+func oneLine(s string) string {
+	var parts []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			parts = append(parts, l)
+		}
+	}
+	return joinLines(parts)
+}
+
+// joinLines joins lines with "; ", or with a space after a line that ends
+// in a colon (it introduces the lines after it).
+func joinLines(lines []string) string {
+	var b strings.Builder
+	for i, l := range lines {
+		if i > 0 {
+			if strings.HasSuffix(lines[i-1], ":") {
+				b.WriteString(" ")
+			} else {
+				b.WriteString("; ")
+			}
+		}
+		b.WriteString(l)
+	}
+	return b.String()
 }
 
 func opErrText(e *net.OpError) string {

@@ -4,7 +4,7 @@
 // In: an optional YAML file, WALRELAY_* environment variables and command
 // line flags, applied in that order over the defaults (a flag beats the
 // environment, which beats the file). Out: a validated Config, or an error
-// naming the bad field and value.
+// naming the bad field, its value and where that value came from.
 //
 // Every field has a YAML key, an environment variable and a flag derived
 // from the same path: router."route.topic.replacement" is the YAML key
@@ -48,7 +48,7 @@ type Config struct {
 type Postgres struct {
 	DSN            string        `yaml:"dsn" help:"Postgres connection string (URL or key=value); the role needs REPLICATION and SELECT on the outbox" secret:"true"`
 	Slot           string        `yaml:"slot" help:"logical replication slot (plugin pgoutput) to stream from"`
-	Publications   []string      `yaml:"publications" help:"pgoutput publications to stream (comma-separated)"`
+	Publications   StringList    `yaml:"publications" help:"pgoutput publications to stream (comma-separated)"`
 	Table          string        `yaml:"table" help:"outbox table, schema-qualified; used by setup and the startup column check"`
 	CreateSlot     bool          `yaml:"create_slot" help:"create the slot at startup if it does not exist"`
 	StatusInterval time.Duration `yaml:"status_interval" help:"how often the confirmed LSN is reported to Postgres"`
@@ -59,17 +59,17 @@ type Postgres struct {
 
 // Kafka is where events go.
 type Kafka struct {
-	Brokers                []string          `yaml:"brokers" help:"seed brokers, host:port (comma-separated)"`
-	ClientID               string            `yaml:"client_id" help:"Kafka client id"`
-	CreateTopics           bool              `yaml:"create_topics" help:"create a routed topic with kadm the first time it is used"`
-	TopicPartitions        int32             `yaml:"topic_partitions" help:"partitions of created topics (-1: broker default)"`
-	TopicReplicationFactor int16             `yaml:"topic_replication_factor" help:"replication factor of created topics (-1: broker default)"`
-	TopicConfigs           map[string]string `yaml:"topic_configs" help:"configs of created topics, key=value (comma-separated)"`
-	Linger                 time.Duration     `yaml:"linger" help:"how long a partition waits to fill a batch; 0 sends at once (more, smaller requests)"`
-	BatchMaxBytes          int32             `yaml:"batch_max_bytes" help:"largest record batch sent to a partition"`
-	ClientMetrics          bool              `yaml:"client_metrics" help:"send client metrics to brokers that subscribe to them (KIP-714); walrelay's own metrics are on /metrics either way"`
-	TLS                    KafkaTLS          `yaml:"tls"`
-	SASL                   KafkaSASL         `yaml:"sasl"`
+	Brokers                StringList    `yaml:"brokers" help:"seed brokers, host:port (comma-separated)"`
+	ClientID               string        `yaml:"client_id" help:"Kafka client id"`
+	CreateTopics           bool          `yaml:"create_topics" help:"create a routed topic with kadm the first time it is used"`
+	TopicPartitions        int32         `yaml:"topic_partitions" help:"partitions of created topics (-1: broker default)"`
+	TopicReplicationFactor int16         `yaml:"topic_replication_factor" help:"replication factor of created topics (-1: broker default)"`
+	TopicConfigs           StringMap     `yaml:"topic_configs" help:"configs of created topics, key=value (comma-separated)"`
+	Linger                 time.Duration `yaml:"linger" help:"how long a partition waits to fill a batch; 0 sends at once (more, smaller requests)"`
+	BatchMaxBytes          int32         `yaml:"batch_max_bytes" help:"largest record batch sent to a partition"`
+	ClientMetrics          bool          `yaml:"client_metrics" help:"send client metrics to brokers that subscribe to them (KIP-714); walrelay's own metrics are on /metrics either way"`
+	TLS                    KafkaTLS      `yaml:"tls"`
+	SASL                   KafkaSASL     `yaml:"sasl"`
 }
 
 // KafkaTLS configures TLS to the brokers.
@@ -210,14 +210,24 @@ func Default() Config {
 	}
 }
 
-// FieldError names a configuration field and the value it rejected.
+// FieldError names a configuration field, the value it rejected and,
+// when Load read that value, where from.
 type FieldError struct {
 	Field  string // YAML path, e.g. postgres.slot
 	Value  string // the offending value, redacted if secret
 	Reason string
+	// Source is where the value came from: a WALRELAY_* variable (or its
+	// _FILE), a --flag, or the config file and line ("walrelay.yaml:12").
+	// It is empty for a default, and when Validate is called on its own.
+	Source string
 }
 
+// Error reads `config log.level="verbose" (from WALRELAY_LOG_LEVEL): must
+// be debug, info, warn or error`.
 func (e *FieldError) Error() string {
+	if e.Source != "" {
+		return fmt.Sprintf("config %s=%q (from %s): %s", e.Field, e.Value, e.Source, e.Reason)
+	}
 	return fmt.Sprintf("config %s=%q: %s", e.Field, e.Value, e.Reason)
 }
 
@@ -239,10 +249,14 @@ func (e *ValidationError) Unwrap() []error { return e.Errs }
 
 // Validate checks every field; the error is a *ValidationError holding one
 // *FieldError per problem.
-func (c *Config) Validate() error {
+func (c *Config) Validate() error { return c.validate(nil) }
+
+// validate is Validate, with each FieldError's Source taken from sources
+// (YAML path to where Load read the value).
+func (c *Config) validate(sources map[string]string) error {
 	var errs []error
 	bad := func(field, value, reason string) {
-		errs = append(errs, &FieldError{Field: field, Value: value, Reason: reason})
+		errs = append(errs, &FieldError{Field: field, Value: value, Reason: reason, Source: sources[field]})
 	}
 	if c.Postgres.DSN == "" {
 		bad("postgres.dsn", "", "required")

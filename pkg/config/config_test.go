@@ -2,9 +2,12 @@ package config_test
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -112,6 +115,47 @@ func TestLoadPrecedence(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A boolean flag without a value means true, as with any command line
+// tool; with =value it takes the value.
+func TestBoolFlags(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		args                []string
+		pprof, createTopics bool
+		positional          []string
+	}{
+		{"defaults", nil, false, true, nil},
+		{"bare", []string{"--http.pprof"}, true, true, nil},
+		{"bare before another flag", []string{"--http.pprof", "--kafka.create_topics=false"}, true, false, nil},
+		{"=true", []string{"--http.pprof=true"}, true, true, nil},
+		{"=false", []string{"--kafka.create_topics=false"}, false, false, nil},
+		{"=0 and =1", []string{"--kafka.create_topics=0", "--http.pprof=1"}, true, false, nil},
+		{"bare then an argument", []string{"--http.pprof", "false"}, true, true, []string{"false"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fs := pflag.NewFlagSet("walrelay", pflag.ContinueOnError)
+			config.BindFlags(fs)
+			if err := fs.Parse(c.args); err != nil {
+				t.Fatalf("parsing %q: %v", c.args, err)
+			}
+			cfg, err := config.Load(fs, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.HTTP.Pprof != c.pprof || cfg.Kafka.CreateTopics != c.createTopics || !slices.Equal(fs.Args(), c.positional) {
+				t.Errorf("%q: http.pprof=%t kafka.create_topics=%t arguments %q; want %t, %t, %q", c.args, cfg.HTTP.Pprof, cfg.Kafka.CreateTopics, fs.Args(), c.pprof, c.createTopics, c.positional)
+			}
+		})
+	}
+	t.Run("not a boolean", func(t *testing.T) {
+		_, err := load(t, []string{"--http.pprof=maybe"})
+		var fe *config.FieldError
+		if !errors.As(err, &fe) || fe.Field != "http.pprof" || !strings.Contains(err.Error(), "--http.pprof") {
+			t.Fatalf("want a FieldError for http.pprof naming the flag, got %v", err)
+		}
+	})
 }
 
 // The file comes from --config, else WALRELAY_CONFIG; the flag wins.
@@ -247,11 +291,65 @@ func TestFieldErrorNamesSource(t *testing.T) {
 			if !errors.As(err, &fe) {
 				t.Fatalf("want a *FieldError, got %v", err)
 			}
-			if fe.Field != c.field || fe.Value != c.value || !strings.Contains(err.Error(), "(from "+c.source+")") {
+			if fe.Field != c.field || fe.Value != c.value || fe.Source != c.source || !strings.Contains(err.Error(), "(from "+c.source+")") {
 				t.Fatalf("got %q (field %q value %q), want field %s value %q from %s", err, fe.Field, fe.Value, c.field, c.value, c.source)
 			}
 		})
 	}
+}
+
+// A value that fails validation is reported with where it came from: the
+// variable, the flag, or the file and line that set it last.
+func TestValidationErrorNamesSource(t *testing.T) {
+	file := writeFile(t, "log:\n  format: text\n  level: verbose\npostgres:\n  max_backoff: 1ms\n")
+	cases := []struct {
+		name    string
+		args    []string
+		env     []string
+		want    string // the whole message, %s for the file's path
+		wantSrc string
+	}{
+		{"env", nil, []string{"WALRELAY_LOG_LEVEL=verbose"},
+			`config log.level="verbose" (from WALRELAY_LOG_LEVEL): must be debug, info, warn or error`, "WALRELAY_LOG_LEVEL"},
+		{"flag", []string{"--log.level=verbose"}, nil,
+			`config log.level="verbose" (from --log.level): must be debug, info, warn or error`, "--log.level"},
+		{"flag over env", []string{"--log.level=loud"}, []string{"WALRELAY_LOG_LEVEL=verbose"},
+			`config log.level="loud" (from --log.level): must be debug, info, warn or error`, "--log.level"},
+		{"file", []string{"--config", file}, []string{"WALRELAY_POSTGRES_MAX_BACKOFF=1s"},
+			`config log.level="verbose" (from %s:3): must be debug, info, warn or error`, file + ":3"},
+		{"env over file", []string{"--config", file}, []string{"WALRELAY_LOG_LEVEL=chatty", "WALRELAY_POSTGRES_MAX_BACKOFF=1s"},
+			`config log.level="chatty" (from WALRELAY_LOG_LEVEL): must be debug, info, warn or error`, "WALRELAY_LOG_LEVEL"},
+		{"file with the default it is checked against", []string{"--config", file, "--log.level=info"}, nil,
+			`config postgres.max_backoff="1ms" (from %s:5): must be at least postgres.min_backoff (250ms)`, file + ":5"},
+		{"secret from a file variable", nil, []string{"WALRELAY_POSTGRES_DSN_FILE=" + writeFile(t, "")},
+			`config postgres.dsn="" (from WALRELAY_POSTGRES_DSN_FILE): required`, "WALRELAY_POSTGRES_DSN_FILE"},
+		{"list from env", nil, []string{"WALRELAY_KAFKA_BROKERS=kafka1"},
+			`config kafka.brokers="kafka1" (from WALRELAY_KAFKA_BROKERS): brokers are host:port`, "WALRELAY_KAFKA_BROKERS"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := load(t, c.args, c.env...)
+			want := c.want
+			if strings.Contains(want, "%s") {
+				want = fmt.Sprintf(want, file)
+			}
+			if err == nil || err.Error() != want {
+				t.Fatalf("got  %v\nwant %s", err, want)
+			}
+			var fe *config.FieldError
+			if !errors.As(err, &fe) || fe.Source != c.wantSrc {
+				t.Fatalf("FieldError %+v, want Source %q", fe, c.wantSrc)
+			}
+		})
+	}
+	t.Run("Validate on its own names no source", func(t *testing.T) {
+		cfg := config.Default()
+		cfg.Log.Level = "verbose"
+		err := cfg.Validate()
+		if want := `config log.level="verbose": must be debug, info, warn or error`; err == nil || err.Error() != want {
+			t.Fatalf("got %v, want %s", err, want)
+		}
+	})
 }
 
 func TestUnknownEnvironmentVariable(t *testing.T) {
@@ -318,6 +416,62 @@ router:
 			t.Errorf("an explicit empty key field was not applied: %q", cfg.Router.FieldEventKey)
 		}
 	})
+}
+
+// A list or map option in the file may be written as the environment
+// gives it, one comma-separated string, as well as a YAML sequence or
+// mapping.
+func TestConfigFileCommaSeparated(t *testing.T) {
+	type got struct {
+		brokers, publications []string
+		topicConfigs          map[string]string
+	}
+	def := config.Default()
+	defaults := got{def.Kafka.Brokers, def.Postgres.Publications, map[string]string{}}
+	for _, c := range []struct {
+		name, content string
+		want          got
+	}{
+		{"brokers comma-separated", "kafka:\n  brokers: a:9092,b:9092\n",
+			got{[]string{"a:9092", "b:9092"}, defaults.publications, defaults.topicConfigs}},
+		{"brokers comma-separated with spaces", "kafka:\n  brokers: ' a:9092 ,  b:9092 ,'\n",
+			got{[]string{"a:9092", "b:9092"}, defaults.publications, defaults.topicConfigs}},
+		{"one broker as a string", "kafka:\n  brokers: a:9092\n",
+			got{[]string{"a:9092"}, defaults.publications, defaults.topicConfigs}},
+		{"brokers flow sequence", "kafka:\n  brokers: [a:9092, b:9092]\n",
+			got{[]string{"a:9092", "b:9092"}, defaults.publications, defaults.topicConfigs}},
+		{"brokers block sequence", "kafka:\n  brokers:\n    - a:9092\n    - b:9092\n",
+			got{[]string{"a:9092", "b:9092"}, defaults.publications, defaults.topicConfigs}},
+		{"publications comma-separated", "postgres:\n  publications: p1, p2\n",
+			got{defaults.brokers, []string{"p1", "p2"}, defaults.topicConfigs}},
+		{"topic_configs comma-separated", "kafka:\n  topic_configs: cleanup.policy=compact, retention.ms=1000\n",
+			got{defaults.brokers, defaults.publications, map[string]string{"cleanup.policy": "compact", "retention.ms": "1000"}}},
+		{"topic_configs mapping", "kafka:\n  topic_configs:\n    cleanup.policy: compact\n",
+			got{defaults.brokers, defaults.publications, map[string]string{"cleanup.policy": "compact"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := load(t, []string{"--config", writeFile(t, c.content)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := got{cfg.Kafka.Brokers, cfg.Postgres.Publications, cfg.Kafka.TopicConfigs}
+			if !slices.Equal(g.brokers, c.want.brokers) || !slices.Equal(g.publications, c.want.publications) || !maps.Equal(g.topicConfigs, c.want.topicConfigs) {
+				t.Errorf("got brokers %q, publications %q, topic_configs %v; want %q, %q, %v", g.brokers, g.publications, g.topicConfigs, c.want.brokers, c.want.publications, c.want.topicConfigs)
+			}
+		})
+	}
+	for _, c := range []struct{ name, content, want string }{
+		{"map entry without =", "kafka:\n  topic_configs: cleanup.policy\n", "line 2"},
+		{"list of mappings", "kafka:\n  brokers:\n    - host: a\n", "line 3"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := writeFile(t, c.content)
+			_, err := load(t, []string{"--config", path})
+			if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("want a one-line error naming %s and %s, got %v", path, c.want, err)
+			}
+		})
+	}
 }
 
 func TestRedact(t *testing.T) {

@@ -72,8 +72,11 @@ func walk(v reflect.Value, prefix string, out *[]Field) {
 	}
 }
 
-// BindFlags registers one flag per field (as a string, parsed like the
-// environment) plus --config.
+// BindFlags registers one flag per field plus --config. Each flag holds
+// the text given, which Load parses like the environment. A boolean
+// option's flag is a boolean flag to pflag: a bare --http.pprof means
+// true, and --kafka.create_topics=false takes the value after "=" (a value
+// after a space is an argument, as with every boolean flag).
 func BindFlags(fs *pflag.FlagSet) {
 	def := Default()
 	fs.String(ConfigFlag, "", "YAML config file (also "+EnvPrefix+"CONFIG)")
@@ -82,9 +85,22 @@ func BindFlags(fs *pflag.FlagSet) {
 		if f.Secret {
 			d = ""
 		}
+		if f.value.Kind() == reflect.Bool {
+			fs.VarPF(&boolFlag{s: d}, f.Flag, "", f.Help).NoOptDefVal = "true"
+			continue
+		}
 		fs.String(f.Flag, d, f.Help)
 	}
 }
+
+// boolFlag is a boolean option's flag. It keeps the text given, which Load
+// parses (so "maybe" is an error naming the option and the flag), and
+// reports the type bool, which pflag's help shows as a switch.
+type boolFlag struct{ s string }
+
+func (b *boolFlag) String() string     { return b.s }
+func (b *boolFlag) Set(s string) error { b.s = s; return nil }
+func (b *boolFlag) Type() string       { return "bool" }
 
 // Load builds a Config: defaults, then the YAML file named by --config or
 // WALRELAY_CONFIG, then WALRELAY_* variables from environ, then the flags
@@ -101,12 +117,22 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 	if fs != nil && fs.Changed(ConfigFlag) {
 		path, _ = fs.GetString(ConfigFlag)
 	}
+	fields := Fields(&c)
+	// sources says where each option's value came from, for errors: the
+	// last of the file, the environment and the flags to set it.
+	sources := map[string]string{}
 	if path != "" {
-		if err := loadFile(&c, path); err != nil {
+		if err := loadFile(&c, path, fields, sources); err != nil {
 			return Config{}, err
 		}
 	}
-	fields := Fields(&c)
+	set := func(f Field, s, source string) error {
+		if err := parse(f, s, source); err != nil {
+			return err
+		}
+		sources[f.Path] = source
+		return nil
+	}
 	known := map[string]bool{EnvPrefix + "CONFIG": true}
 	for _, f := range fields {
 		known[f.Env] = true
@@ -141,35 +167,77 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 	if fs != nil {
 		for _, f := range fields {
 			if fs.Changed(f.Flag) {
-				v, _ := fs.GetString(f.Flag)
+				v := fs.Lookup(f.Flag).Value.String()
 				if err := set(f, v, "--"+f.Flag); err != nil {
 					return Config{}, err
 				}
 			}
 		}
 	}
-	if err := c.Validate(); err != nil {
+	if err := c.validate(sources); err != nil {
 		return Config{}, err
 	}
 	return c, nil
 }
 
-// loadFile decodes the YAML at path over c, rejecting unknown keys.
-func loadFile(c *Config, path string) error {
+// loadFile decodes the YAML at path over c, rejecting unknown keys, and
+// records in sources the file and line of each of fields it sets.
+func loadFile(c *Config, path string, fields []Field, sources map[string]string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("reading config file: %w", err)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) { // io.EOF: empty file
+	if err := dec.Decode(c); err != nil {
+		if errors.Is(err, io.EOF) { // an empty file
+			return nil
+		}
 		var te *yaml.TypeError
 		if errors.As(err, &te) { // yaml.v3 puts each problem on a line of its own; keep one line
 			return fmt.Errorf("parsing config file %s: %s", path, strings.Join(te.Errors, "; "))
 		}
 		return fmt.Errorf("parsing config file %s: %w", path, err)
 	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("parsing config file %s: %w", path, err)
+	}
+	fileSources(&doc, path, fields, sources)
 	return nil
+}
+
+// fileSources records in sources, for each of fields the YAML document
+// doc sets, where: the file's path and the line of the key,
+// "walrelay.yaml:12".
+func fileSources(doc *yaml.Node, path string, fields []Field, sources map[string]string) {
+	leaves := make(map[string]bool, len(fields))
+	for _, f := range fields {
+		leaves[f.Path] = true
+	}
+	var walk func(n *yaml.Node, prefix string)
+	walk = func(n *yaml.Node, prefix string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, child := range n.Content {
+				walk(child, prefix)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				key, value := n.Content[i], n.Content[i+1]
+				p := key.Value
+				if prefix != "" {
+					p = prefix + "." + key.Value
+				}
+				if leaves[p] {
+					sources[p] = fmt.Sprintf("%s:%d", path, key.Line)
+				} else {
+					walk(value, p)
+				}
+			}
+		}
+	}
+	walk(doc, "")
 }
 
 func unknownEnv(env map[string]string, known map[string]bool) []string {
@@ -189,14 +257,15 @@ func notConfig(name string) bool {
 	return strings.HasPrefix(name, EnvPrefix+"TEST_") || name == EnvPrefix+"PG_BIN"
 }
 
-// set parses s into f's value; source names where s came from for the error.
-func set(f Field, s, source string) error {
+// parse parses s into f's value; source names where s came from for the
+// error.
+func parse(f Field, s, source string) error {
 	shown := s
 	if f.Secret {
 		shown = Redact(s)
 	}
 	fail := func(reason string) error {
-		return &FieldError{Field: f.Path, Value: shown, Reason: reason + " (from " + source + ")"}
+		return &FieldError{Field: f.Path, Value: shown, Reason: reason, Source: source}
 	}
 	v := f.value
 	switch {
@@ -223,13 +292,9 @@ func set(f Field, s, source string) error {
 	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.String:
 		v.Set(reflect.ValueOf(splitList(s)))
 	case v.Kind() == reflect.Map:
-		m := map[string]string{}
-		for _, kv := range splitList(s) {
-			k, val, ok := strings.Cut(kv, "=")
-			if !ok || k == "" {
-				return fail("entries are key=value, comma-separated")
-			}
-			m[k] = val
+		m, ok := splitMap(s)
+		if !ok {
+			return fail(mapSyntax)
 		}
 		v.Set(reflect.ValueOf(m))
 	default:
@@ -238,6 +303,25 @@ func set(f Field, s, source string) error {
 	return nil
 }
 
+// mapSyntax says how a map option is written as one string.
+const mapSyntax = "entries are key=value, comma-separated"
+
+// splitMap parses "k1=v1, k2=v2" (entries trimmed, empty ones dropped);
+// false when an entry has no "=" or an empty key.
+func splitMap(s string) (map[string]string, bool) {
+	m := map[string]string{}
+	for _, kv := range splitList(s) {
+		k, val, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, false
+		}
+		m[k] = val
+	}
+	return m, true
+}
+
+// splitList splits a comma-separated list, trimming each item and
+// dropping empty ones.
 func splitList(s string) []string {
 	out := []string{}
 	for p := range strings.SplitSeq(s, ",") {
