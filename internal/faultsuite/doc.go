@@ -16,5 +16,8 @@
 //
 // TestFaultSuite prints the table of results at the end and writes it as
 // Markdown to $WALRELAY_FAULT_REPORT when set. WALRELAY_SOAK=1 runs longer
-// scenarios and the 1,000,000-row transaction (`make soak`).
+// scenarios and the 1,000,000-row transaction (`make soak`). The relays run
+// with a 100ms status interval, except in sigkill-relay, which runs
+// walrelay's default (what users run) and reports the duplicates per
+// kill; WALRELAY_FAULT_SIGKILL_STATUS_INTERVAL=100ms sets it there.
 package faultsuite

@@ -17,6 +17,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // relayProc is one walrelay process.
@@ -174,6 +177,35 @@ func (p *relayProc) readyz() (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+// metricSum scrapes the process's /metrics and returns the sum of the
+// family's samples over all label values (counters and gauges).
+func (p *relayProc) metricSum(ctx context.Context, name string) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.httpAddr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("parsing /metrics: %w", err)
+	}
+	var sum float64
+	for _, m := range fams[name].GetMetric() {
+		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	}
+	return sum, nil
 }
 
 // slotFor names the scenario's slot after its DSN: slots are

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/internal/verify"
+	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/localpg"
 )
 
@@ -161,38 +163,78 @@ func recoverAfter(t *testing.T, dsn string, end time.Time) time.Duration {
 	return waitConfirmed(t, dsn, mustSlot(t, dsn).current, end, 2*time.Minute)
 }
 
+// envSigkillStatusInterval sets walrelay's postgres.status_interval in the
+// sigkill-relay scenario, which otherwise runs walrelay's default (what
+// users run): what a kill duplicates depends on how often the relay
+// confirms. E.g. 100ms, the other scenarios' setting, for comparison.
+const envSigkillStatusInterval = "WALRELAY_FAULT_SIGKILL_STATUS_INTERVAL"
+
+// sigkillEnv is the sigkill-relay scenario's relay environment: the
+// suite's without its status interval, so that walrelay runs its default,
+// or with $WALRELAY_FAULT_SIGKILL_STATUS_INTERVAL. It also describes the
+// interval for the report.
+func sigkillEnv(t *testing.T, env []string) ([]string, string) {
+	t.Helper()
+	const key = "WALRELAY_POSTGRES_STATUS_INTERVAL="
+	env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, key) })
+	v := os.Getenv(envSigkillStatusInterval)
+	if v == "" {
+		return env, fmt.Sprintf("status interval %s (walrelay's default)", config.Default().Postgres.StatusInterval)
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", envSigkillStatusInterval, v, err)
+	}
+	return append(env, key+d.String()), fmt.Sprintf("status interval %s (%s)", d, envSigkillStatusInterval)
+}
+
 // testSigkill kills the relay with SIGKILL at random points while writers
-// commit, restarting it after each kill. Recovery: restart → the WAL
-// position at restart confirmed (max over the runs that got there before
-// their kill, and the final run).
+// commit, restarting it after each kill, with walrelay's default status
+// interval (see sigkillEnv). Recovery: start → the WAL position at start
+// confirmed (max over the runs that got there before their kill, and the
+// final run).
+//
+// Duplicates per kill are the verifier's duplicates over the number of
+// kills: one process runs at a time and only a restart re-sends, so every
+// duplicate is a re-send by the run after some kill (the final run
+// re-sends what the last kill left). Every kill counts: each waits for its
+// run's first broker ack (the process's own walrelay_events_published_total
+// > 0), so none comes before the run published. A run killed before the
+// slot's confirmed_flush_lsn moved (read when the next run starts, no
+// relay running) confirmed nothing: its successor re-sends all it
+// published, and what its predecessors left unconfirmed, again.
 func testSigkill(t *testing.T, row *result) {
 	f := newFixture(t)
+	env, interval := sigkillEnv(t, f.env)
 	w := startWorkload(t, f.dsn, defaultLoad)
 	cycles := pick(20, 100)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	var maxRec time.Duration
 	measured, midStream := 0, 0
+	// confirmedAt[i] is the slot's confirmed_flush_lsn when run i started
+	// (the final run is i == cycles).
+	confirmedAt := make([]pglogrepl.LSN, 0, cycles+1)
 	for i := range cycles {
-		p := startRelay(t, fmt.Sprintf("run%02d", i), f.env)
-		target := mustSlot(t, f.dsn).current
-		before := published(t, f.adm)
-		// The kill comes at a random point 0-1.2s after this run first
-		// published: during the replay of what the last run left
+		start := mustSlot(t, f.dsn) // no relay runs: where the last run left the slot
+		confirmedAt = append(confirmedAt, start.confirmed)
+		p := startRelay(t, fmt.Sprintf("run%02d", i), env)
+		// The kill comes at a random point 0-1.2s after this run's first
+		// broker ack: during the replay of what the last run left
 		// unconfirmed, or later, in the steady stream.
 		delay := time.Duration(rng.Int64N(int64(1200 * time.Millisecond)))
 		var deadline time.Time
 		caught := false
 		for deadline.IsZero() || time.Now().Before(deadline) {
-			if s, err := readSlot(t.Context(), f.dsn); !caught && err == nil && s.confirmed >= target {
+			if s, err := readSlot(t.Context(), f.dsn); !caught && err == nil && s.confirmed >= start.current {
 				caught = true
 				measured++
 				maxRec = max(maxRec, time.Since(p.started))
 			}
 			if deadline.IsZero() {
-				if n, err := endOffsetSum(t.Context(), f.adm); err == nil && n > before {
+				if n, err := p.metricSum(t.Context(), "walrelay_events_published_total"); err == nil && n > 0 {
 					deadline = time.Now().Add(delay)
 				} else if time.Since(p.started) > time.Minute {
-					t.Fatalf("run %d published nothing within a minute", i)
+					t.Fatalf("run %d had no record acknowledged within a minute (last error: %v)", i, err)
 				}
 				requireRunning(t, p, "before its SIGKILL")
 			}
@@ -200,20 +242,36 @@ func testSigkill(t *testing.T, row *result) {
 		}
 		requireRunning(t, p, "before its SIGKILL")
 		s := mustSlot(t, f.dsn)
-		after := published(t, f.adm)
+		acked, _ := p.metricSum(t.Context(), "walrelay_events_published_total")
 		p.kill()
-		if after > before && s.confirmed < s.current {
+		if s.confirmed < s.current {
 			midStream++
 		}
+		t.Logf("run %02d: killed %s after its first ack, %.0f records acked", i, delay.Round(time.Millisecond), acked)
 	}
-	p := startRelay(t, "final", f.env)
-	maxRec = max(maxRec, waitConfirmed(t, f.dsn, mustSlot(t, f.dsn).current, p.started, 2*time.Minute))
+	final := mustSlot(t, f.dsn)
+	confirmedAt = append(confirmedAt, final.confirmed)
+	p := startRelay(t, "final", env)
+	maxRec = max(maxRec, waitConfirmed(t, f.dsn, final.current, p.started, 2*time.Minute))
 	measured++
+	unconfirmed := 0
+	for i := range cycles {
+		if confirmedAt[i+1] <= confirmedAt[i] {
+			unconfirmed++
+		}
+	}
 	rep, _ := verifyRun(t, f.dsn, f.broker.Addrs(), w)
 	stopClean(t, p)
 	fill(row, rep)
 	row.recovery = maxRec
-	row.notes = fmt.Sprintf("%d SIGKILLs 0-1.2s after the run's first publish, %d with the slot behind the WAL; recovery (start → WAL at start confirmed) measured on the %d runs that got there", cycles, midStream, measured)
+	share := 0.0
+	if rep.Delivered > 0 {
+		share = 100 * float64(rep.Duplicates) / float64(rep.Delivered)
+	}
+	dups := fmt.Sprintf("duplicates %.1f per kill (%d / %d kills), %.1f%% of the rows delivered", float64(rep.Duplicates)/float64(cycles), rep.Duplicates, cycles, share)
+	t.Logf("%s; %s; %d of %d kills before the run confirmed anything", interval, dups, unconfirmed, cycles)
+	row.notes = fmt.Sprintf("%s; %d SIGKILLs 0-1.2s after the run's first broker ack (none before it), %d with the slot behind the WAL, %d before the run confirmed anything; %s; recovery (start → WAL at start confirmed) measured on the %d runs that got there",
+		interval, cycles, midStream, unconfirmed, dups, measured)
 	if midStream < cycles*3/4 {
 		t.Errorf("only %d of %d kills happened mid-stream; the scenario is too weak", midStream, cycles)
 	}
