@@ -23,6 +23,16 @@ type Broker struct {
 	// (WALRELAY_TEST_KAFKA_BROKERS) or a container.
 	Cluster *kfake.Cluster
 	addrs   []string
+	opts    []kgo.Opt // for every client of the test's (As)
+}
+
+// As returns the broker with opts added to every client the test makes
+// with Client, CreateTopic and ReadAll: credentials, for a broker with
+// SASL.
+func (b *Broker) As(opts ...kgo.Opt) *Broker {
+	c := *b
+	c.opts = append(slices.Clone(b.opts), opts...)
+	return &c
 }
 
 // Kafka returns a broker for this test: a new single-broker kfake cluster
@@ -74,7 +84,7 @@ func (b *Broker) Addrs() []string { return slices.Clone(b.addrs) }
 // opts, closed at cleanup.
 func (b *Broker) Client(tb testing.TB, opts ...kgo.Opt) *kgo.Client {
 	tb.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.addrs...)}, opts...)...)
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(b.addrs...)}, b.opts...), opts...)...)
 	if err != nil {
 		tb.Fatalf("testenv: creating kafka client: %v", err)
 	}
@@ -106,12 +116,12 @@ func (b *Broker) CreateTopic(tb testing.TB, topic string, partitions int32) {
 // asserting that nothing (more) arrives.
 func (b *Broker) ReadAll(tb testing.TB, topics []string, want int, timeout time.Duration) []*kgo.Record {
 	tb.Helper()
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(b.addrs...),
 		kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(200*time.Millisecond),
-	)
+		kgo.FetchMaxWait(200 * time.Millisecond),
+	}, b.opts...)...)
 	if err != nil {
 		tb.Fatalf("testenv: creating kafka consumer: %v", err)
 	}

@@ -181,6 +181,9 @@ type Publisher struct {
 	saslFailures *atomic.Int64 // SASLAuthenticate requests that failed (see CheckAccess)
 
 	adminRetries, retriedAlone, oneAtATime, orderAtRisk, dataLoss atomic.Int64
+	// inFranz counts records handed to franz-go whose Done has not
+	// returned yet (Close waits for them).
+	inFranz atomic.Int64
 }
 
 // New creates the franz-go client and starts the publisher's worker. It
@@ -304,6 +307,7 @@ func (p *Publisher) Produce(r *kgo.Record) {
 		t.alone, t.aloneRetried = r, false
 	}
 	t.mu.Unlock()
+	p.inFranz.Add(1)
 	p.client.Produce(context.Background(), r, p.promise)
 }
 
@@ -359,11 +363,17 @@ func (p *Publisher) Flush(ctx context.Context) error {
 }
 
 // Close stops the publisher's goroutines and closes the client. Records
-// not yet acknowledged get Done with an error wrapping ErrClosed.
+// not yet acknowledged get Done with an error wrapping ErrClosed before
+// Close returns.
 func (p *Publisher) Close() {
 	p.cancel()
 	p.wg.Wait()
-	p.client.Close() // fails what franz-go still buffers (promise: ErrClosed)
+	p.client.Close() // fails what franz-go still buffers
+	// franz-go calls the promises of the records it failed on its own
+	// goroutine; wait for them, so the caller knows every outcome.
+	for deadline := time.Now().Add(10 * time.Second); p.inFranz.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	p.topics.Range(func(_, v any) bool {
 		t := v.(*topic)
 		t.mu.Lock()
@@ -379,6 +389,7 @@ func (p *Publisher) Close() {
 
 // promise is every record's franz-go promise.
 func (p *Publisher) promise(r *kgo.Record, err error) {
+	defer p.inFranz.Add(-1)
 	t := p.topic(r.Topic)
 	t.mu.Lock()
 	t.outstanding--
@@ -534,6 +545,7 @@ func (p *Publisher) advance(t *topic) {
 			t.alone, t.aloneRetried = r, retried
 		}
 		t.mu.Unlock()
+		p.inFranz.Add(1)
 		p.client.Produce(context.Background(), r, p.promise)
 		t.mu.Lock()
 		t.handing = false

@@ -27,7 +27,8 @@ func insertPadded(typ, aggregate string, seq, size int) string {
 }
 
 // A topic whose max.message.bytes (4000) is below kafka.batch_max_bytes
-// (1 MiB): 20 rows of ~450 bytes in one transaction reach their topic,
+// (1 MiB): rows of ~450 bytes, 20 per key, in one transaction reach their
+// topic,
 // under every relay.on_error policy, whether walrelay learns the topic's
 // limit (it created the topic with kafka.topic_configs) or not (an
 // existing topic, DescribeConfigs refused: the broker's refusals of whole
@@ -69,12 +70,14 @@ func TestRelayBatchRefusalDeliversRecordsThatFit(t *testing.T) {
 				f.createProbe(t)
 				run := f.start(t)
 
+				// 20 rows per key, so each key's partition gets batches
+				// of ~10 KB.
 				var stmts []string
-				for i := range 20 {
-					stmts = append(stmts, insertPadded("limited", fmt.Sprintf("k-%d", i%3), i, 450))
+				for i := range 40 {
+					stmts = append(stmts, insertPadded("limited", fmt.Sprintf("k-%d", i%2), i, 450))
 				}
 				execTx(t, f.dsn, stmts...)
-				got := f.broker.ReadAll(t, []string{topic}, 20, 30*time.Second)
+				got := f.broker.ReadAll(t, []string{topic}, 40, 30*time.Second)
 				last := map[string]int{}
 				for _, r := range got {
 					var seq int
@@ -110,7 +113,7 @@ func TestRelayBatchRefusalDeliversRecordsThatFit(t *testing.T) {
 					}
 					return
 				}
-				f.broker.ReadAll(t, []string{topic}, 21, 30*time.Second)
+				f.broker.ReadAll(t, []string{topic}, 41, 30*time.Second)
 				if policy == config.PolicyDLQ {
 					dl := f.broker.ReadAll(t, []string{f.cfg.Relay.DeadLetterTopic}, 1, 30*time.Second)
 					if got, _ := header(dl[0], relay.HeaderErrorClass); got != "record_too_large" {
