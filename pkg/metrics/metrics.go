@@ -29,6 +29,14 @@
 //	transactions_total                               transactions read from the slot
 //	reconnects_total                                 streaming sessions lost and re-established (a standby's attempts on a held slot do not count)
 //	heartbeats_sent_total, heartbeats_received_total heartbeat messages emitted (relay.heartbeat_interval) and seen back in the stream
+//	kafka_admin_retries_total                        transient failures while preparing a topic (metadata, creation, configs), retried
+//	records_retried_alone_total                      records sent again one at a time after the broker refused their batch as a whole
+//	kafka_topics_one_at_a_time                       topics produced one record at a time (their batches are refused; limit unknown)
+//	order_at_risk_total                              records that reached the broker ahead of an earlier refused record of their partition
+//	kafka_data_loss_total                            partitions that lost records the broker had acknowledged (franz-go's detection)
+//
+// events_published_total has at most relay.max_topics + 1 series (the
+// dead-letter topic).
 //
 // It does not serve HTTP (pkg/server) or poll Postgres (pkg/relay does).
 package metrics
