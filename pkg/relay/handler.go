@@ -32,27 +32,15 @@ type handler struct {
 
 	// The transaction being read.
 	tx *checkpoint.Tx
-	// commitLSN and commitTime are copied from its Begin (the message is
-	// reused by the stream); the commit time stamps the records. commitAt
-	// is the commit time on the relay's clock (anchor), for latencies.
-	commitLSN  pglogrepl.LSN
+	// commitTime is copied from its Begin (the message is reused by the
+	// stream); it stamps the records. commitAt is the commit time on the
+	// relay's clock (anchor), for latencies.
 	commitTime time.Time
 	commitAt   time.Duration
 	anchor     wallAnchor
-	// rows counts the transaction's INSERTs handled so far (produced,
-	// dead-lettered or skipped). When a session breaks inside a
-	// transaction, the transaction stays open and Postgres re-sends it
-	// whole; its first skip INSERTs were already handled and are passed
-	// over, so a reconnect duplicates nothing.
-	rows, skip int
-
-	// replaying is set while the stream re-sends a transaction this process
-	// has already handed to the producer (after a reconnect). Its records are
-	// in flight or acknowledged, and tracked, so it is skipped: fewer
-	// duplicates, same guarantee.
-	replaying bool
-	// through is the end LSN of the last transaction handed to the tracker.
-	through pglogrepl.LSN
+	// resume decides what of a session's messages was handled before a
+	// break and is passed over, so a reconnect duplicates nothing.
+	resume resume
 }
 
 func newHandler(r *Relay) *handler {
@@ -60,24 +48,21 @@ func newHandler(r *Relay) *handler {
 }
 
 func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
-	if m.FinalLSN < h.through {
-		h.replaying = true
+	open := h.resume.commitLSN
+	switch h.resume.begin(m.FinalLSN) {
+	case beginReplay:
 		return nil
-	}
-	if h.tx != nil { // left open by a lost session
-		if m.FinalLSN == h.commitLSN {
-			h.skip, h.rows = h.rows, 0
-			h.log.Info("resuming a transaction after reconnecting", "commit_lsn", m.FinalLSN.String(), "rows_already_handled", h.skip)
-			return nil
-		}
+	case beginResume:
+		h.log.Info("resuming a transaction after reconnecting", "commit_lsn", m.FinalLSN.String(), "rows_already_handled", h.resume.handled)
+		return nil
+	case beginReplace:
 		// Not re-sent as expected: it confirms nothing, and its records
 		// are dropped from the tracker as they are acked.
 		h.log.Warn("a transaction left open by a lost session was not re-sent first; its records may be published twice",
-			"commit_lsn", h.commitLSN.String(), "next_commit_lsn", m.FinalLSN.String())
+			"commit_lsn", open.String(), "next_commit_lsn", m.FinalLSN.String())
 		h.r.tracker.Abort(h.tx)
 	}
-	h.tx, h.commitLSN, h.commitTime = h.r.tracker.Begin(), m.FinalLSN, m.CommitTime
-	h.rows, h.skip = 0, 0
+	h.tx, h.commitTime = h.r.tracker.Begin(), m.CommitTime
 	h.r.metrics.Transactions.Inc()
 	// pgoutput sends a transaction only after it committed, so this is how
 	// long it took Postgres to decode and send it and this process to read
@@ -89,24 +74,25 @@ func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
 }
 
 func (h *handler) Commit(_ context.Context, m *pglogrepl.CommitMessage) error {
-	if h.replaying {
-		h.replaying = false
+	switch h.resume.commit(m.TransactionEndLSN) {
+	case commitReplayed:
 		return nil
-	}
-	if h.tx == nil {
+	case commitNone:
 		return fmt.Errorf("commit at %s without a begin", m.CommitLSN)
 	}
 	h.r.tracker.Commit(h.tx, m.TransactionEndLSN)
 	h.tx = nil
-	h.rows, h.skip = 0, 0
-	h.through = m.TransactionEndLSN
 	return nil
 }
 
 // SessionLost keeps an open transaction open: Postgres re-sends it from
-// its Begin (see Begin and rows).
+// its Begin (see resume).
 func (h *handler) SessionLost() {
-	h.replaying = false
+	if h.resume.open {
+		h.log.Info("replication session lost inside a transaction; it resumes when Postgres sends it again",
+			"commit_lsn", h.resume.commitLSN.String(), "rows_handled", h.resume.handled, "rows_this_session", h.resume.seen)
+	}
+	h.resume.lost()
 }
 
 func (h *handler) Relation(_ context.Context, rel *pglogrepl.RelationMessage) error {
@@ -119,14 +105,14 @@ func (h *handler) Relation(_ context.Context, rel *pglogrepl.RelationMessage) er
 }
 
 func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.InsertMessage, lsn pglogrepl.LSN, in *replication.Buffer) error {
-	if h.replaying {
+	if h.resume.skipping() {
 		return nil
 	}
 	plan := h.plans[rel.RelationID]
 	if plan == nil || h.tx == nil {
 		return fmt.Errorf("insert into %s.%s at %s outside a transaction or before its relation", rel.Namespace, rel.RelationName, lsn)
 	}
-	if h.rows++; h.rows <= h.skip {
+	if !h.resume.insert() {
 		return nil // handled before the session was lost
 	}
 	out, err := h.r.records.route(plan, &h.msg, m.Tuple.Columns, h.commitTime, lsn, in)
@@ -185,7 +171,7 @@ func (h *handler) produce(ctx context.Context, out *outRecord) error {
 }
 
 func (h *handler) Update(_ context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.UpdateMessage, lsn pglogrepl.LSN) error {
-	if h.replaying {
+	if h.resume.skipping() {
 		return nil
 	}
 	id := ""
