@@ -41,6 +41,8 @@ type handler struct {
 	// resume decides what of a session's messages was handled before a
 	// break and is passed over, so a reconnect duplicates nothing.
 	resume resume
+	// server is the last session's server; zero before the first.
+	server replication.Session
 }
 
 func newHandler(r *Relay) *handler {
@@ -93,6 +95,69 @@ func (h *handler) SessionLost() {
 			"commit_lsn", h.resume.commitLSN.String(), "rows_handled", h.resume.handled, "rows_this_session", h.resume.seen)
 	}
 	h.resume.lost()
+}
+
+// SessionStart takes a session's server and slot before it streams. On
+// the same WAL history as the last session it raises the tracker to the
+// slot's position: a standby that takes over a slot another process moved
+// on since this one read it reports where the slot is, not the position
+// it read at startup. On another history (another system or timeline, or
+// WAL that ends before what this process has handled or confirmed), LSNs
+// handled so far mean nothing there: it resets (see resetHistory).
+func (h *handler) SessionStart(ctx context.Context, s replication.Session) error {
+	prev := h.server
+	var why string
+	switch seen := max(h.resume.through, h.r.tracker.Confirmed()); {
+	case prev.SystemID != "" && prev.SystemID != s.SystemID:
+		why = "another system"
+	case prev.SystemID != "" && prev.Timeline != s.Timeline:
+		why = "another timeline"
+	case s.XLogPos < seen:
+		why = "the server's WAL ends before what this process handled: " + s.XLogPos.String() + " < " + seen.String()
+	}
+	if why == "" {
+		h.r.tracker.SetStart(s.SlotConfirmed)
+		h.server = s
+		return nil
+	}
+	if err := h.resetHistory(ctx, s, prev, why); err != nil {
+		return err
+	}
+	h.server = s
+	return nil
+}
+
+// resetHistory forgets a WAL history before the stream reads another: the
+// transaction the lost session left open is aborted (it will not be sent
+// again), the records still in flight are waited for (their acks would
+// otherwise raise the tracker to positions of the old history), then the
+// tracker restarts at the new server's slot position and the resume
+// bookkeeping forgets what was handled. Nothing of the old history is
+// ever reported to the new server: the stream sends no status update
+// before this returns. Re-sent transactions are published again; none is
+// skipped.
+func (h *handler) resetHistory(ctx context.Context, s, prev replication.Session, why string) error {
+	h.log.Warn("the server's WAL history is not the one this process read so far; forgetting what it handled and starting from the slot",
+		"why", why, "server", s.String(), "previous", prev.String(),
+		"slot_confirmed_flush_lsn", s.SlotConfirmed.String(), "confirmed", h.r.tracker.Confirmed().String())
+	if h.resume.reset() {
+		h.log.Warn("aborting the transaction the lost session left open; its records may be published twice")
+		h.r.tracker.Abort(h.tx)
+		h.tx = nil
+	}
+	// Logged now and every 10s while it waits.
+	for records, bytes := h.r.tracker.InFlight(); records > 0; records, bytes = h.r.tracker.InFlight() {
+		h.log.Warn("waiting for records of the previous WAL history to be acknowledged before reading the new one",
+			"records", records, "bytes", bytes)
+		step, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := h.r.tracker.WaitDrained(step)
+		cancel()
+		if err != nil && ctx.Err() != nil {
+			return fmt.Errorf("waiting for records of the previous WAL history: %w", ctx.Err())
+		}
+	}
+	h.r.tracker.Reset(s.SlotConfirmed)
+	return nil
 }
 
 func (h *handler) Relation(_ context.Context, rel *pglogrepl.RelationMessage) error {

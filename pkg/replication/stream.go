@@ -51,6 +51,34 @@ type Handler interface {
 	// restart) before the stream reconnects. A transaction begun and not
 	// committed in that session will be sent again from its Begin.
 	SessionLost()
+	// SessionStart is called at the start of every session, once the
+	// stream has identified the server and read the slot on the session's
+	// connection, before START_REPLICATION and before the session sends
+	// any status update: what the Checkpointer confirms from then on is
+	// reported to this server. An error stops the stream for good.
+	SessionStart(ctx context.Context, s Session) error
+}
+
+// Session is what a session's connection says about the server and the
+// slot before streaming starts.
+type Session struct {
+	// SystemID is IDENTIFY_SYSTEM's systemid: it names the cluster's WAL
+	// history from its initdb on (a physical standby shares it).
+	SystemID string
+	// Timeline is IDENTIFY_SYSTEM's timeline: it changes when a standby
+	// is promoted and after a point-in-time recovery.
+	Timeline int32
+	// XLogPos is IDENTIFY_SYSTEM's xlogpos: the server's WAL flush
+	// position now. No position of its WAL history that a client has
+	// seen lies beyond it.
+	XLogPos pglogrepl.LSN
+	// SlotConfirmed is the slot's confirmed_flush_lsn: the session streams
+	// the transactions that commit after it.
+	SlotConfirmed pglogrepl.LSN
+}
+
+func (s Session) String() string {
+	return fmt.Sprintf("system %s timeline %d", s.SystemID, s.Timeline)
 }
 
 // Checkpointer is the source of the positions the stream reports, and of
@@ -102,6 +130,7 @@ type Stream struct {
 	relations map[uint32]*pglogrepl.RelationMessage
 	inTx      bool
 	dec       decoder
+	server    Session // the last session's; zero before the first
 
 	// Live state for metrics, readiness and status; read from any goroutine.
 	streaming  atomic.Bool
@@ -196,6 +225,14 @@ func (s *Stream) session(ctx context.Context) (streamed bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	sess, err := s.identify(ctx, conn)
+	if err == nil {
+		err = s.start(ctx, sess)
+	}
+	if err != nil {
+		_ = conn.Close(context.Background())
+		return false, err
+	}
 	// The stream owns the connection outright from here: it starts
 	// replication and reads the copy-both stream itself (replConn), with
 	// socket deadlines instead of pgconn's per-message locking and context
@@ -218,6 +255,55 @@ func (s *Stream) session(ctx context.Context) (streamed bool, err error) {
 		s.shutdown(w)
 	}
 	return true, err
+}
+
+// identify reads, on the session's connection, what identifies the
+// server (IDENTIFY_SYSTEM) and where the slot stands. A replication
+// connection to a database runs SQL too. A slot held by another process
+// fails the session now (as START_REPLICATION would), so that the
+// position read is not one its holder moves on before this session takes
+// the slot.
+func (s *Stream) identify(ctx context.Context, conn *pgconn.PgConn) (Session, error) {
+	id, err := pglogrepl.IdentifySystem(ctx, conn)
+	if err != nil {
+		return Session{}, fmt.Errorf("identifying the server (IDENTIFY_SYSTEM): %w", err)
+	}
+	sess := Session{SystemID: id.SystemID, Timeline: id.Timeline, XLogPos: id.XLogPos}
+	results, err := conn.Exec(ctx, "SELECT confirmed_flush_lsn, active_pid FROM pg_catalog.pg_replication_slots WHERE slot_name = "+quoteLiteral(s.cfg.Slot)).ReadAll()
+	if err != nil {
+		return Session{}, fmt.Errorf("reading replication slot %q: %w", s.cfg.Slot, err)
+	}
+	if len(results) != 1 || len(results[0].Rows) == 0 {
+		return Session{}, permanent(fmt.Errorf("%w: %q", ErrSlotMissing, s.cfg.Slot))
+	}
+	row := results[0].Rows[0]
+	if len(row) != 2 {
+		return Session{}, fmt.Errorf("reading replication slot %q: %d columns", s.cfg.Slot, len(row))
+	}
+	if row[0] != nil { // NULL for a slot not yet consistent
+		if sess.SlotConfirmed, err = pglogrepl.ParseLSN(string(row[0])); err != nil {
+			return Session{}, fmt.Errorf("parsing confirmed_flush_lsn %q of slot %q: %w", row[0], s.cfg.Slot, err)
+		}
+	}
+	if row[1] != nil {
+		return Session{}, fmt.Errorf("%w: slot %q, walsender pid %s", ErrSlotActive, s.cfg.Slot, row[1])
+	}
+	return sess, nil
+}
+
+// start hands a session's identity to the Handler. A server with another
+// identity than the last session's starts the received position anew.
+func (s *Stream) start(ctx context.Context, sess Session) error {
+	if prev := s.server; prev.SystemID != "" && (prev.SystemID != sess.SystemID || prev.Timeline != sess.Timeline) {
+		s.log.Info("the server is another system or on another timeline than in the last session",
+			"slot", s.cfg.Slot, "server", sess.String(), "previous", prev.String())
+		s.received.Store(0)
+	}
+	s.server = sess
+	if err := s.handler.SessionStart(ctx, sess); err != nil {
+		return permanent(fmt.Errorf("starting a session on slot %q (%s): %w", s.cfg.Slot, sess, err))
+	}
+	return nil
 }
 
 // connect opens a replication connection, read through the returned

@@ -40,18 +40,20 @@ func (f *fakeCheckpointer) WaitDrained(context.Context) error        { return ni
 
 // event is one Handler call, as the recording handler saw it.
 type event struct {
-	kind string // begin, relation, insert, commit, lost
-	xid  uint32
-	lsn  pglogrepl.LSN // commit: TransactionEndLSN
-	id   string        // insert: the row's first column
+	kind    string // start, begin, relation, insert, commit, lost
+	xid     uint32
+	lsn     pglogrepl.LSN // commit: TransactionEndLSN
+	id      string        // insert: the row's first column
+	session Session       // start
 }
 
 // recorder is a Handler that records every call.
 type recorder struct {
-	mu     sync.Mutex
-	events []event
-	xid    uint32
-	slow   atomic.Int64 // each Insert takes this long (a time.Duration)
+	mu       sync.Mutex
+	events   []event
+	xid      uint32
+	slow     atomic.Int64 // each Insert takes this long (a time.Duration)
+	startErr error        // returned by SessionStart
 }
 
 func (r *recorder) add(e event) {
@@ -107,6 +109,10 @@ func (r *recorder) Commit(_ context.Context, m *pglogrepl.CommitMessage) error {
 	return nil
 }
 func (r *recorder) SessionLost() { r.add(event{kind: "lost"}) }
+func (r *recorder) SessionStart(_ context.Context, sess Session) error {
+	r.add(event{kind: "start", session: sess})
+	return r.startErr
+}
 
 // waitFor polls the recorded events until cond holds; it fails the test
 // if the stream stops meanwhile.
@@ -414,8 +420,8 @@ func TestStreamReconnectsAfterWalsenderTerminated(t *testing.T) {
 	if commitOf(after, confirmedXid, 0) >= 0 {
 		t.Errorf("transaction %d was confirmed before the session was lost but was re-sent after it: %v", confirmedXid, after)
 	}
-	if len(after) == 0 || after[0].kind != "begin" && after[0].kind != "relation" {
-		t.Errorf("after reconnecting the handler should see the re-sent transaction from its start; got %v", after)
+	if len(after) < 2 || after[0].kind != "start" || after[1].kind != "begin" && after[1].kind != "relation" {
+		t.Errorf("after reconnecting the handler should see the new session start, then the re-sent transaction from its start; got %v", after)
 	}
 	resentInserts := 0
 	for _, e := range after {
