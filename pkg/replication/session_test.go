@@ -151,3 +151,33 @@ func holdSlot(t *testing.T, dsn string) *pgconn.PgConn {
 	}
 	return conn
 }
+
+// A confirmed position that moves while records are in flight (an ack,
+// on another goroutine) is reported soon, although the stream is waiting
+// for data and the status interval is long; the interval only bounds the
+// time between updates. Each of several moves reaches the slot within
+// 10s, where the interval (1m) and Postgres's own requests for a reply
+// (every wal_sender_timeout/2, 30s) would take longer.
+func TestStreamReportsConfirmedPromptly(t *testing.T) {
+	f := newStreamFixtureWith(t, func(c *Config) { c.StatusInterval = time.Minute })
+	f.cp.inFlight.Store(1)
+	for i := range 3 {
+		xid := f.commitTx(t, 1)
+		evs := f.waitFor(t, "the commit", func(evs []event) bool { return commitOf(evs, xid, 0) >= 0 })
+		end := evs[commitOf(evs, xid, 0)].lsn
+		time.Sleep(50 * time.Millisecond) // the stream is waiting for data now
+		f.cp.set(end)
+		moved := time.Now()
+		for {
+			got, _ := f.slot(t)
+			if got == end {
+				break
+			}
+			if time.Since(moved) > 10*time.Second {
+				t.Fatalf("move %d: confirmed %s 10s ago; the slot is at %s", i, end, got)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	f.holds(t, f.cp.Confirmed(), 300*time.Millisecond)
+}

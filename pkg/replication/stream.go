@@ -85,7 +85,13 @@ func (s Session) String() string {
 // backpressure. pkg/checkpoint's Tracker implements it.
 type Checkpointer interface {
 	// Confirmed is the LSN up to which every record is durably published.
+	// It may move on another goroutine (an acknowledgement) while records
+	// are in flight; otherwise only through calls the stream makes.
 	Confirmed() pglogrepl.LSN
+	// InFlight is what was handed on and not yet acknowledged. While
+	// records are in flight the stream looks at Confirmed every
+	// confirmEvery, so that a position that moved is reported soon.
+	InFlight() (records int, bytes int64)
 	// ObserveWALEnd reports a keepalive's server WAL end; the Checkpointer
 	// may confirm it when nothing is in flight.
 	ObserveWALEnd(lsn pglogrepl.LSN)
@@ -105,8 +111,10 @@ type Config struct {
 	Slot string
 	// Publications are the pgoutput publication names.
 	Publications []string
-	// StatusInterval is how often a standby status update is sent
-	// (default 1s). It bounds how stale the slot's confirmed_flush_lsn is.
+	// StatusInterval is the longest time between two standby status
+	// updates (default 1s): when the confirmed position does not move, an
+	// update every StatusInterval keeps the walsender from timing the
+	// session out. A position that moved is reported sooner (confirmEvery).
 	StatusInterval time.Duration
 	// ShutdownTimeout bounds the wait for in-flight records on shutdown
 	// (default 30s).
@@ -348,33 +356,73 @@ func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, *coalescingReader
 // clockEvery is how many messages the stream's loop handles per clock read.
 const clockEvery = 64
 
+// confirmEvery is the shortest time between two status updates sent for a
+// confirmed position that moved. A position reported late is work done
+// again after a crash: Postgres re-sends everything after the slot's
+// confirmed_flush_lsn.
+const confirmEvery = 100 * time.Millisecond
+
+// reporter decides when the stream sends a standby status update: soon
+// after the Checkpointer's confirmed position moves, at most every
+// confirmEvery, and every StatusInterval whatever happens (the walsender
+// ends a session silent for wal_sender_timeout), or at once when a
+// keepalive asks for a reply. What it reports is always Confirmed.
+type reporter struct {
+	interval time.Duration
+	next     time.Time     // the update due anyway; zero: now
+	sentAt   time.Time     // when the last update was sent
+	sent     pglogrepl.LSN // what it reported
+	// due is when the loop must look again: next, or sooner when the
+	// position moved (sentAt+confirmEvery) or may move on an ack while
+	// records are in flight (now+confirmEvery). Waits end at due.
+	due time.Time
+}
+
+// plan sets due from what the Checkpointer says now.
+func (r *reporter) plan(now time.Time, cp Checkpointer) {
+	r.due = r.next
+	var look time.Time
+	if cp.Confirmed() != r.sent {
+		look = r.sentAt.Add(confirmEvery)
+	} else if n, _ := cp.InFlight(); n > 0 {
+		look = now.Add(confirmEvery)
+	} else {
+		return
+	}
+	if look.Before(r.due) {
+		r.due = look
+	}
+}
+
 // loop reads messages until ctx is done (returns nil) or an error.
 func (s *Stream) loop(ctx context.Context, w *replConn) error {
-	var nextStatus time.Time // zero: send one now
+	rep := reporter{interval: s.cfg.StatusInterval}
 	// The clock is read every clockEvery messages, not for each: a message
 	// from the read buffer takes well under a microsecond to handle, a
-	// clock read 50 ns. Waits end at nextStatus (the receive's deadline,
-	// WaitRoom's) and read it afresh.
+	// clock read 50 ns. It is read, and the reporter's plan made afresh,
+	// before a receive that needs the socket (and may wait there), so that
+	// the wait ends in time for a position an ack moves meanwhile. Waits
+	// end at rep.due (the receive's deadline, WaitRoom's).
 	var now time.Time
 	fresh := 0
 	for {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if fresh--; fresh <= 0 {
+		if fresh--; fresh <= 0 || !w.frames.buffered() {
 			now, fresh = time.Now(), clockEvery
+			rep.plan(now, s.cp)
 		}
-		if !now.Before(nextStatus) {
-			if err := s.sendStatus(w); err != nil {
+		if !now.Before(rep.due) {
+			if err := s.report(w, &rep, now); err != nil {
 				return err
 			}
-			nextStatus = now.Add(s.cfg.StatusInterval)
 		}
-		if !s.cp.WaitRoom(ctx, nextStatus) {
+		if !s.cp.WaitRoom(ctx, rep.due) {
 			fresh = 0
 			continue // at the in-flight cap: keep reporting status, read nothing
 		}
-		typ, body, buf, err := w.receive(ctx, nextStatus)
+		typ, body, buf, err := w.receive(ctx, rep.due)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
 				fresh = 0
@@ -398,7 +446,7 @@ func (s *Stream) loop(ctx context.Context, w *replConn) error {
 				}
 				s.markReceived(ka.ServerWALEnd)
 				if ka.ReplyRequested {
-					nextStatus = time.Time{}
+					rep.next, rep.due = time.Time{}, time.Time{}
 				}
 			case pglogrepl.XLogDataByteID:
 				xld, err := pglogrepl.ParseXLogData(body[1:])
@@ -416,6 +464,17 @@ func (s *Stream) loop(ctx context.Context, w *replConn) error {
 			return fmt.Errorf("streaming from slot %q: server ended the replication stream", s.cfg.Slot)
 		}
 	}
+}
+
+// report sends a status update with Confirmed and plans the next.
+func (s *Stream) report(w *replConn, rep *reporter, now time.Time) error {
+	lsn, err := s.sendStatus(w)
+	if err != nil {
+		return err
+	}
+	rep.sent, rep.sentAt, rep.next = lsn, now, now.Add(rep.interval)
+	rep.plan(now, s.cp)
+	return nil
 }
 
 // markReceived raises the received position.
@@ -489,22 +548,27 @@ func (s *Stream) relation(id uint32, lsn pglogrepl.LSN) (*pglogrepl.RelationMess
 	return rel, nil
 }
 
-// sendStatus reports Confirmed as the write, flush and apply positions. All
-// three are set explicitly: pglogrepl copies a zero flush/apply from write.
-func (s *Stream) sendStatus(w *replConn) error {
+// sendStatus reports Confirmed as the write, flush and apply positions,
+// and returns what it reported. All three are set explicitly: pglogrepl
+// copies a zero flush/apply from write.
+func (s *Stream) sendStatus(w *replConn) (pglogrepl.LSN, error) {
 	lsn := s.cp.Confirmed()
 	if err := w.sendStatus(lsn, lsn, lsn); err != nil {
-		return fmt.Errorf("sending standby status (flush %s): %w", lsn, err)
+		return lsn, fmt.Errorf("sending standby status (flush %s): %w", lsn, err)
 	}
-	return nil
+	return lsn, nil
 }
 
 // shutdown waits (bounded) for in-flight records, keeps the walsender
-// informed while it waits, then reports the final confirmed position.
+// informed while it waits (a position that moved soon, as the loop does,
+// and one update every StatusInterval), then reports the final confirmed
+// position.
 func (s *Stream) shutdown(w *replConn) {
 	deadline := time.Now().Add(s.cfg.ShutdownTimeout)
+	sent := s.cp.Confirmed() // the loop reported it, or will have in a moment
+	next := time.Now().Add(s.cfg.StatusInterval)
 	for {
-		step := time.Now().Add(s.cfg.StatusInterval)
+		step := time.Now().Add(confirmEvery)
 		if step.After(deadline) {
 			step = deadline
 		}
@@ -522,12 +586,15 @@ func (s *Stream) shutdown(w *replConn) {
 			s.log.Warn("not waiting for in-flight records", "err", err)
 			break
 		}
-		if err := s.sendStatus(w); err != nil {
-			s.log.Warn("reporting position during shutdown", "err", err)
-			return
+		if now := time.Now(); s.cp.Confirmed() != sent || !now.Before(next) {
+			if sent, err = s.sendStatus(w); err != nil {
+				s.log.Warn("reporting position during shutdown", "err", err)
+				return
+			}
+			next = now.Add(s.cfg.StatusInterval)
 		}
 	}
-	if err := s.sendStatus(w); err != nil {
+	if _, err := s.sendStatus(w); err != nil {
 		s.log.Warn("reporting final position", "err", err)
 		return
 	}

@@ -23,9 +23,11 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 type fakeCheckpointer struct {
 	confirmed atomic.Uint64
 	walEnd    atomic.Uint64 // highest keepalive WAL end seen
+	inFlight  atomic.Int64  // records in flight, as the test says
 }
 
 func (f *fakeCheckpointer) Confirmed() pglogrepl.LSN { return pglogrepl.LSN(f.confirmed.Load()) }
+func (f *fakeCheckpointer) InFlight() (int, int64)   { return int(f.inFlight.Load()), 0 }
 func (f *fakeCheckpointer) set(lsn pglogrepl.LSN)    { f.confirmed.Store(uint64(lsn)) }
 func (f *fakeCheckpointer) ObserveWALEnd(lsn pglogrepl.LSN) {
 	for {
@@ -160,6 +162,13 @@ type streamFixture struct {
 
 func newStreamFixture(t *testing.T) *streamFixture {
 	t.Helper()
+	return newStreamFixtureWith(t, nil)
+}
+
+// newStreamFixtureWith is newStreamFixture with the stream's Config
+// adjusted by mutate.
+func newStreamFixtureWith(t *testing.T, mutate func(*Config)) *streamFixture {
+	t.Helper()
 	dsn := testenv.Postgres(t).NewDatabase(t)
 	conn := testenv.Connect(t, dsn)
 	if _, err := setup.Run(t.Context(), conn, setup.Names{Schema: "public", Table: "outbox", Publication: weirdPublication, Slot: testSlot}); err != nil {
@@ -169,7 +178,7 @@ func newStreamFixture(t *testing.T) *streamFixture {
 	f.start, _ = f.slot(t)
 	f.cp.set(f.start)
 
-	s := New(Config{
+	cfg := Config{
 		DSN:             dsn,
 		Slot:            testSlot,
 		Publications:    []string{weirdPublication},
@@ -177,7 +186,11 @@ func newStreamFixture(t *testing.T) *streamFixture {
 		ShutdownTimeout: time.Second,
 		MinBackoff:      20 * time.Millisecond,
 		MaxBackoff:      500 * time.Millisecond,
-	}, f.rec, f.cp, nil)
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	s := New(cfg, f.rec, f.cp, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { f.done <- s.Run(ctx) }()
 	t.Cleanup(func() {
