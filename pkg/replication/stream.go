@@ -98,6 +98,12 @@ type Checkpointer interface {
 	// WaitRoom reports whether more may be read, waiting until `until` for
 	// in-flight records to be acknowledged.
 	WaitRoom(ctx context.Context, until time.Time) bool
+	// WaitRoomFor reports whether a message of n bytes, read once
+	// WaitRoom let the stream read, may be handed to the Handler, waiting
+	// until `until`: a message larger than the byte cap waits until
+	// nothing is in flight. The stream calls it for every XLogData
+	// message, so it must answer cheaply for one within the cap.
+	WaitRoomFor(ctx context.Context, until time.Time, n int) bool
 	// WaitDrained returns nil once nothing is in flight.
 	WaitDrained(ctx context.Context) error
 }
@@ -453,6 +459,11 @@ func (s *Stream) loop(ctx context.Context, w *replConn) error {
 				if err != nil {
 					return fmt.Errorf("parsing XLogData: %w", err)
 				}
+				if !s.cp.WaitRoomFor(ctx, rep.due, len(xld.WALData)) {
+					if err := s.admit(ctx, w, &rep, len(xld.WALData)); err != nil || ctx.Err() != nil {
+						return err
+					}
+				}
 				if err := s.dispatch(ctx, xld, buf); err != nil {
 					return err
 				}
@@ -464,6 +475,27 @@ func (s *Stream) loop(ctx context.Context, w *replConn) error {
 			return fmt.Errorf("streaming from slot %q: server ended the replication stream", s.cfg.Slot)
 		}
 	}
+}
+
+// admit holds a message of n bytes that the Checkpointer does not let
+// through yet (larger than the byte cap, with records in flight) until it
+// does, reporting status meanwhile as the loop would. The message stays
+// in the receive buffer: nothing is read while it waits. It returns nil
+// as well when ctx is done.
+func (s *Stream) admit(ctx context.Context, w *replConn, rep *reporter, n int) error {
+	for !s.cp.WaitRoomFor(ctx, rep.due, n) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		now := time.Now()
+		rep.plan(now, s.cp)
+		if !now.Before(rep.due) {
+			if err := s.report(w, rep, now); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // report sends a status update with Confirmed and plans the next.

@@ -37,8 +37,9 @@ func (f *fakeCheckpointer) ObserveWALEnd(lsn pglogrepl.LSN) {
 		}
 	}
 }
-func (f *fakeCheckpointer) WaitRoom(context.Context, time.Time) bool { return true }
-func (f *fakeCheckpointer) WaitDrained(context.Context) error        { return nil }
+func (f *fakeCheckpointer) WaitRoom(context.Context, time.Time) bool         { return true }
+func (f *fakeCheckpointer) WaitDrained(context.Context) error                { return nil }
+func (f *fakeCheckpointer) WaitRoomFor(context.Context, time.Time, int) bool { return true }
 
 // event is one Handler call, as the recording handler saw it.
 type event struct {
