@@ -597,7 +597,9 @@ func (s *Stream) sendStatus(w *replConn) (pglogrepl.LSN, error) {
 // position.
 func (s *Stream) shutdown(w *replConn) {
 	deadline := time.Now().Add(s.cfg.ShutdownTimeout)
-	sent := s.cp.Confirmed() // the loop reported it, or will have in a moment
+	// Not a position Confirmed can take: the first step reports, whatever
+	// the loop last did.
+	sent := ^pglogrepl.LSN(0)
 	next := time.Now().Add(s.cfg.StatusInterval)
 	for {
 		step := time.Now().Add(confirmEvery)
