@@ -10,13 +10,16 @@
 // transaction's Begin message, Add for every record of it handed to the
 // producer, Commit with the Commit message's TransactionEndLSN, Abort when the
 // stream broke before the Commit arrived, ObserveWALEnd with a keepalive's
-// server WAL end, SetStart with the slot's confirmed_flush_lsn. From the
-// producer's ack callbacks, on any goroutine, Ack for every record the broker
-// durably acked.
+// server WAL end, SetStart with the slot's confirmed_flush_lsn, Reset with
+// it when the stream now reads another WAL history. From the producer's ack
+// callbacks, on any goroutine, Ack for every record the broker durably
+// acked.
 //
 // Out: Confirmed, the LSN that is safe to confirm; WaitRoom, the backpressure
-// gate the replication goroutine passes before it reads more from the slot;
-// WaitDrained for shutdown; InFlight and Pending for metrics and logs.
+// gate the replication goroutine passes before it reads more from the slot,
+// and WaitRoomFor, which holds a message larger than the byte cap until
+// nothing is in flight; WaitDrained for shutdown; InFlight and Pending for
+// metrics and logs.
 //
 // What it does not do: it does not talk to Postgres or Kafka, send status
 // updates, retry, log, or register metrics (the caller exports InFlight and
@@ -64,15 +67,17 @@
 //
 // # Contract
 //
-// Begin, Add, Commit, Abort, ObserveWALEnd and SetStart are called from the
-// replication goroutine; Ack from any goroutine; Confirmed, InFlight, Pending,
-// WaitRoom and WaitDrained from any goroutine. Add must be called before the
+// Begin, Add, Commit, Abort, ObserveWALEnd, SetStart and Reset are called
+// from the replication goroutine; Ack from any goroutine; Confirmed,
+// InFlight, Pending, WaitRoom, WaitRoomFor and WaitDrained from any
+// goroutine. Add must be called before the
 // record is handed to the producer, and Ack exactly once per Add with the
 // same byte count. A Tx must not be used by the replication goroutine after
 // Commit or Abort, nor by anyone after the Ack of its last record once it is
 // committed or aborted: the handle is then recycled. Violations that the
 // tracker can detect cheaply — more Acks than Adds, Add or Commit on a Tx that
-// is not open, byte counts that do not add up — panic with a message starting
+// is not open, byte counts that do not add up, Reset while anything is
+// tracked — panic with a message starting
 // with "checkpoint:", because continuing could confirm unacked WAL.
 package checkpoint
 
@@ -90,8 +95,9 @@ import (
 type Limits struct {
 	// MaxRecords caps records in flight; <= 0 means no cap.
 	MaxRecords int
-	// MaxBytes caps bytes in flight; <= 0 means no cap. A single record
-	// larger than MaxBytes is still admitted when nothing is in flight.
+	// MaxBytes caps bytes in flight; <= 0 means no cap. A single message
+	// larger than MaxBytes is still admitted, alone: WaitRoomFor holds it
+	// until nothing is in flight.
 	MaxBytes int64
 }
 
@@ -281,7 +287,8 @@ func (t *Tracker) Abort(tx *Tx) {
 
 // Confirmed returns the LSN safe to confirm to Postgres: the end LSN of the
 // newest committed transaction such that it and every earlier one are fully
-// acked, or the start/idle position if higher. It never decreases.
+// acked, or the start/idle position if higher. It never decreases, except
+// by Reset.
 func (t *Tracker) Confirmed() pglogrepl.LSN {
 	return pglogrepl.LSN(t.confirmed.Load())
 }
@@ -300,10 +307,30 @@ func (t *Tracker) ObserveWALEnd(lsn pglogrepl.LSN) {
 }
 
 // SetStart sets the initial confirmed position, normally the slot's
-// confirmed_flush_lsn. It only raises Confirmed.
+// confirmed_flush_lsn, and raises it when the slot is found further at a
+// session's start (another process confirmed more). It only raises
+// Confirmed.
 func (t *Tracker) SetStart(lsn pglogrepl.LSN) {
 	t.mu.Lock()
 	t.raiseLocked(lsn)
+	t.mu.Unlock()
+}
+
+// Reset sets Confirmed to lsn, lower or higher, for a stream that now
+// reads another WAL history (another system or timeline), where the LSNs
+// tracked so far mean nothing: lsn is the new server's slot position. It
+// is legal only when the tracker is idle: no transaction open, no record
+// in flight, no transaction waiting for acks. Anything still tracked
+// would later raise Confirmed to a position of the old history, so Reset
+// panics instead.
+func (t *Tracker) Reset(lsn pglogrepl.LSN) {
+	t.mu.Lock()
+	if t.records != 0 || t.open != 0 || t.txs != 0 {
+		records, open, txs := t.records, t.open, t.txs
+		t.mu.Unlock()
+		panic(fmt.Sprintf("checkpoint: Reset while %d records are in flight, %d transactions open and %d tracked", records, open, txs))
+	}
+	t.confirmed.Store(uint64(lsn))
 	t.mu.Unlock()
 }
 
@@ -313,6 +340,27 @@ func (t *Tracker) SetStart(lsn pglogrepl.LSN) {
 // otherwise it blocks until an Ack makes room, ctx is done or until passes
 // (a zero until means no deadline), and returns whether there is room then.
 func (t *Tracker) WaitRoom(ctx context.Context, until time.Time) bool {
+	return t.wait(ctx, until, false)
+}
+
+// WaitRoomFor reports whether a message of n bytes, read once WaitRoom
+// found room, may be handed on. One of at most Limits.MaxBytes may: it
+// adds at most its own size to what WaitRoom let in. A larger one may only
+// when nothing is in flight, so that it is in flight alone (the promise of
+// Limits.MaxBytes); it waits for that like WaitRoom waits for room, until
+// ctx is done or until passes. Without a byte cap every message may. The
+// answer for a message of at most Limits.MaxBytes costs no lock.
+func (t *Tracker) WaitRoomFor(ctx context.Context, until time.Time, n int) bool {
+	if t.limits.MaxBytes <= 0 || int64(n) <= t.limits.MaxBytes {
+		return true
+	}
+	return t.wait(ctx, until, true)
+}
+
+// wait blocks until there is room for another record, or, when alone,
+// until nothing is in flight; or until ctx is done or until passes. It
+// reports whether the condition holds when it returns.
+func (t *Tracker) wait(ctx context.Context, until time.Time, alone bool) bool {
 	var timer *time.Timer
 	var deadline <-chan time.Time // nil (never ready) without until
 	defer func() {
@@ -322,7 +370,7 @@ func (t *Tracker) WaitRoom(ctx context.Context, until time.Time) bool {
 	}()
 	for {
 		t.mu.Lock()
-		if t.hasRoomLocked() {
+		if t.readyLocked(alone) {
 			t.mu.Unlock()
 			return true
 		}
@@ -335,18 +383,24 @@ func (t *Tracker) WaitRoom(ctx context.Context, until time.Time) bool {
 			timer = time.NewTimer(d)
 			deadline = timer.C
 		}
-		if t.roomCh == nil {
-			t.roomCh = make(chan struct{})
+		// Ack closes roomCh when there is room and drainCh when nothing
+		// is in flight.
+		wake := &t.roomCh
+		if alone {
+			wake = &t.drainCh
 		}
-		ch := t.roomCh
+		if *wake == nil {
+			*wake = make(chan struct{})
+		}
+		ch := *wake
 		t.mu.Unlock()
 
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return t.hasRoom()
+			return t.ready(alone)
 		case <-deadline:
-			return t.hasRoom()
+			return t.ready(alone)
 		}
 	}
 }
@@ -436,10 +490,19 @@ func (t *Tracker) hasRoomLocked() bool {
 	return true
 }
 
-func (t *Tracker) hasRoom() bool {
+// readyLocked is what wait waits for: room for a record, or, when alone,
+// nothing in flight.
+func (t *Tracker) readyLocked(alone bool) bool {
+	if alone {
+		return t.records == 0
+	}
+	return t.hasRoomLocked()
+}
+
+func (t *Tracker) ready(alone bool) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.hasRoomLocked()
+	return t.readyLocked(alone)
 }
 
 // ring is a FIFO of *Tx on a power-of-two circular buffer.

@@ -34,27 +34,17 @@ type handler struct {
 
 	// The transaction being read.
 	tx *checkpoint.Tx
-	// commitLSN and commitTime are copied from its Begin (the message is
-	// reused by the stream); the commit time stamps the records. commitAt
-	// is the commit time on the relay's clock (anchor), for latencies.
-	commitLSN  pglogrepl.LSN
+	// commitTime is copied from its Begin (the message is reused by the
+	// stream); it stamps the records. commitAt is the commit time on the
+	// relay's clock (anchor), for latencies.
 	commitTime time.Time
 	commitAt   time.Duration
 	anchor     wallAnchor
-	// rows counts the transaction's INSERTs handled so far (produced,
-	// dead-lettered or skipped). When a session breaks inside a
-	// transaction, the transaction stays open and Postgres re-sends it
-	// whole; its first skip INSERTs were already handled and are passed
-	// over, so a reconnect duplicates nothing.
-	rows, skip int
-
-	// replaying is set while the stream re-sends a transaction this process
-	// has already handed to the producer (after a reconnect). Its records are
-	// in flight or acknowledged, and tracked, so it is skipped: fewer
-	// duplicates, same guarantee.
-	replaying bool
-	// through is the end LSN of the last transaction handed to the tracker.
-	through pglogrepl.LSN
+	// resume decides what of a session's messages was handled before a
+	// break and is passed over, so a reconnect duplicates nothing.
+	resume resume
+	// server is the last session's server; zero before the first.
+	server replication.Session
 }
 
 func newHandler(r *Relay) *handler {
@@ -63,24 +53,21 @@ func newHandler(r *Relay) *handler {
 }
 
 func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
-	if m.FinalLSN < h.through {
-		h.replaying = true
+	open := h.resume.commitLSN
+	switch h.resume.begin(m.FinalLSN) {
+	case beginReplay:
 		return nil
-	}
-	if h.tx != nil { // left open by a lost session
-		if m.FinalLSN == h.commitLSN {
-			h.skip, h.rows = h.rows, 0
-			h.log.Info("resuming a transaction after reconnecting", "commit_lsn", m.FinalLSN.String(), "rows_already_handled", h.skip)
-			return nil
-		}
+	case beginResume:
+		h.log.Info("resuming a transaction after reconnecting", "commit_lsn", m.FinalLSN.String(), "rows_already_handled", h.resume.handled)
+		return nil
+	case beginReplace:
 		// Not re-sent as expected: it confirms nothing, and its records
 		// are dropped from the tracker as they are acked.
 		h.log.Warn("a transaction left open by a lost session was not re-sent first; its records may be published twice",
-			"commit_lsn", h.commitLSN.String(), "next_commit_lsn", m.FinalLSN.String())
+			"commit_lsn", open.String(), "next_commit_lsn", m.FinalLSN.String())
 		h.r.tracker.Abort(h.tx)
 	}
-	h.tx, h.commitLSN, h.commitTime = h.r.tracker.Begin(), m.FinalLSN, m.CommitTime
-	h.rows, h.skip = 0, 0
+	h.tx, h.commitTime = h.r.tracker.Begin(), m.CommitTime
 	h.r.metrics.Transactions.Inc()
 	// pgoutput sends a transaction only after it committed, so this is how
 	// long it took Postgres to decode and send it and this process to read
@@ -92,24 +79,88 @@ func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
 }
 
 func (h *handler) Commit(_ context.Context, m *pglogrepl.CommitMessage) error {
-	if h.replaying {
-		h.replaying = false
+	switch h.resume.commit(m.TransactionEndLSN) {
+	case commitReplayed:
 		return nil
-	}
-	if h.tx == nil {
+	case commitNone:
 		return fmt.Errorf("commit at %s without a begin", m.CommitLSN)
 	}
 	h.r.tracker.Commit(h.tx, m.TransactionEndLSN)
 	h.tx = nil
-	h.rows, h.skip = 0, 0
-	h.through = m.TransactionEndLSN
 	return nil
 }
 
 // SessionLost keeps an open transaction open: Postgres re-sends it from
-// its Begin (see Begin and rows).
+// its Begin (see resume).
 func (h *handler) SessionLost() {
-	h.replaying = false
+	if h.resume.open {
+		h.log.Info("replication session lost inside a transaction; it resumes when Postgres sends it again",
+			"commit_lsn", h.resume.commitLSN.String(), "rows_handled", h.resume.handled, "rows_this_session", h.resume.seen)
+	}
+	h.resume.lost()
+}
+
+// SessionStart takes a session's server and slot before it streams. On
+// the same WAL history as the last session it raises the tracker to the
+// slot's position: a standby that takes over a slot another process moved
+// on since this one read it reports where the slot is, not the position
+// it read at startup. On another history (another system or timeline, or
+// WAL that ends before what this process has handled or confirmed), LSNs
+// handled so far mean nothing there: it resets (see resetHistory).
+func (h *handler) SessionStart(ctx context.Context, s replication.Session) error {
+	prev := h.server
+	var why string
+	switch seen := max(h.resume.through, h.r.tracker.Confirmed()); {
+	case prev.SystemID != "" && prev.SystemID != s.SystemID:
+		why = "another system"
+	case prev.SystemID != "" && prev.Timeline != s.Timeline:
+		why = "another timeline"
+	case s.XLogPos < seen:
+		why = "the server's WAL ends before what this process handled: " + s.XLogPos.String() + " < " + seen.String()
+	}
+	if why == "" {
+		h.r.tracker.SetStart(s.SlotConfirmed)
+		h.server = s
+		return nil
+	}
+	if err := h.resetHistory(ctx, s, prev, why); err != nil {
+		return err
+	}
+	h.server = s
+	return nil
+}
+
+// resetHistory forgets a WAL history before the stream reads another: the
+// transaction the lost session left open is aborted (it will not be sent
+// again), the records still in flight are waited for (their acks would
+// otherwise raise the tracker to positions of the old history), then the
+// tracker restarts at the new server's slot position and the resume
+// bookkeeping forgets what was handled. Nothing of the old history is
+// ever reported to the new server: the stream sends no status update
+// before this returns. Re-sent transactions are published again; none is
+// skipped.
+func (h *handler) resetHistory(ctx context.Context, s, prev replication.Session, why string) error {
+	h.log.Warn("the server's WAL history is not the one this process read so far; forgetting what it handled and starting from the slot",
+		"why", why, "server", s.String(), "previous", prev.String(),
+		"slot_confirmed_flush_lsn", s.SlotConfirmed.String(), "confirmed", h.r.tracker.Confirmed().String())
+	if h.resume.reset() {
+		h.log.Warn("aborting the transaction the lost session left open; its records may be published twice")
+		h.r.tracker.Abort(h.tx)
+		h.tx = nil
+	}
+	// Logged now and every 10s while it waits.
+	for records, bytes := h.r.tracker.InFlight(); records > 0; records, bytes = h.r.tracker.InFlight() {
+		h.log.Warn("waiting for records of the previous WAL history to be acknowledged before reading the new one",
+			"records", records, "bytes", bytes)
+		step, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := h.r.tracker.WaitDrained(step)
+		cancel()
+		if err != nil && ctx.Err() != nil {
+			return fmt.Errorf("waiting for records of the previous WAL history: %w", ctx.Err())
+		}
+	}
+	h.r.tracker.Reset(s.SlotConfirmed)
+	return nil
 }
 
 func (h *handler) Relation(_ context.Context, rel *pglogrepl.RelationMessage) error {
@@ -122,14 +173,14 @@ func (h *handler) Relation(_ context.Context, rel *pglogrepl.RelationMessage) er
 }
 
 func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.InsertMessage, lsn pglogrepl.LSN, in *replication.Buffer) error {
-	if h.replaying {
+	if h.resume.skipping() {
 		return nil
 	}
 	plan := h.plans[rel.RelationID]
 	if plan == nil || h.tx == nil {
 		return fmt.Errorf("insert into %s.%s at %s outside a transaction or before its relation", rel.Namespace, rel.RelationName, lsn)
 	}
-	if h.rows++; h.rows <= h.skip {
+	if !h.resume.insert() {
 		return nil // handled before the session was lost
 	}
 	out, err := h.r.records.route(plan, &h.msg, m.Tuple.Columns, h.commitTime, lsn, in)
@@ -203,7 +254,7 @@ func (h *handler) produceDeadLetter(letter *deadLetter) {
 }
 
 func (h *handler) Update(_ context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.UpdateMessage, lsn pglogrepl.LSN) error {
-	if h.replaying {
+	if h.resume.skipping() {
 		return nil
 	}
 	id := ""

@@ -273,6 +273,7 @@ func (nopHandler) Message(context.Context, *pglogrepl.LogicalDecodingMessage, pg
 }
 func (nopHandler) Commit(context.Context, *pglogrepl.CommitMessage) error { return nil }
 func (nopHandler) SessionLost()                                           {}
+func (nopHandler) SessionStart(context.Context, Session) error            { return nil }
 
 // benchStream returns a Stream with handler h that has seen the outbox
 // table's Relation message, ready for its Inserts to be dispatched.

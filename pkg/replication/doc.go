@@ -13,6 +13,14 @@
 // Checkpointer.ObserveWALEnd, which may confirm the server's WAL end when
 // nothing is in flight, so an idle outbox does not pin WAL.
 //
+// Each session starts by identifying the server on its own connection
+// (IDENTIFY_SYSTEM: system id, timeline, WAL position) and reading the slot's
+// confirmed_flush_lsn, and hands both to Handler.SessionStart before it starts
+// replication and before it sends any status update: the Handler decides
+// what its position means on this server (the same WAL history as the last
+// session, or another one after a failover or a restore). A slot another
+// process streams from fails the session (ErrSlotActive) and is retried.
+//
 // The stream keeps the relation cache (Relation messages precede the first
 // row of a table in each session), answers keepalives that ask for a reply,
 // pauses reading while the Checkpointer reports no room (backpressure: the

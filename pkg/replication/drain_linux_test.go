@@ -162,7 +162,9 @@ func (h *drainHandler) Commit(_ context.Context, m *pglogrepl.CommitMessage) err
 	return nil
 }
 
-func (h *drainHandler) Confirmed() pglogrepl.LSN                 { return pglogrepl.LSN(h.confirmed.Load()) }
-func (h *drainHandler) ObserveWALEnd(pglogrepl.LSN)              {}
-func (h *drainHandler) WaitRoom(context.Context, time.Time) bool { return true }
-func (h *drainHandler) WaitDrained(context.Context) error        { return nil }
+func (h *drainHandler) Confirmed() pglogrepl.LSN                         { return pglogrepl.LSN(h.confirmed.Load()) }
+func (h *drainHandler) InFlight() (int, int64)                           { return 0, 0 }
+func (h *drainHandler) ObserveWALEnd(pglogrepl.LSN)                      {}
+func (h *drainHandler) WaitRoom(context.Context, time.Time) bool         { return true }
+func (h *drainHandler) WaitDrained(context.Context) error                { return nil }
+func (h *drainHandler) WaitRoomFor(context.Context, time.Time, int) bool { return true }

@@ -12,6 +12,14 @@ import (
 // session has not announced: a protocol violation, never retried.
 var ErrUnknownRelation = errors.New("row for an unannounced relation")
 
+// ErrSlotMissing is returned when the slot does not exist: never retried.
+var ErrSlotMissing = errors.New("replication slot does not exist")
+
+// ErrSlotActive is returned when another process streams from the slot.
+// The session is retried with backoff: a standby waits this way for the
+// slot.
+var ErrSlotActive = errors.New("replication slot is active in another process")
+
 // HandlerError wraps an error returned by the Handler. Run never retries
 // it: the Handler decided the stream must stop (for example a row its
 // configuration says must halt the relay).

@@ -158,6 +158,16 @@ func (f *frameReader) next() (typ byte, body []byte, buf *Buffer, err error) {
 	}
 }
 
+// buffered reports whether a whole message is buffered: whether the next
+// call to next returns without reading.
+func (f *frameReader) buffered() bool {
+	if f.wp-f.rp < 5 {
+		return false
+	}
+	n := binary.BigEndian.Uint32(f.cur.b[f.rp+1:])
+	return uint64(f.rp)+1+uint64(n) <= uint64(f.wp)
+}
+
 // maxMessageLen bounds a message's length field (its body and the field
 // itself) as pgproto3 did: a body of at most 1 GiB - 2 bytes. Postgres
 // builds no message larger than its largest allocation, 1 GiB - 1.

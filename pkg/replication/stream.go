@@ -51,19 +51,59 @@ type Handler interface {
 	// restart) before the stream reconnects. A transaction begun and not
 	// committed in that session will be sent again from its Begin.
 	SessionLost()
+	// SessionStart is called at the start of every session, once the
+	// stream has identified the server and read the slot on the session's
+	// connection, before START_REPLICATION and before the session sends
+	// any status update: what the Checkpointer confirms from then on is
+	// reported to this server. An error stops the stream for good.
+	SessionStart(ctx context.Context, s Session) error
+}
+
+// Session is what a session's connection says about the server and the
+// slot before streaming starts.
+type Session struct {
+	// SystemID is IDENTIFY_SYSTEM's systemid: it names the cluster's WAL
+	// history from its initdb on (a physical standby shares it).
+	SystemID string
+	// Timeline is IDENTIFY_SYSTEM's timeline: it changes when a standby
+	// is promoted and after a point-in-time recovery.
+	Timeline int32
+	// XLogPos is IDENTIFY_SYSTEM's xlogpos: the server's WAL flush
+	// position now. No position of its WAL history that a client has
+	// seen lies beyond it.
+	XLogPos pglogrepl.LSN
+	// SlotConfirmed is the slot's confirmed_flush_lsn: the session streams
+	// the transactions that commit after it.
+	SlotConfirmed pglogrepl.LSN
+}
+
+func (s Session) String() string {
+	return fmt.Sprintf("system %s timeline %d", s.SystemID, s.Timeline)
 }
 
 // Checkpointer is the source of the positions the stream reports, and of
 // backpressure. pkg/checkpoint's Tracker implements it.
 type Checkpointer interface {
 	// Confirmed is the LSN up to which every record is durably published.
+	// It may move on another goroutine (an acknowledgement) while records
+	// are in flight; otherwise only through calls the stream makes.
 	Confirmed() pglogrepl.LSN
+	// InFlight is what was handed on and not yet acknowledged. While
+	// records are in flight the stream looks at Confirmed every
+	// confirmEvery, so that a position that moved is reported soon.
+	InFlight() (records int, bytes int64)
 	// ObserveWALEnd reports a keepalive's server WAL end; the Checkpointer
 	// may confirm it when nothing is in flight.
 	ObserveWALEnd(lsn pglogrepl.LSN)
 	// WaitRoom reports whether more may be read, waiting until `until` for
 	// in-flight records to be acknowledged.
 	WaitRoom(ctx context.Context, until time.Time) bool
+	// WaitRoomFor reports whether a message of n bytes, read once
+	// WaitRoom let the stream read, may be handed to the Handler, waiting
+	// until `until`: a message larger than the byte cap waits until
+	// nothing is in flight. The stream calls it for every XLogData
+	// message, so it must answer cheaply for one within the cap.
+	WaitRoomFor(ctx context.Context, until time.Time, n int) bool
 	// WaitDrained returns nil once nothing is in flight.
 	WaitDrained(ctx context.Context) error
 }
@@ -77,8 +117,10 @@ type Config struct {
 	Slot string
 	// Publications are the pgoutput publication names.
 	Publications []string
-	// StatusInterval is how often a standby status update is sent
-	// (default 1s). It bounds how stale the slot's confirmed_flush_lsn is.
+	// StatusInterval is the longest time between two standby status
+	// updates (default 1s): when the confirmed position does not move, an
+	// update every StatusInterval keeps the walsender from timing the
+	// session out. A position that moved is reported sooner (confirmEvery).
 	StatusInterval time.Duration
 	// ShutdownTimeout bounds the wait for in-flight records on shutdown
 	// (default 30s).
@@ -102,6 +144,7 @@ type Stream struct {
 	relations map[uint32]*pglogrepl.RelationMessage
 	inTx      bool
 	dec       decoder
+	server    Session // the last session's; zero before the first
 
 	// Live state for metrics, readiness and status; read from any goroutine.
 	streaming  atomic.Bool
@@ -196,6 +239,14 @@ func (s *Stream) session(ctx context.Context) (streamed bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	sess, err := s.identify(ctx, conn)
+	if err == nil {
+		err = s.start(ctx, sess)
+	}
+	if err != nil {
+		_ = conn.Close(context.Background())
+		return false, err
+	}
 	// The stream owns the connection outright from here: it starts
 	// replication and reads the copy-both stream itself (replConn), with
 	// socket deadlines instead of pgconn's per-message locking and context
@@ -218,6 +269,55 @@ func (s *Stream) session(ctx context.Context) (streamed bool, err error) {
 		s.shutdown(w)
 	}
 	return true, err
+}
+
+// identify reads, on the session's connection, what identifies the
+// server (IDENTIFY_SYSTEM) and where the slot stands. A replication
+// connection to a database runs SQL too. A slot held by another process
+// fails the session now (as START_REPLICATION would), so that the
+// position read is not one its holder moves on before this session takes
+// the slot.
+func (s *Stream) identify(ctx context.Context, conn *pgconn.PgConn) (Session, error) {
+	id, err := pglogrepl.IdentifySystem(ctx, conn)
+	if err != nil {
+		return Session{}, fmt.Errorf("identifying the server (IDENTIFY_SYSTEM): %w", err)
+	}
+	sess := Session{SystemID: id.SystemID, Timeline: id.Timeline, XLogPos: id.XLogPos}
+	results, err := conn.Exec(ctx, "SELECT confirmed_flush_lsn, active_pid FROM pg_catalog.pg_replication_slots WHERE slot_name = "+quoteLiteral(s.cfg.Slot)).ReadAll()
+	if err != nil {
+		return Session{}, fmt.Errorf("reading replication slot %q: %w", s.cfg.Slot, err)
+	}
+	if len(results) != 1 || len(results[0].Rows) == 0 {
+		return Session{}, permanent(fmt.Errorf("%w: %q", ErrSlotMissing, s.cfg.Slot))
+	}
+	row := results[0].Rows[0]
+	if len(row) != 2 {
+		return Session{}, fmt.Errorf("reading replication slot %q: %d columns", s.cfg.Slot, len(row))
+	}
+	if row[0] != nil { // NULL for a slot not yet consistent
+		if sess.SlotConfirmed, err = pglogrepl.ParseLSN(string(row[0])); err != nil {
+			return Session{}, fmt.Errorf("parsing confirmed_flush_lsn %q of slot %q: %w", row[0], s.cfg.Slot, err)
+		}
+	}
+	if row[1] != nil {
+		return Session{}, fmt.Errorf("%w: slot %q, walsender pid %s", ErrSlotActive, s.cfg.Slot, row[1])
+	}
+	return sess, nil
+}
+
+// start hands a session's identity to the Handler. A server with another
+// identity than the last session's starts the received position anew.
+func (s *Stream) start(ctx context.Context, sess Session) error {
+	if prev := s.server; prev.SystemID != "" && (prev.SystemID != sess.SystemID || prev.Timeline != sess.Timeline) {
+		s.log.Info("the server is another system or on another timeline than in the last session",
+			"slot", s.cfg.Slot, "server", sess.String(), "previous", prev.String())
+		s.received.Store(0)
+	}
+	s.server = sess
+	if err := s.handler.SessionStart(ctx, sess); err != nil {
+		return permanent(fmt.Errorf("starting a session on slot %q (%s): %w", s.cfg.Slot, sess, err))
+	}
+	return nil
 }
 
 // connect opens a replication connection, read through the returned
@@ -262,33 +362,73 @@ func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, *coalescingReader
 // clockEvery is how many messages the stream's loop handles per clock read.
 const clockEvery = 64
 
+// confirmEvery is the shortest time between two status updates sent for a
+// confirmed position that moved. A position reported late is work done
+// again after a crash: Postgres re-sends everything after the slot's
+// confirmed_flush_lsn.
+const confirmEvery = 100 * time.Millisecond
+
+// reporter decides when the stream sends a standby status update: soon
+// after the Checkpointer's confirmed position moves, at most every
+// confirmEvery, and every StatusInterval whatever happens (the walsender
+// ends a session silent for wal_sender_timeout), or at once when a
+// keepalive asks for a reply. What it reports is always Confirmed.
+type reporter struct {
+	interval time.Duration
+	next     time.Time     // the update due anyway; zero: now
+	sentAt   time.Time     // when the last update was sent
+	sent     pglogrepl.LSN // what it reported
+	// due is when the loop must look again: next, or sooner when the
+	// position moved (sentAt+confirmEvery) or may move on an ack while
+	// records are in flight (now+confirmEvery). Waits end at due.
+	due time.Time
+}
+
+// plan sets due from what the Checkpointer says now.
+func (r *reporter) plan(now time.Time, cp Checkpointer) {
+	r.due = r.next
+	var look time.Time
+	if cp.Confirmed() != r.sent {
+		look = r.sentAt.Add(confirmEvery)
+	} else if n, _ := cp.InFlight(); n > 0 {
+		look = now.Add(confirmEvery)
+	} else {
+		return
+	}
+	if look.Before(r.due) {
+		r.due = look
+	}
+}
+
 // loop reads messages until ctx is done (returns nil) or an error.
 func (s *Stream) loop(ctx context.Context, w *replConn) error {
-	var nextStatus time.Time // zero: send one now
+	rep := reporter{interval: s.cfg.StatusInterval}
 	// The clock is read every clockEvery messages, not for each: a message
 	// from the read buffer takes well under a microsecond to handle, a
-	// clock read 50 ns. Waits end at nextStatus (the receive's deadline,
-	// WaitRoom's) and read it afresh.
+	// clock read 50 ns. It is read, and the reporter's plan made afresh,
+	// before a receive that needs the socket (and may wait there), so that
+	// the wait ends in time for a position an ack moves meanwhile. Waits
+	// end at rep.due (the receive's deadline, WaitRoom's).
 	var now time.Time
 	fresh := 0
 	for {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if fresh--; fresh <= 0 {
+		if fresh--; fresh <= 0 || !w.frames.buffered() {
 			now, fresh = time.Now(), clockEvery
+			rep.plan(now, s.cp)
 		}
-		if !now.Before(nextStatus) {
-			if err := s.sendStatus(w); err != nil {
+		if !now.Before(rep.due) {
+			if err := s.report(w, &rep, now); err != nil {
 				return err
 			}
-			nextStatus = now.Add(s.cfg.StatusInterval)
 		}
-		if !s.cp.WaitRoom(ctx, nextStatus) {
+		if !s.cp.WaitRoom(ctx, rep.due) {
 			fresh = 0
 			continue // at the in-flight cap: keep reporting status, read nothing
 		}
-		typ, body, buf, err := w.receive(ctx, nextStatus)
+		typ, body, buf, err := w.receive(ctx, rep.due)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) {
 				fresh = 0
@@ -312,12 +452,17 @@ func (s *Stream) loop(ctx context.Context, w *replConn) error {
 				}
 				s.markReceived(ka.ServerWALEnd)
 				if ka.ReplyRequested {
-					nextStatus = time.Time{}
+					rep.next, rep.due = time.Time{}, time.Time{}
 				}
 			case pglogrepl.XLogDataByteID:
 				xld, err := pglogrepl.ParseXLogData(body[1:])
 				if err != nil {
 					return fmt.Errorf("parsing XLogData: %w", err)
+				}
+				if !s.cp.WaitRoomFor(ctx, rep.due, len(xld.WALData)) {
+					if err := s.admit(ctx, w, &rep, len(xld.WALData)); err != nil || ctx.Err() != nil {
+						return err
+					}
 				}
 				if err := s.dispatch(ctx, xld, buf); err != nil {
 					return err
@@ -330,6 +475,38 @@ func (s *Stream) loop(ctx context.Context, w *replConn) error {
 			return fmt.Errorf("streaming from slot %q: server ended the replication stream", s.cfg.Slot)
 		}
 	}
+}
+
+// admit holds a message of n bytes that the Checkpointer does not let
+// through yet (larger than the byte cap, with records in flight) until it
+// does, reporting status meanwhile as the loop would. The message stays
+// in the receive buffer: nothing is read while it waits. It returns nil
+// as well when ctx is done.
+func (s *Stream) admit(ctx context.Context, w *replConn, rep *reporter, n int) error {
+	for !s.cp.WaitRoomFor(ctx, rep.due, n) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		now := time.Now()
+		rep.plan(now, s.cp)
+		if !now.Before(rep.due) {
+			if err := s.report(w, rep, now); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// report sends a status update with Confirmed and plans the next.
+func (s *Stream) report(w *replConn, rep *reporter, now time.Time) error {
+	lsn, err := s.sendStatus(w)
+	if err != nil {
+		return err
+	}
+	rep.sent, rep.sentAt, rep.next = lsn, now, now.Add(rep.interval)
+	rep.plan(now, s.cp)
+	return nil
 }
 
 // markReceived raises the received position.
@@ -403,22 +580,29 @@ func (s *Stream) relation(id uint32, lsn pglogrepl.LSN) (*pglogrepl.RelationMess
 	return rel, nil
 }
 
-// sendStatus reports Confirmed as the write, flush and apply positions. All
-// three are set explicitly: pglogrepl copies a zero flush/apply from write.
-func (s *Stream) sendStatus(w *replConn) error {
+// sendStatus reports Confirmed as the write, flush and apply positions,
+// and returns what it reported. All three are set explicitly: pglogrepl
+// copies a zero flush/apply from write.
+func (s *Stream) sendStatus(w *replConn) (pglogrepl.LSN, error) {
 	lsn := s.cp.Confirmed()
 	if err := w.sendStatus(lsn, lsn, lsn); err != nil {
-		return fmt.Errorf("sending standby status (flush %s): %w", lsn, err)
+		return lsn, fmt.Errorf("sending standby status (flush %s): %w", lsn, err)
 	}
-	return nil
+	return lsn, nil
 }
 
 // shutdown waits (bounded) for in-flight records, keeps the walsender
-// informed while it waits, then reports the final confirmed position.
+// informed while it waits (a position that moved soon, as the loop does,
+// and one update every StatusInterval), then reports the final confirmed
+// position.
 func (s *Stream) shutdown(w *replConn) {
 	deadline := time.Now().Add(s.cfg.ShutdownTimeout)
+	// Not a position Confirmed can take: the first step reports, whatever
+	// the loop last did.
+	sent := ^pglogrepl.LSN(0)
+	next := time.Now().Add(s.cfg.StatusInterval)
 	for {
-		step := time.Now().Add(s.cfg.StatusInterval)
+		step := time.Now().Add(confirmEvery)
 		if step.After(deadline) {
 			step = deadline
 		}
@@ -436,12 +620,15 @@ func (s *Stream) shutdown(w *replConn) {
 			s.log.Warn("not waiting for in-flight records", "err", err)
 			break
 		}
-		if err := s.sendStatus(w); err != nil {
-			s.log.Warn("reporting position during shutdown", "err", err)
-			return
+		if now := time.Now(); s.cp.Confirmed() != sent || !now.Before(next) {
+			if sent, err = s.sendStatus(w); err != nil {
+				s.log.Warn("reporting position during shutdown", "err", err)
+				return
+			}
+			next = now.Add(s.cfg.StatusInterval)
 		}
 	}
-	if err := s.sendStatus(w); err != nil {
+	if _, err := s.sendStatus(w); err != nil {
 		s.log.Warn("reporting final position", "err", err)
 		return
 	}

@@ -23,9 +23,11 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 type fakeCheckpointer struct {
 	confirmed atomic.Uint64
 	walEnd    atomic.Uint64 // highest keepalive WAL end seen
+	inFlight  atomic.Int64  // records in flight, as the test says
 }
 
 func (f *fakeCheckpointer) Confirmed() pglogrepl.LSN { return pglogrepl.LSN(f.confirmed.Load()) }
+func (f *fakeCheckpointer) InFlight() (int, int64)   { return int(f.inFlight.Load()), 0 }
 func (f *fakeCheckpointer) set(lsn pglogrepl.LSN)    { f.confirmed.Store(uint64(lsn)) }
 func (f *fakeCheckpointer) ObserveWALEnd(lsn pglogrepl.LSN) {
 	for {
@@ -35,23 +37,26 @@ func (f *fakeCheckpointer) ObserveWALEnd(lsn pglogrepl.LSN) {
 		}
 	}
 }
-func (f *fakeCheckpointer) WaitRoom(context.Context, time.Time) bool { return true }
-func (f *fakeCheckpointer) WaitDrained(context.Context) error        { return nil }
+func (f *fakeCheckpointer) WaitRoom(context.Context, time.Time) bool         { return true }
+func (f *fakeCheckpointer) WaitDrained(context.Context) error                { return nil }
+func (f *fakeCheckpointer) WaitRoomFor(context.Context, time.Time, int) bool { return true }
 
 // event is one Handler call, as the recording handler saw it.
 type event struct {
-	kind string // begin, relation, insert, commit, lost
-	xid  uint32
-	lsn  pglogrepl.LSN // commit: TransactionEndLSN
-	id   string        // insert: the row's first column
+	kind    string // start, begin, relation, insert, commit, lost
+	xid     uint32
+	lsn     pglogrepl.LSN // commit: TransactionEndLSN
+	id      string        // insert: the row's first column
+	session Session       // start
 }
 
 // recorder is a Handler that records every call.
 type recorder struct {
-	mu     sync.Mutex
-	events []event
-	xid    uint32
-	slow   atomic.Int64 // each Insert takes this long (a time.Duration)
+	mu       sync.Mutex
+	events   []event
+	xid      uint32
+	slow     atomic.Int64 // each Insert takes this long (a time.Duration)
+	startErr error        // returned by SessionStart
 }
 
 func (r *recorder) add(e event) {
@@ -107,6 +112,10 @@ func (r *recorder) Commit(_ context.Context, m *pglogrepl.CommitMessage) error {
 	return nil
 }
 func (r *recorder) SessionLost() { r.add(event{kind: "lost"}) }
+func (r *recorder) SessionStart(_ context.Context, sess Session) error {
+	r.add(event{kind: "start", session: sess})
+	return r.startErr
+}
 
 // waitFor polls the recorded events until cond holds; it fails the test
 // if the stream stops meanwhile.
@@ -154,6 +163,13 @@ type streamFixture struct {
 
 func newStreamFixture(t *testing.T) *streamFixture {
 	t.Helper()
+	return newStreamFixtureWith(t, nil)
+}
+
+// newStreamFixtureWith is newStreamFixture with the stream's Config
+// adjusted by mutate.
+func newStreamFixtureWith(t *testing.T, mutate func(*Config)) *streamFixture {
+	t.Helper()
 	dsn := testenv.Postgres(t).NewDatabase(t)
 	conn := testenv.Connect(t, dsn)
 	if _, err := setup.Run(t.Context(), conn, setup.Names{Schema: "public", Table: "outbox", Publication: weirdPublication, Slot: testSlot}); err != nil {
@@ -163,7 +179,7 @@ func newStreamFixture(t *testing.T) *streamFixture {
 	f.start, _ = f.slot(t)
 	f.cp.set(f.start)
 
-	s := New(Config{
+	cfg := Config{
 		DSN:             dsn,
 		Slot:            testSlot,
 		Publications:    []string{weirdPublication},
@@ -171,7 +187,11 @@ func newStreamFixture(t *testing.T) *streamFixture {
 		ShutdownTimeout: time.Second,
 		MinBackoff:      20 * time.Millisecond,
 		MaxBackoff:      500 * time.Millisecond,
-	}, f.rec, f.cp, nil)
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	s := New(cfg, f.rec, f.cp, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { f.done <- s.Run(ctx) }()
 	t.Cleanup(func() {
@@ -414,8 +434,8 @@ func TestStreamReconnectsAfterWalsenderTerminated(t *testing.T) {
 	if commitOf(after, confirmedXid, 0) >= 0 {
 		t.Errorf("transaction %d was confirmed before the session was lost but was re-sent after it: %v", confirmedXid, after)
 	}
-	if len(after) == 0 || after[0].kind != "begin" && after[0].kind != "relation" {
-		t.Errorf("after reconnecting the handler should see the re-sent transaction from its start; got %v", after)
+	if len(after) < 2 || after[0].kind != "start" || after[1].kind != "begin" && after[1].kind != "relation" {
+		t.Errorf("after reconnecting the handler should see the new session start, then the re-sent transaction from its start; got %v", after)
 	}
 	resentInserts := 0
 	for _, e := range after {
