@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -50,12 +51,14 @@ in-flight records to be acknowledged, confirms them to Postgres and exits 0.`,
 func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	percent, limit := gcPolicy(cfg)
 	log.Debug("set Go's garbage collector", "gogc", percent, "memory_limit_bytes", limit)
+	memLimit := &memoryLimit{base: limit, log: log}
+	memLimit.current.Store(limit)
 	if procs, set := maxProcs(cfg); set {
 		log.Debug("set GOMAXPROCS", "procs", procs)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	r, err := relay.New(cfg, log, metrics.New(reg, version, cfg.Postgres.Slot))
+	r, err := relay.New(cfg, log, metrics.New(reg, version, cfg.Postgres.Slot), relay.OnLargeMessage(memLimit.hold))
 	if err != nil {
 		return cli.UsageError{Err: err}
 	}
@@ -111,9 +114,8 @@ const gcPercent = 25
 // producer's request, the records, the runtime), not a target: a limit at
 // the live heap makes the collector run back to back, and two collections
 // in a row empty franz-go's pooled request buffer (a sync.Pool), so its
-// next request allocates and grows it again. The previous limit, 2 ×
-// max_in_flight_bytes + 8 MiB, did that with payloads of 1 KB
-// (docs/benchmarks.md, Profile findings item 15).
+// next request allocates and grows it again. memoryLimit raises it for a
+// message larger than the caps.
 func gcPolicy(cfg config.Config) (percent int, limit int64) {
 	percent, limit = -1, -1
 	if os.Getenv("GOGC") == "" {
@@ -125,4 +127,29 @@ func gcPolicy(cfg config.Config) (percent int, limit int64) {
 		debug.SetMemoryLimit(limit)
 	}
 	return percent, limit
+}
+
+// memoryLimit keeps Go's soft memory limit above the live heap when a
+// message larger than the in-flight caps arrives: the relay holds it alone
+// (nothing else in flight), but in up to three copies (the receive buffer,
+// the producer's request, a dead letter), so the limit becomes at least
+// base + 3 × its size. It is only raised: a process that met one such
+// message may meet another. It leaves a limit GOMEMLIMIT set alone (base
+// -1). hold runs on the stream's goroutine.
+type memoryLimit struct {
+	base    int64
+	current atomic.Int64
+	log     *slog.Logger
+}
+
+// hold is relay.OnLargeMessage: a message of n bytes is about to be read.
+func (m *memoryLimit) hold(n int) {
+	if m.base < 0 {
+		return
+	}
+	if want := m.base + 3*int64(n); want > m.current.Load() {
+		m.current.Store(want)
+		debug.SetMemoryLimit(want)
+		m.log.Info("raised Go's memory limit for a large message from the slot", "message_bytes", n, "memory_limit_bytes", want)
+	}
 }

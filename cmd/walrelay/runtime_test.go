@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/walrelay/walrelay/internal/testenv"
 )
 
 // walrelay run sets GOMAXPROCS from relay.max_procs, the garbage
@@ -64,4 +67,37 @@ func TestRunSetsRuntimeLimits(t *testing.T) {
 			stopRelay(t, c)
 		})
 	}
+}
+
+// A message from the slot larger than the in-flight caps (a 12 MB row,
+// dead-lettered as too large for Kafka) raises Go's memory limit to at
+// least base + 3 × its size before walrelay reads it, so the limit is
+// never below what the process holds; other messages leave it alone.
+func TestRunRaisesMemoryLimitForLargeMessage(t *testing.T) {
+	e := newE2E(t)
+	e.setup(t, "created")
+	var env []string
+	for _, kv := range e.env {
+		if !strings.HasPrefix(kv, "GOMEMLIMIT=") {
+			env = append(env, kv)
+		}
+	}
+	listen := "127.0.0.1:" + closedPort(t)
+	c := startChild(t, append(env, "WALRELAY_HTTP_LISTEN="+listen), "run")
+	const base = 4*4<<20 + 16<<20
+	deadline := time.Now().Add(30 * time.Second)
+	for metricValue(t, listen, "go_gc_gomemlimit_bytes") != base {
+		if c.exited() || time.Now().After(deadline) {
+			t.Fatalf("memory limit %v, want %d at start (exited=%t)", metricValue(t, listen, "go_gc_gomemlimit_bytes"), base, c.exited())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	const size = 12 << 20
+	testenv.Exec(t, e.dsn, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', 'big', 'T', jsonb_build_object('blob', repeat('x', `+fmt.Sprint(size)+`)))`)
+	_, target := e.slot(t)
+	e.waitConfirmed(t, target, 60*time.Second)
+	if got := metricValue(t, listen, "go_gc_gomemlimit_bytes"); got < base+3*size {
+		t.Errorf("memory limit %v after a %d-byte message, want at least %d", got, size, base+3*size)
+	}
+	stopRelay(t, c)
 }

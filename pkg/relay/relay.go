@@ -71,9 +71,29 @@ type Relay struct {
 	abandoned            abandonment // records a timed-out shutdown gave up on
 }
 
+// Option configures a Relay beyond its config.
+type Option func(*options)
+
+type options struct {
+	largeMessage func(n int)
+}
+
+// OnLargeMessage has fn called, on the stream's goroutine, with the size
+// of a message from the slot larger than the standard receive buffer
+// (512 KiB), before walrelay reads it into memory: the relay may hold
+// that much (and copies of it, up to three) beyond its in-flight caps.
+// walrelay run raises Go's soft memory limit with it.
+func OnLargeMessage(fn func(n int)) Option {
+	return func(o *options) { o.largeMessage = fn }
+}
+
 // New validates cfg and builds the relay. It does not connect. m may be
 // nil (metrics are then kept on a private registry nobody scrapes).
-func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Relay, error) {
+func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option) (*Relay, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -139,6 +159,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics) (*Relay, error
 		MinBackoff:      cfg.Postgres.MinBackoff,
 		MaxBackoff:      cfg.Postgres.MaxBackoff,
 		ReadWait:        cfg.Postgres.ReadWait,
+		LargeMessage:    o.largeMessage,
 	}, newHandler(r), failureAware{r.tracker, &r.fail}, log)
 	r.monitor = newSlotMonitor(cfg.Postgres.DSN, cfg.Postgres.Slot, cfg.Metrics.SlotPollInterval, m, log)
 	r.registerGauges()

@@ -95,6 +95,9 @@ type frameReader struct {
 	live   atomic.Int32 // buffers handed out and not yet released
 	cur    *Buffer      // the buffer being read into
 	rp, wp int          // unread bytes are cur.b[rp:wp]
+	// large, when set, is called with a buffer's size before one larger
+	// than the standard size is allocated (Config.LargeMessage).
+	large func(n int)
 }
 
 // maxStandardBuffers bounds the standard-size buffers a reader makes:
@@ -123,6 +126,9 @@ func (f *frameReader) get(n int) *Buffer {
 		}
 	}
 	if b == nil {
+		if n > bufferSize && f.large != nil {
+			f.large(n)
+		}
 		b = &Buffer{b: make([]byte, max(n, bufferSize)), live: &f.live}
 	}
 	b.refs.Store(1)

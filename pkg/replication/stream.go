@@ -127,6 +127,12 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the reconnect delay (defaults 250ms, 30s).
 	MinBackoff, MaxBackoff time.Duration
+	// LargeMessage, when set, is called on the stream's goroutine with the
+	// size of a message larger than the standard receive buffer (512 KiB)
+	// before the stream allocates a buffer for it: the process may then
+	// hold that much beyond the in-flight caps (walrelay run raises Go's
+	// memory limit with it).
+	LargeMessage func(n int)
 	// ReadWait is how long a read waits, after one that returned little,
 	// for a batch of messages to arrive (0: never wait). It bounds the
 	// latency it adds.
@@ -257,6 +263,7 @@ func (s *Stream) session(ctx context.Context) (streamed bool, err error) {
 		return false, fmt.Errorf("taking over the replication connection: %w", err)
 	}
 	defer w.close()
+	w.frames.large = s.cfg.LargeMessage
 	if err := w.startReplication(ctx, startReplicationSQL(s.cfg.Slot, s.cfg.Publications)); err != nil {
 		return false, fmt.Errorf("starting replication on slot %q: %w", s.cfg.Slot, err)
 	}
