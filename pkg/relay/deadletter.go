@@ -57,15 +57,12 @@ type deadLetter struct {
 
 // record builds the dead letter for topic, with its value (withValue) or
 // without it. Its key is the outbox id, so that every dead letter of one
-// event lands on one partition of the dead-letter topic. It copies what it
-// keeps: the row's bytes may be in a receive buffer released once the
-// original record is done with.
+// event lands on one partition of the dead-letter topic. The record shares
+// d's bytes, which d owns (rowDeadLetter and refusedDeadLetter copy them).
 func (d *deadLetter) record(topic string, withValue bool) *kgo.Record {
 	h := make([]kgo.RecordHeader, 0, 8+len(d.headers))
 	h = append(h, kgo.RecordHeader{Key: HeaderEventID, Value: []byte(d.origin.id)})
-	for _, hd := range d.headers {
-		h = append(h, kgo.RecordHeader{Key: hd.Key, Value: bytes.Clone(hd.Value)})
-	}
+	h = append(h, d.headers...)
 	msg := d.cause.Error()
 	if len(msg) > maxErrorMessage {
 		msg = msg[:maxErrorMessage] + "…"
@@ -83,7 +80,7 @@ func (d *deadLetter) record(topic string, withValue bool) *kgo.Record {
 	h = append(h, kgo.RecordHeader{Key: HeaderOriginalSize, Value: []byte(strconv.Itoa(len(d.value)))})
 	r := &kgo.Record{Topic: topic, Key: []byte(d.origin.id), Headers: h}
 	if withValue {
-		r.Value = bytes.Clone(d.value)
+		r.Value = d.value
 	}
 	return r
 }
@@ -94,12 +91,16 @@ func rowDeadLetter(rel *pglogrepl.RelationMessage, cols []*pglogrepl.TupleDataCo
 }
 
 // refusedDeadLetter is the dead letter of a routed record the broker
-// refused: its value and headers, and the topic it was for.
+// refused: copies of its value and headers, and the topic it was for. It
+// copies at once: the record's bytes may be in a receive buffer the stream
+// reads into again as soon as the record lets go of it, which it does when
+// the refusal has been handled, long before the dead-letter worker builds
+// the record.
 func refusedDeadLetter(rec *kgo.Record, o origin, class string, cause error) *deadLetter {
-	d := &deadLetter{origin: o, class: class, cause: cause, topic: rec.Topic, value: rec.Value}
+	d := &deadLetter{origin: o, class: class, cause: cause, topic: rec.Topic, value: bytes.Clone(rec.Value)}
 	for _, h := range rec.Headers {
 		if h.Key != HeaderEventID {
-			d.headers = append(d.headers, h)
+			d.headers = append(d.headers, kgo.RecordHeader{Key: h.Key, Value: bytes.Clone(h.Value)})
 		}
 	}
 	return d
