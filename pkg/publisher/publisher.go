@@ -169,6 +169,10 @@ type Publisher struct {
 	ctx    context.Context // ends with Close: stops the publisher's goroutines
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the worker and topic preparations
+	// lifeMu orders wg.Add in startPreparing before Close's wg.Wait;
+	// closing is set once Close begins.
+	lifeMu  sync.Mutex
+	closing atomic.Bool
 
 	topics sync.Map // topic name -> *topic
 
@@ -363,9 +367,13 @@ func (p *Publisher) Flush(ctx context.Context) error {
 }
 
 // Close stops the publisher's goroutines and closes the client. Records
-// not yet acknowledged get Done with an error wrapping ErrClosed before
-// Close returns.
+// not yet acknowledged get Done with an error wrapping ErrClosed: those
+// it held back at once, those franz-go held as franz-go fails them, which
+// Close waits for (up to 10s).
 func (p *Publisher) Close() {
+	p.lifeMu.Lock()
+	p.closing.Store(true)
+	p.lifeMu.Unlock()
 	p.cancel()
 	p.wg.Wait()
 	p.client.Close() // fails what franz-go still buffers
@@ -398,7 +406,7 @@ func (p *Publisher) promise(r *kgo.Record, err error) {
 	if alone {
 		t.alone = nil
 	}
-	if err != nil && !alone && batchRefusal(err) {
+	if err != nil && !alone && batchRefusal(err) && !p.closing.Load() {
 		// An answer about a batch: hold the record for a retry alone.
 		if t.mode == modeBatches {
 			t.mode, t.aloneWent, t.sizeRefused = modeRecovering, false, false
@@ -459,6 +467,10 @@ func (p *Publisher) verdict(t *topic, r *kgo.Record, err error, alone bool) erro
 		return nil
 	case errors.Is(err, kgo.ErrClientClosed):
 		return fmt.Errorf("%w: %w", ErrClosed, err)
+	case !alone && batchRefusal(err):
+		// Refused with its batch while the publisher closes: no retry
+		// will come.
+		return fmt.Errorf("%w: refused with its batch while closing: %w", ErrClosed, err)
 	case alone && batchRefusal(err):
 		if isTooLarge(err) {
 			return fmt.Errorf("%w: the broker refused it sent alone: %w", ErrRecordTooLarge, err)

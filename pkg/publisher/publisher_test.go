@@ -467,3 +467,66 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// A principal the broker does not let describe the topic (Metadata answers
+// TOPIC_AUTHORIZATION_FAILED, which kadm turns into the request's error)
+// gets ErrTopicRejected naming the ACL, not endless retries.
+func TestPrepareDescribeRefused(t *testing.T) {
+	broker := testenv.Kafka(t)
+	if broker.Cluster == nil {
+		t.Skip("needs kfake for its faults")
+	}
+	topic := testenv.UniqueName(t, "hidden")
+	broker.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Metadata}, Topic: topic, Err: kerr.TopicAuthorizationFailed, Count: -1})
+	p := newPublisher(t, broker, newResults(), nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	err := p.Prepare(ctx, topic)
+	if !errors.Is(err, ErrTopicRejected) || !strings.Contains(err.Error(), "DESCRIBE") {
+		t.Fatalf("Prepare = %v, want ErrTopicRejected naming DESCRIBE", err)
+	}
+	if n := p.Stats().AdminRetries; n != 0 {
+		t.Errorf("%d admin retries for a refusal", n)
+	}
+}
+
+// DescribeConfigs failing for a while (REQUEST_TIMED_OUT) delays the topic
+// until it answers, so its limit is learned: no batch of it is refused.
+func TestPrepareWaitsForTheTopicLimit(t *testing.T) {
+	broker := testenv.Kafka(t)
+	if broker.Cluster == nil {
+		t.Skip("needs kfake for its faults")
+	}
+	topic := testenv.UniqueName(t, "limited")
+	limit := "4000"
+	resp, err := kadm.NewClient(broker.Client(t)).CreateTopics(t.Context(), 1, 1, map[string]*string{"max.message.bytes": &limit}, topic)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := broker.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.DescribeConfigs}, Resource: topic, Err: kerr.RequestTimedOut, Count: 5})
+	rs := newResults()
+	p := newPublisher(t, broker, rs, func(c *Config) {
+		c.Linger = 50 * time.Millisecond
+		c.ExtraOpts = append(c.ExtraOpts, kgo.RetryTimeout(100*time.Millisecond))
+	})
+	for i := range 20 {
+		p.Produce(&kgo.Record{Topic: topic, Key: []byte("k"), Value: fmt.Appendf(nil, "%03d%s", i, strings.Repeat("x", 450))})
+	}
+	rs.wait(t, 20, 60*time.Second)
+	rs.mu.Lock()
+	for r, err := range rs.errs {
+		if err != nil {
+			t.Errorf("record %.3s: %v", r.Value, err)
+		}
+	}
+	rs.mu.Unlock()
+	if h.Hits() == 0 {
+		t.Fatal("DescribeConfigs was never faulted")
+	}
+	if st := p.Stats(); st.RetriedAlone != 0 || st.AdminRetries == 0 {
+		t.Errorf("stats %+v: want the limit learned after admin retries, no record retried alone", st)
+	}
+}

@@ -119,7 +119,9 @@ func (p *Publisher) batchLimit(name string) int32 {
 
 // startPreparing prepares t on a goroutine of the publisher (t.mu held).
 func (p *Publisher) startPreparing(t *topic) {
-	if p.ctx.Err() != nil {
+	p.lifeMu.Lock()
+	defer p.lifeMu.Unlock()
+	if p.closing.Load() {
 		t.err = fmt.Errorf("%w: %w", ErrClosed, kgo.ErrClientClosed)
 		t.retryAt = time.Now().Add(24 * time.Hour)
 		t.setStateLocked(topicRejected)
@@ -216,7 +218,9 @@ func (p *Publisher) examine(ctx context.Context, name string) (topicInfo, error)
 		}
 	}
 	info := topicInfo{partitions: partitions}
-	info.limit, info.limitSource = p.learnLimit(ctx, name, created)
+	if info.limit, info.limitSource, err = p.learnLimit(ctx, name, created); err != nil {
+		return topicInfo{}, err
+	}
 	return info, nil
 }
 
@@ -225,6 +229,10 @@ func (p *Publisher) lookup(ctx context.Context, name string) (exists bool, parti
 	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
 	details, err := p.admin.ListTopics(actx, name)
+	if errors.Is(err, kerr.TopicAuthorizationFailed) {
+		// kadm turns the topic's authorization error into the request's.
+		return false, 0, topicError(name, "the principal may not describe it: grant WRITE (which implies DESCRIBE) on the topic", err)
+	}
 	if err != nil {
 		return false, 0, fmt.Errorf("reading the metadata of topic %q: %w", name, err)
 	}
@@ -253,11 +261,13 @@ func (p *Publisher) create(ctx context.Context, name string) (partitions int32, 
 	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
 	resps, err := p.admin.CreateTopics(actx, p.cfg.TopicPartitions, p.cfg.TopicReplicationFactor, configs, name)
-	if err != nil {
-		return 0, false, fmt.Errorf("creating topic %q: %w", name, err)
-	}
 	resp, ok := resps[name]
-	if !ok {
+	switch {
+	case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
+		resp.Err = err // as a refusal for the topic: below
+	case err != nil:
+		return 0, false, fmt.Errorf("creating topic %q: %w", name, err)
+	case !ok:
 		return 0, false, fmt.Errorf("creating topic %q: the broker's answer does not name it", name)
 	}
 	switch err := resp.Err; {
@@ -293,33 +303,28 @@ func (p *Publisher) create(ctx context.Context, name string) (partitions int32, 
 
 // learnLimit returns the topic's batch limit: BatchMaxBytes, or the
 // topic's max.message.bytes when DescribeConfigs gives a lower one (or,
-// refused, the max.message.bytes walrelay created the topic with). It
-// never fails: without the topic's own limit, batches are BatchMaxBytes
-// and a batch the broker refuses is retried record by record.
-func (p *Publisher) learnLimit(ctx context.Context, name string, created bool) (int32, string) {
+// refused, the max.message.bytes walrelay created the topic with). A
+// refusal is no error: without the topic's own limit, batches are
+// BatchMaxBytes and a batch the broker refuses is retried record by
+// record. A transient failure is returned (the preparation is retried).
+func (p *Publisher) learnLimit(ctx context.Context, name string, created bool) (int32, string, error) {
 	limit, source := p.cfg.BatchMaxBytes, "kafka.batch_max_bytes"
 	lower := func(v int64, from string) {
 		if v > 0 && v < int64(limit) {
 			limit, source = int32(max(v, minBatchBytes)), from
 		}
 	}
-	var err error
-	for attempt := range 3 {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return limit, source
-			case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
-			}
-		}
-		var v int64
-		if v, err = p.describeMaxMessageBytes(ctx, name); err == nil {
-			lower(v, "the topic's max.message.bytes")
-			return limit, source
-		}
-		if errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) {
-			break
-		}
+	v, err := p.describeMaxMessageBytes(ctx, name)
+	if err == nil {
+		lower(v, "the topic's max.message.bytes")
+		return limit, source, nil
+	}
+	var kerrErr *kerr.Error
+	refused := errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed)
+	if !refused && !errors.Is(err, errNoLimit) && (!errors.As(err, &kerrErr) || kerrErr.Retriable) {
+		// A timeout, a lost connection, a controller moving: prepare the
+		// topic again later rather than batch it without its limit.
+		return 0, "", fmt.Errorf("reading the configs of topic %q: %w", name, err)
 	}
 	if s, ok := p.cfg.TopicConfigs["max.message.bytes"]; ok && created {
 		if v, perr := strconv.ParseInt(s, 10, 64); perr == nil {
@@ -332,7 +337,7 @@ func (p *Publisher) learnLimit(ctx context.Context, name string, created bool) (
 	}
 	p.log.Warn("cannot read the topic's max.message.bytes"+hint+"; a batch the broker refuses as too large is sent again record by record",
 		"topic", name, "batch_limit", limit, "limit_from", source, "err", err)
-	return limit, source
+	return limit, source, nil
 }
 
 // describeMaxMessageBytes reads the topic's effective max.message.bytes.
@@ -352,13 +357,21 @@ func (p *Publisher) describeMaxMessageBytes(ctx context.Context, name string) (i
 		}
 		for _, c := range rc.Configs {
 			if c.Key == "max.message.bytes" && c.Value != nil {
-				return strconv.ParseInt(*c.Value, 10, 64)
+				v, err := strconv.ParseInt(*c.Value, 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("%w: %w", errNoLimit, err)
+				}
+				return v, nil
 			}
 		}
-		return 0, errors.New("max.message.bytes not in the answer")
+		return 0, fmt.Errorf("%w: max.message.bytes is not in it", errNoLimit)
 	}
-	return 0, errors.New("topic not in the answer")
+	return 0, fmt.Errorf("%w: the topic is not in it", errNoLimit)
 }
+
+// errNoLimit is an answer to DescribeConfigs without a usable
+// max.message.bytes: asking again would not help.
+var errNoLimit = errors.New("the broker's configs give no limit")
 
 // isTooLarge reports a size refusal.
 func isTooLarge(err error) bool {

@@ -13,10 +13,13 @@
 // fails at startup, not at the first row.
 //
 // Rows walrelay cannot publish as routed follow relay.on_error, per class:
-// the router's (routing_value_missing, topic_invalid, payload_invalid) and
-// the broker's (record_too_large, topic_rejected). dlq publishes the row to
-// the dead-letter topic, confirmed like any record once acknowledged; stop
-// returns an error and the row's LSN is never confirmed; log skips it.
+// the router's (routing_value_missing, topic_invalid, payload_invalid),
+// the relay's (topic_invalid past relay.max_topics or outside
+// relay.topic_pattern) and the publisher's verdicts on one record
+// (record_too_large, topic_rejected, payload_invalid for a partition or
+// timestamp Kafka cannot take). dlq publishes a dead letter, confirmed like
+// any record once acknowledged; stop returns an error and the row's LSN is
+// never confirmed; log skips it.
 // Every one is logged with its LSN and outbox id. UPDATEs on the outbox
 // follow table.op.invalid.behavior; DELETEs are ignored (insert-then-delete
 // is the usual outbox practice). Any other record franz-go gives up on
@@ -247,6 +250,15 @@ func (r *Relay) Run(ctx context.Context) error {
 // sends them again.
 func (r *Relay) closePublisher() {
 	r.pub.Close()
+	for { // dead letters the worker, stopped, did not produce
+		select {
+		case job := <-r.deadLetters:
+			r.abandoned.add(job.letter.origin.lsn)
+			continue
+		default:
+		}
+		break
+	}
 	if n, first, last := r.abandoned.get(); n > 0 {
 		r.log.Warn("closed the kafka client with records not yet acknowledged; they were not confirmed and Postgres sends them again to the next session",
 			"records", n, "first_lsn", first.String(), "last_lsn", last.String(), "confirmed_lsn", r.tracker.Confirmed().String())
