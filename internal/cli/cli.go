@@ -28,15 +28,17 @@ func ExitCode(name string, err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintf(stderr, "%s: %s\n", name, oneLine(err.Error()))
+	fmt.Fprintf(stderr, "%s: %s\n", name, OneLine(err.Error()))
 	if errors.As(err, new(UsageError)) {
 		return 2
 	}
 	return 1
 }
 
-// oneLine joins the non-blank lines of s, trimmed.
-func oneLine(s string) string {
+// OneLine joins the non-blank lines of s, trimmed, with "; " (a space
+// after a line ending in a colon, which introduces the lines after it).
+// pkg/admin's connection errors use it too.
+func OneLine(s string) string {
 	if !strings.ContainsAny(s, "\r\n") {
 		return s
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/walrelay/walrelay/internal/cli"
 )
 
 // connectTimeout bounds a connection attempt when the DSN sets none.
@@ -101,37 +103,9 @@ func explainConnect(cfg *pgconn.Config, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 		return fmt.Errorf("%w: no answer from postgres at %s within the connect timeout: check the host and port in postgres.dsn and the network", ErrConnect, where)
 	}
-	return fmt.Errorf("%w at %s as %q: %s", ErrConnect, where, cfg.User, oneLine(redactConnString(err.Error())))
+	return fmt.Errorf("%w at %s as %q: %s", ErrConnect, where, cfg.User, cli.OneLine(redactConnString(err.Error())))
 }
 
-// oneLine joins the lines of s, dropping the indentation pgconn puts
-// before each connection attempt's error.
-func oneLine(s string) string {
-	var parts []string
-	for l := range strings.SplitSeq(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			parts = append(parts, l)
-		}
-	}
-	return joinLines(parts)
-}
-
-// joinLines joins lines with "; ", or with a space after a line that ends
-// in a colon (it introduces the lines after it).
-func joinLines(lines []string) string {
-	var b strings.Builder
-	for i, l := range lines {
-		if i > 0 {
-			if strings.HasSuffix(lines[i-1], ":") {
-				b.WriteString(" ")
-			} else {
-				b.WriteString("; ")
-			}
-		}
-		b.WriteString(l)
-	}
-	return b.String()
-}
 
 func opErrText(e *net.OpError) string {
 	if e.Err != nil {

@@ -19,21 +19,7 @@ func insertReturningID(t *testing.T, dsn, aggregatetype string) (id string, xid 
 	if aggregatetype == "<NULL>" {
 		typ = nil
 	}
-	conn := testenv.Connect(t, dsn)
-	tx, err := conn.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.QueryRow(t.Context(), `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ($1, 'a-1', 'T', '{"bad": true}') RETURNING id::text`, typ).Scan(&id); err != nil {
-		t.Fatalf("inserting row: %v", err)
-	}
-	if err := tx.QueryRow(t.Context(), `SELECT txid_current()::text::bigint`).Scan(&xid); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	return id, xid
+	return insertRow(t, dsn, typ, "a-1", `{"bad": true}`)
 }
 
 // Every row the router rejects gets the configured behaviour and a log

@@ -72,28 +72,6 @@ func TestRelayDeadLetterRefusedStops(t *testing.T) {
 	}
 }
 
-// insertRow inserts an outbox row (aggregatetype nil for NULL) and returns
-// its id and transaction id.
-func insertRow(t *testing.T, dsn string, aggregatetype any, aggregateid, payload string) (id string, xid uint32) {
-	t.Helper()
-	conn := testenv.Connect(t, dsn)
-	defer conn.Close(t.Context())
-	tx, err := conn.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.QueryRow(t.Context(), `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ($1, $2, 'T', $3) RETURNING id::text`, aggregatetype, aggregateid, payload).Scan(&id); err != nil {
-		t.Fatalf("inserting row: %v", err)
-	}
-	if err := tx.QueryRow(t.Context(), `SELECT txid_current()::text::bigint`).Scan(&xid); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	return id, xid
-}
-
 // Every dead letter has one format: key = outbox id; headers id, the
 // routed headers when routed, then the walrelay.* set in one order (the
 // original topic only when the row was routed); value the row's columns

@@ -260,3 +260,25 @@ func (b *logBuffer) waitLog(t *testing.T, msg string, attrs map[string]string, t
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// insertRow inserts an outbox row (aggregatetype nil for NULL) and returns
+// its id and transaction id.
+func insertRow(t *testing.T, dsn string, aggregatetype any, aggregateid, payload string) (id string, xid uint32) {
+	t.Helper()
+	conn := testenv.Connect(t, dsn)
+	defer conn.Close(t.Context())
+	tx, err := conn.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(t.Context(), `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ($1, $2, 'T', $3) RETURNING id::text`, aggregatetype, aggregateid, payload).Scan(&id); err != nil {
+		t.Fatalf("inserting row: %v", err)
+	}
+	if err := tx.QueryRow(t.Context(), `SELECT txid_current()::text::bigint`).Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return id, xid
+}
