@@ -106,7 +106,6 @@ func explainConnect(cfg *pgconn.Config, err error) error {
 	return fmt.Errorf("%w at %s as %q: %s", ErrConnect, where, cfg.User, cli.OneLine(redactConnString(err.Error())))
 }
 
-
 func opErrText(e *net.OpError) string {
 	if e.Err != nil {
 		return e.Op + ": " + e.Err.Error()
