@@ -287,20 +287,24 @@ func (p *Publisher) Ping(ctx context.Context) error {
 func (p *Publisher) Produce(r *kgo.Record) {
 	t := p.topic(r.Topic)
 	t.mu.Lock()
-	if t.state == topicRejected && !time.Now().Before(t.retryAt) {
-		p.startPreparing(t)
-	}
+	p.retryRejectedLocked(t)
 	switch {
 	case t.state == topicRejected:
 		err := t.err
 		t.mu.Unlock()
 		p.cfg.Done(r, err)
-		return
 	case t.holdsBackLocked():
 		t.queue = append(t.queue, r)
 		t.mu.Unlock()
-		return
+	default:
+		p.sendLocked(t, r, false)
 	}
+}
+
+// sendLocked hands r to franz-go, or refuses it when it cannot fit a batch
+// of its own. It is called with t.mu held and returns with it released.
+// retried says r is one of t.retry's.
+func (p *Publisher) sendLocked(t *topic, r *kgo.Record, retried bool) {
 	if err := t.checkLocked(r); err != nil {
 		t.mu.Unlock()
 		p.cfg.Done(r, err)
@@ -308,7 +312,7 @@ func (p *Publisher) Produce(r *kgo.Record) {
 	}
 	t.outstanding++
 	if t.mode != modeBatches {
-		t.alone, t.aloneRetried = r, false
+		t.alone, t.aloneRetried = r, retried
 	}
 	t.mu.Unlock()
 	p.inFranz.Add(1)
@@ -321,9 +325,7 @@ func (p *Publisher) Prepare(ctx context.Context, topic string) error {
 	t := p.topic(topic)
 	for {
 		t.mu.Lock()
-		if t.state == topicRejected && !time.Now().Before(t.retryAt) {
-			p.startPreparing(t)
-		}
+		p.retryRejectedLocked(t)
 		state, err, changed := t.state, t.err, t.changed
 		t.mu.Unlock()
 		switch state {
@@ -545,20 +547,7 @@ func (p *Publisher) advance(t *topic) {
 			return
 		}
 		t.handing = true
-		if err := t.checkLocked(r); err != nil {
-			t.mu.Unlock()
-			p.cfg.Done(r, err)
-			t.mu.Lock()
-			t.handing = false
-			continue
-		}
-		t.outstanding++
-		if t.mode != modeBatches {
-			t.alone, t.aloneRetried = r, retried
-		}
-		t.mu.Unlock()
-		p.inFranz.Add(1)
-		p.client.Produce(context.Background(), r, p.promise)
+		p.sendLocked(t, r, retried)
 		t.mu.Lock()
 		t.handing = false
 	}
@@ -568,7 +557,7 @@ func (p *Publisher) advance(t *topic) {
 // had acknowledged (an unclean leader election, a truncated log).
 func (p *Publisher) onDataLoss(topic string, partition int32) {
 	p.dataLoss.Add(1)
-	p.log.Error("kafka lost records it had acknowledged (franz-go detected an out-of-order sequence); events walrelay confirmed may be missing from the partition: see the runbook, 'Kafka reports data loss'",
+	p.log.Error("kafka lost records it had acknowledged (franz-go detected an out-of-order sequence); events walrelay confirmed may be missing from the partition: see the runbook, WalrelayKafkaDataLoss",
 		"topic", topic, "partition", partition)
 }
 

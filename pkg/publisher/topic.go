@@ -117,6 +117,14 @@ func (p *Publisher) batchLimit(name string) int32 {
 	return p.cfg.BatchMaxBytes
 }
 
+// retryRejectedLocked prepares a rejected topic again once its
+// RejectedTopicRetry has passed (t.mu held).
+func (p *Publisher) retryRejectedLocked(t *topic) {
+	if t.state == topicRejected && !time.Now().Before(t.retryAt) {
+		p.startPreparing(t)
+	}
+}
+
 // startPreparing prepares t on a goroutine of the publisher (t.mu held).
 func (p *Publisher) startPreparing(t *topic) {
 	p.lifeMu.Lock()
