@@ -120,10 +120,7 @@ func (h *handler) SessionStart(ctx context.Context, s replication.Session) error
 	}
 	if why == "" {
 		h.r.tracker.SetStart(s.SlotConfirmed)
-		h.server = s
-		return nil
-	}
-	if err := h.resetHistory(ctx, s, prev, why); err != nil {
+	} else if err := h.resetHistory(ctx, s, prev, why); err != nil {
 		return err
 	}
 	h.server = s
@@ -247,7 +244,6 @@ func (h *handler) produce(out *outRecord, published prometheus.Counter) {
 func (h *handler) produceDeadLetter(letter *deadLetter) {
 	out := h.r.deadLetterRecord(deadLetterJob{letter: letter, tx: h.tx, withValue: true, committed: h.commitAt})
 	out.size = out.bytes()
-	out.dead.size = out.size
 	h.r.tracker.Add(out.tx, out.size)
 	out.produced = h.r.clock.now()
 	h.r.pub.Produce(&out.rec)

@@ -117,6 +117,7 @@ func (r *Relay) refused(out *outRecord, err error) {
 // any other refusal stops the relay, the row unconfirmed.
 func (r *Relay) deadLetterRefused(out *outRecord, err error) {
 	job := *out.dead
+	job.tx, job.size = out.tx, out.size // the place in the tracker it stands for
 	o := job.letter.origin
 	if errors.Is(err, publisher.ErrRecordTooLarge) && job.withValue {
 		r.log.Warn("dead letter too large for the dead-letter topic; sending it without its value (its size is in "+HeaderOriginalSize+")",

@@ -250,14 +250,8 @@ func (r *Relay) Run(ctx context.Context) error {
 // sends them again.
 func (r *Relay) closePublisher() {
 	r.pub.Close()
-	for { // dead letters the worker, stopped, did not produce
-		select {
-		case job := <-r.deadLetters:
-			r.abandoned.add(job.letter.origin.lsn)
-			continue
-		default:
-		}
-		break
+	for len(r.deadLetters) > 0 { // dead letters the stopped worker did not produce
+		r.abandoned.add((<-r.deadLetters).letter.origin.lsn)
 	}
 	if n, first, last := r.abandoned.get(); n > 0 {
 		r.log.Warn("closed the kafka client with records not yet acknowledged; they were not confirmed and Postgres sends them again to the next session",
