@@ -51,7 +51,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walrelay/walrelay/pkg/localpg"
 )
@@ -466,4 +468,26 @@ func QueryValue[T any](tb testing.TB, dsn, sql string, args ...any) T {
 		tb.Fatalf("testenv: querying %q: %v", sql, err)
 	}
 	return v
+}
+
+// HoldSlot streams from slot on a replication connection of its own, with
+// pgoutput's pluginArgs, as another walrelay process would, until the
+// returned connection is closed (at cleanup at the latest): the slot is
+// active, held by that connection's walsender.
+func HoldSlot(tb testing.TB, dsn, slot string, pluginArgs ...string) *pgconn.PgConn {
+	tb.Helper()
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(tb.Context(), cfg)
+	if err != nil {
+		tb.Fatalf("testenv: connecting for replication: %v", err)
+	}
+	tb.Cleanup(func() { _ = conn.Close(context.Background()) })
+	if err := pglogrepl.StartReplication(tb.Context(), conn, slot, 0, pglogrepl.StartReplicationOptions{PluginArgs: pluginArgs}); err != nil {
+		tb.Fatalf("testenv: holding slot %s: %v", slot, err)
+	}
+	return conn
 }

@@ -30,11 +30,7 @@ func TestRelayAdmitsOversizedRowAlone(t *testing.T) {
 	}
 	// A slow broker: every record stays in flight a while, long enough
 	// for the watch below to see it.
-	f.broker.Cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		f.broker.Cluster.KeepControl()
-		time.Sleep(20 * time.Millisecond)
-		return nil, nil, false
-	})
+	f.slowProduce(20 * time.Millisecond)
 	run := f.start(t)
 	execTx(t, f.dsn, insertEvent("held", "warmup"), insertEvent("big", "warmup"))
 	f.broker.ReadAll(t, []string{"outbox.event.held", "outbox.event.big"}, 2, 30*time.Second)

@@ -90,6 +90,13 @@ func TestRelayBatchRefusalDeliversRecordsThatFit(t *testing.T) {
 					last[string(r.Key)] = seq
 				}
 				f.waitCaughtUp(t, 15*time.Second)
+				// Which mechanism delivered them: batches sized to the
+				// learned limit (nothing refused), or the records of the
+				// refused batches sent again one at a time.
+				retried := metricValue(t, f.reg, "walrelay_records_retried_alone_total", nil)
+				if tc.existingRefused != (retried > 0) {
+					t.Errorf("%v records retried alone; the topic's limit was learned: %t", retried, !tc.existingRefused)
+				}
 				if lines := f.logs.lines("kafka refused a record"); len(lines) != 0 {
 					t.Fatalf("rows that fit the topic were refused: %v", lines[0])
 				}

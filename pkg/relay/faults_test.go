@@ -297,11 +297,7 @@ func TestRelayKeepsRowBytesUntilAcked(t *testing.T) {
 	if f.broker.Cluster == nil {
 		t.Skip("needs kfake to slow the broker down")
 	}
-	f.broker.Cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		f.broker.Cluster.KeepControl()
-		time.Sleep(20 * time.Millisecond)
-		return nil, nil, false
-	})
+	f.slowProduce(20 * time.Millisecond)
 	run := f.start(t)
 	// 12,000 rows of ~1 KiB in transactions of 1,000: about 12 MiB, some
 	// 24 of the stream's 512 KiB receive buffers.

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/walrelay/walrelay/internal/testenv"
@@ -281,4 +282,14 @@ func insertRow(t *testing.T, dsn string, aggregatetype any, aggregateid, payload
 		t.Fatal(err)
 	}
 	return id, xid
+}
+
+// slowProduce makes the kfake broker take d over every produce request, so
+// records stay in flight that long (fixtures with kfake only).
+func (f *fixture) slowProduce(d time.Duration) {
+	f.broker.Cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		f.broker.Cluster.KeepControl()
+		time.Sleep(d)
+		return nil, nil, false
+	})
 }

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -233,7 +231,7 @@ func TestMetricsStall(t *testing.T) {
 // names the holder's pid; when the holder goes away it takes over.
 func TestReadyWhileSlotHeldElsewhere(t *testing.T) {
 	f := newFixture(t, nil)
-	holder := holdSlot(t, f.dsn, "walrelay")
+	holder := testenv.HoldSlot(t, f.dsn, "walrelay", "proto_version '1'", "publication_names 'walrelay_outbox'")
 	run := f.start(t)
 
 	deadline := time.Now().Add(20 * time.Second)
@@ -261,27 +259,4 @@ func TestReadyWhileSlotHeldElsewhere(t *testing.T) {
 	if err := run.stop(); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// holdSlot streams from slot on its own replication connection, as another
-// walrelay instance would, until the returned connection is closed.
-func holdSlot(t *testing.T, dsn, slot string) *pgconn.PgConn {
-	t.Helper()
-	cfg, err := pgconn.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.RuntimeParams["replication"] = "database"
-	conn, err := pgconn.ConnectConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatalf("connecting for replication: %v", err)
-	}
-	t.Cleanup(func() { _ = conn.Close(t.Context()) })
-	err = pglogrepl.StartReplication(t.Context(), conn, slot, 0, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names 'walrelay_outbox'"},
-	})
-	if err != nil {
-		t.Fatalf("holding slot %s: %v", slot, err)
-	}
-	return conn
 }

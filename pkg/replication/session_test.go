@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/setup"
 )
@@ -88,7 +85,7 @@ func TestStreamStopsWhenSessionStartFails(t *testing.T) {
 func TestStreamWaitsForSlotHeldElsewhere(t *testing.T) {
 	dsn := testenv.Postgres(t).NewDatabase(t)
 	setupSlot(t, dsn)
-	holder := holdSlot(t, dsn)
+	holder := testenv.HoldSlot(t, dsn, testSlot, pluginArgs([]string{weirdPublication})...)
 	rec := &recorder{}
 	s := New(Config{DSN: dsn, Slot: testSlot, Publications: []string{weirdPublication}, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}, rec, &fakeCheckpointer{}, nil)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -129,27 +126,6 @@ func setupSlot(t *testing.T, dsn string) {
 	if _, err := setup.Run(t.Context(), testenv.Connect(t, dsn), names); err != nil {
 		t.Fatalf("setup: %v", err)
 	}
-}
-
-// holdSlot streams from the fixture's slot on a replication connection of
-// its own, as another process would, until the connection is closed.
-func holdSlot(t *testing.T, dsn string) *pgconn.PgConn {
-	t.Helper()
-	cfg, err := pgconn.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.RuntimeParams["replication"] = "database"
-	conn, err := pgconn.ConnectConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatalf("connecting for replication: %v", err)
-	}
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	err = pglogrepl.StartReplication(t.Context(), conn, testSlot, 0, pglogrepl.StartReplicationOptions{PluginArgs: pluginArgs([]string{weirdPublication})})
-	if err != nil {
-		t.Fatalf("holding slot %s: %v", testSlot, err)
-	}
-	return conn
 }
 
 // A confirmed position that moves while records are in flight (an ack,
