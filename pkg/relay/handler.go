@@ -14,6 +14,7 @@ import (
 	"github.com/walrelay/walrelay/pkg/checkpoint"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/replication"
+	"github.com/walrelay/walrelay/pkg/resume"
 	"github.com/walrelay/walrelay/pkg/router"
 )
 
@@ -42,7 +43,7 @@ type handler struct {
 	anchor     wallAnchor
 	// resume decides what of a session's messages was handled before a
 	// break and is passed over, so a reconnect duplicates nothing.
-	resume resume
+	resume resume.State
 	// server is the last session's server; zero before the first.
 	server replication.Session
 }
@@ -53,14 +54,14 @@ func newHandler(r *Relay) *handler {
 }
 
 func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
-	open := h.resume.commitLSN
-	switch h.resume.begin(m.FinalLSN) {
-	case beginReplay:
+	open, _ := h.resume.Open()
+	switch h.resume.Begin(m.FinalLSN) {
+	case resume.BeginReplay:
 		return nil
-	case beginResume:
-		h.log.Info("resuming a transaction after reconnecting", "commit_lsn", m.FinalLSN.String(), "rows_already_handled", h.resume.handled)
+	case resume.BeginResume:
+		h.log.Info("resuming a transaction after reconnecting", "commit_lsn", m.FinalLSN.String(), "rows_already_handled", h.resume.Handled())
 		return nil
-	case beginReplace:
+	case resume.BeginReplace:
 		// Not re-sent as expected: it confirms nothing, and its records
 		// are dropped from the tracker as they are acked.
 		h.log.Warn("a transaction left open by a lost session was not re-sent first; its records may be published twice",
@@ -79,10 +80,10 @@ func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
 }
 
 func (h *handler) Commit(_ context.Context, m *pglogrepl.CommitMessage) error {
-	switch h.resume.commit(m.TransactionEndLSN) {
-	case commitReplayed:
+	switch h.resume.Commit(m.TransactionEndLSN) {
+	case resume.CommitReplayed:
 		return nil
-	case commitNone:
+	case resume.CommitNone:
 		return fmt.Errorf("commit at %s without a begin", m.CommitLSN)
 	}
 	h.r.tracker.Commit(h.tx, m.TransactionEndLSN)
@@ -91,13 +92,13 @@ func (h *handler) Commit(_ context.Context, m *pglogrepl.CommitMessage) error {
 }
 
 // SessionLost keeps an open transaction open: Postgres re-sends it from
-// its Begin (see resume).
+// its Begin (see pkg/resume).
 func (h *handler) SessionLost() {
-	if h.resume.open {
+	if commitLSN, open := h.resume.Open(); open {
 		h.log.Info("replication session lost inside a transaction; it resumes when Postgres sends it again",
-			"commit_lsn", h.resume.commitLSN.String(), "rows_handled", h.resume.handled, "rows_this_session", h.resume.seen)
+			"commit_lsn", commitLSN.String(), "rows_handled", h.resume.Handled(), "rows_this_session", h.resume.Seen())
 	}
-	h.resume.lost()
+	h.resume.Lost()
 }
 
 // SessionStart takes a session's server and slot before it streams. On
@@ -110,7 +111,7 @@ func (h *handler) SessionLost() {
 func (h *handler) SessionStart(ctx context.Context, s replication.Session) error {
 	prev := h.server
 	var why string
-	switch seen := max(h.resume.through, h.r.tracker.Confirmed()); {
+	switch seen := max(h.resume.Through(), h.r.tracker.Confirmed()); {
 	case prev.SystemID != "" && prev.SystemID != s.SystemID:
 		why = "another system"
 	case prev.SystemID != "" && prev.Timeline != s.Timeline:
@@ -140,7 +141,7 @@ func (h *handler) resetHistory(ctx context.Context, s, prev replication.Session,
 	h.log.Warn("the server's WAL history is not the one this process read so far; forgetting what it handled and starting from the slot",
 		"why", why, "server", s.String(), "previous", prev.String(),
 		"slot_confirmed_flush_lsn", s.SlotConfirmed.String(), "confirmed", h.r.tracker.Confirmed().String())
-	if h.resume.reset() {
+	if h.resume.Reset() {
 		h.log.Warn("aborting the transaction the lost session left open; its records may be published twice")
 		h.r.tracker.Abort(h.tx)
 		h.tx = nil
@@ -170,14 +171,14 @@ func (h *handler) Relation(_ context.Context, rel *pglogrepl.RelationMessage) er
 }
 
 func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.InsertMessage, lsn pglogrepl.LSN, in *replication.Buffer) error {
-	if h.resume.skipping() {
+	if h.resume.Skipping() {
 		return nil
 	}
 	plan := h.plans[rel.RelationID]
 	if plan == nil || h.tx == nil {
 		return fmt.Errorf("insert into %s.%s at %s outside a transaction or before its relation", rel.Namespace, rel.RelationName, lsn)
 	}
-	if !h.resume.insert() {
+	if !h.resume.Insert() {
 		return nil // handled before the session was lost
 	}
 	out, err := h.r.records.route(plan, &h.msg, m.Tuple.Columns, h.commitTime, lsn, in)
@@ -250,7 +251,7 @@ func (h *handler) produceDeadLetter(letter *deadLetter) {
 }
 
 func (h *handler) Update(_ context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.UpdateMessage, lsn pglogrepl.LSN) error {
-	if h.resume.skipping() {
+	if h.resume.Skipping() {
 		return nil
 	}
 	id := ""

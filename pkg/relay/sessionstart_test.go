@@ -11,6 +11,7 @@ import (
 
 	"github.com/walrelay/walrelay/pkg/checkpoint"
 	"github.com/walrelay/walrelay/pkg/replication"
+	"github.com/walrelay/walrelay/pkg/resume"
 )
 
 // sessionHandler is a handler with only what SessionStart uses: a tracker
@@ -52,11 +53,11 @@ func TestHandlerSessionStart(t *testing.T) {
 				}
 			}
 			if tc.handled != 0 {
-				h.resume.begin(tc.handled - 0x10)
+				h.resume.Begin(tc.handled - 0x10)
 				tx := tr.Begin()
 				tr.Add(tx, 1)
 				tr.Commit(tx, tc.handled)
-				h.resume.commit(tc.handled)
+				h.resume.Commit(tc.handled)
 				tr.Ack(tx, 1)
 			}
 			if err := h.SessionStart(t.Context(), tc.next); err != nil {
@@ -68,8 +69,8 @@ func TestHandlerSessionStart(t *testing.T) {
 			if tc.handled != 0 {
 				// A transaction below what was handled: a replay on the
 				// same history, new on another.
-				got := h.resume.begin(tc.handled - 0x10)
-				if want := map[bool]beginAction{false: beginReplay, true: beginNew}[tc.reset]; got != want {
+				got := h.resume.Begin(tc.handled - 0x10)
+				if want := map[bool]resume.BeginAction{false: resume.BeginReplay, true: resume.BeginNew}[tc.reset]; got != want {
 					t.Errorf("a re-sent transaction below what was handled: %s, want %s", got, want)
 				}
 			}
@@ -89,12 +90,12 @@ func TestHandlerSessionStartWaitsForOldHistory(t *testing.T) {
 		if err := h.SessionStart(t.Context(), one); err != nil {
 			t.Fatal(err)
 		}
-		h.resume.begin(0x600)
+		h.resume.Begin(0x600)
 		committed = tr.Begin()
 		tr.Add(committed, 1)
 		tr.Commit(committed, 0x700)
-		h.resume.commit(0x700)
-		h.resume.begin(0x800) // left open by the lost session, one record in flight
+		h.resume.Commit(0x700)
+		h.resume.Begin(0x800) // left open by the lost session, one record in flight
 		open = tr.Begin()
 		h.tx = open
 		tr.Add(open, 1)
@@ -120,7 +121,7 @@ func TestHandlerSessionStartWaitsForOldHistory(t *testing.T) {
 		if got := tr.Confirmed(); got != two.SlotConfirmed {
 			t.Errorf("Confirmed = %s, want the new slot's %s", got, two.SlotConfirmed)
 		}
-		if h.tx != nil || h.resume.open {
+		if _, open := h.resume.Open(); h.tx != nil || open {
 			t.Error("the open transaction of the old history is still open")
 		}
 	})

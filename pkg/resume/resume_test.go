@@ -1,4 +1,4 @@
-package relay
+package resume
 
 import (
 	"fmt"
@@ -10,9 +10,9 @@ import (
 // step is one message (or session event) given to resume, with what it
 // must decide.
 type step struct {
-	op   string // begin, insert, commit, lost, reset
+	op   string // begin, insert, commit, lost, reset, state
 	lsn  pglogrepl.LSN
-	want string // begin: beginAction; insert: hand, pass or skip; commit: commitAction; reset: open or idle
+	want string // begin: BeginAction; insert: hand, pass or skip; commit: CommitAction; reset: open or idle; state: what the accessors report
 }
 
 func begin(final pglogrepl.LSN, want string) []step {
@@ -22,6 +22,7 @@ func commit(end pglogrepl.LSN, want string) []step {
 	return []step{{op: "commit", lsn: end, want: want}}
 }
 func lost() []step             { return []step{{op: "lost"}} }
+func state(want string) []step { return []step{{op: "state", want: want}} }
 func reset(want string) []step { return []step{{op: "reset", want: want}} }
 
 // inserts is n INSERTs, each to be decided want.
@@ -41,26 +42,29 @@ func steps(parts ...[]step) []step {
 	return all
 }
 
-func (r *resume) do(s step) string {
+func (r *State) do(s step) string {
 	switch s.op {
 	case "begin":
-		return r.begin(s.lsn).String()
+		return r.Begin(s.lsn).String()
 	case "insert":
 		switch {
-		case r.skipping():
+		case r.Skipping():
 			return "skip"
-		case r.insert():
+		case r.Insert():
 			return "hand"
 		default:
 			return "pass"
 		}
 	case "commit":
-		return r.commit(s.lsn).String()
+		return r.Commit(s.lsn).String()
 	case "lost":
-		r.lost()
+		r.Lost()
 		return ""
+	case "state":
+		commitLSN, open := r.Open()
+		return fmt.Sprintf("open=%t commit=%s handled=%d seen=%d through=%s", open, commitLSN, r.Handled(), r.Seen(), r.Through())
 	case "reset":
-		if r.reset() {
+		if r.Reset() {
 			return "open"
 		}
 		return "idle"
@@ -98,6 +102,15 @@ func TestResume(t *testing.T) {
 			steps: steps(begin(0x10, "new"), inserts(5, "hand"), lost(),
 				begin(0x10, "resume"), lost(),
 				begin(0x10, "resume"), inserts(5, "pass"), inserts(1, "hand"), commit(0x20, "open")),
+		},
+		{
+			name: "what the accessors report across a break",
+			steps: steps(state("open=false commit=0/0 handled=0 seen=0 through=0/0"),
+				begin(0x10, "new"), inserts(3, "hand"), state("open=true commit=0/10 handled=3 seen=3 through=0/0"),
+				lost(), begin(0x10, "resume"), inserts(1, "pass"), state("open=true commit=0/10 handled=3 seen=1 through=0/0"),
+				inserts(2, "pass"), inserts(1, "hand"), state("open=true commit=0/10 handled=4 seen=4 through=0/0"),
+				commit(0x20, "open"), state("open=false commit=0/10 handled=0 seen=0 through=0/20"),
+				reset("idle"), state("open=false commit=0/0 handled=0 seen=0 through=0/0")),
 		},
 		{
 			name: "second break after the first break point",
@@ -148,7 +161,7 @@ func TestResume(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var r resume
+			var r State
 			var trace []string
 			for i, s := range tc.steps {
 				got := r.do(s)
