@@ -8,6 +8,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/deadletter"
 	"github.com/walrelay/walrelay/pkg/relay"
 )
 
@@ -63,13 +64,13 @@ func TestRelayRejectedRows(t *testing.T) {
 					}
 				case config.PolicyDLQ:
 					dlq := f.broker.ReadAll(t, []string{f.cfg.Relay.DeadLetterTopic}, 1, 30*time.Second)
-					if got, _ := header(dlq[0], relay.HeaderOutboxID); got != badID {
+					if got, _ := header(dlq[0], deadletter.HeaderOutboxID); got != badID {
 						t.Errorf("dead-letter record for %q, want %s", got, badID)
 					}
-					if got, _ := header(dlq[0], relay.HeaderErrorClass); got != row.class {
+					if got, _ := header(dlq[0], deadletter.HeaderErrorClass); got != row.class {
 						t.Errorf("dead-letter class %q, want %s", got, row.class)
 					}
-					if got, _ := header(dlq[0], relay.HeaderLSN); got == "" {
+					if got, _ := header(dlq[0], deadletter.HeaderLSN); got == "" {
 						t.Error("dead-letter record has no LSN header")
 					}
 					if !strings.Contains(string(dlq[0].Value), `"payload":{"bad": true}`) {

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/deadletter"
 	"github.com/walrelay/walrelay/pkg/relay"
 )
 
@@ -123,7 +124,7 @@ func TestRelayBatchRefusalDeliversRecordsThatFit(t *testing.T) {
 				f.broker.ReadAll(t, []string{topic}, 41, 30*time.Second)
 				if policy == config.PolicyDLQ {
 					dl := f.broker.ReadAll(t, []string{f.cfg.Relay.DeadLetterTopic}, 1, 30*time.Second)
-					if got, _ := header(dl[0], relay.HeaderErrorClass); got != "record_too_large" {
+					if got, _ := header(dl[0], deadletter.HeaderErrorClass); got != "record_too_large" {
 						t.Errorf("dead letter class %q, want record_too_large", got)
 					}
 				}
@@ -161,7 +162,7 @@ func TestRelayBrokerRefusesTimestamp(t *testing.T) {
 		}
 	}
 	dl := f.broker.ReadAll(t, []string{f.cfg.Relay.DeadLetterTopic}, 1, 30*time.Second)
-	if got, _ := header(dl[0], relay.HeaderErrorClass); got != "payload_invalid" {
+	if got, _ := header(dl[0], deadletter.HeaderErrorClass); got != "payload_invalid" {
 		t.Errorf("dead letter class %q, want payload_invalid", got)
 	}
 	if !bytes.Contains(dl[0].Value, marker) {
@@ -188,7 +189,7 @@ func TestRelayTimestampOutOfRange(t *testing.T) {
 		t.Errorf("record %s at %d ms, want near at 9223372036854", got[0].Key, got[0].Timestamp.UnixMilli())
 	}
 	dl := f.broker.ReadAll(t, []string{f.cfg.Relay.DeadLetterTopic}, 1, 30*time.Second)
-	if got, _ := header(dl[0], relay.HeaderErrorClass); got != "payload_invalid" {
+	if got, _ := header(dl[0], deadletter.HeaderErrorClass); got != "payload_invalid" {
 		t.Errorf("dead letter class %q, want payload_invalid", got)
 	}
 	if more := f.broker.ReadAll(t, []string{"outbox.event.when"}, 0, time.Second); len(more) != 1 {
@@ -206,7 +207,7 @@ func TestRelayTimestampOutOfRange(t *testing.T) {
 func producesBytes(req kmsg.Request, b []byte) bool {
 	for _, rt := range req.(*kmsg.ProduceRequest).Topics {
 		for _, rp := range rt.Partitions {
-			if bytes.Contains(rp.Records, b) && !bytes.Contains(rp.Records, []byte(relay.HeaderErrorClass)) {
+			if bytes.Contains(rp.Records, b) && !bytes.Contains(rp.Records, []byte(deadletter.HeaderErrorClass)) {
 				return true
 			}
 		}

@@ -37,7 +37,7 @@ func TestDeadLetterCopiesTheRefusedRecord(t *testing.T) {
 	copy(wire, "OTHER-ROW-BYTES|the-next-row-hdr") // the stream reads the next rows into the buffer
 
 	job := <-r.deadLetters
-	rec := job.letter.record(cfg.Relay.DeadLetterTopic, true)
+	rec := job.letter.Record(cfg.Relay.DeadLetterTopic, true)
 	if string(rec.Value) != "VALUE-OF-ROW-1" {
 		t.Errorf("dead letter value %q, want the refused row's %q", rec.Value, "VALUE-OF-ROW-1")
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/config"
-	"github.com/walrelay/walrelay/pkg/relay"
+	"github.com/walrelay/walrelay/pkg/deadletter"
 )
 
 var update = flag.Bool("update", false, "rewrite the dead-letter table in docs/deadletter.md")
@@ -33,13 +33,13 @@ func TestRelayDeadLetterTooLargeGoesWithoutValue(t *testing.T) {
 	big := `{"blob": "` + strings.Repeat("z", 2<<20) + `"}`
 	id, _ := insertRow(t, f.dsn, nil, "a-1", big)
 	dl := f.broker.ReadAll(t, []string{f.cfg.Relay.DeadLetterTopic}, 1, 30*time.Second)
-	if got, _ := header(dl[0], relay.HeaderOutboxID); got != id {
+	if got, _ := header(dl[0], deadletter.HeaderOutboxID); got != id {
 		t.Fatalf("dead letter for %q, want %q", got, id)
 	}
 	if dl[0].Value != nil {
 		t.Errorf("dead letter carries %d value bytes, want none", len(dl[0].Value))
 	}
-	size, _ := header(dl[0], relay.HeaderOriginalSize)
+	size, _ := header(dl[0], deadletter.HeaderOriginalSize)
 	var n int
 	if _, err := fmt.Sscan(size, &n); err != nil || n <= 2<<20 {
 		t.Errorf("walrelay.original.size %q, want the row's JSON size (over 2 MiB)", size)
@@ -120,9 +120,9 @@ func TestDeadLetterFormatPerClass(t *testing.T) {
 	dls := f.broker.ReadAll(t, []string{f.cfg.Relay.DeadLetterTopic}, len(rows), 60*time.Second)
 	lines := map[string]string{}
 	for _, dl := range dls {
-		id, _ := header(dl, relay.HeaderEventID)
+		id, _ := header(dl, deadletter.HeaderEventID)
 		class := ids[id]
-		if got, _ := header(dl, relay.HeaderErrorClass); got != class {
+		if got, _ := header(dl, deadletter.HeaderErrorClass); got != class {
 			t.Errorf("dead letter of %s has class %q, want %q", id, got, class)
 		}
 		if string(dl.Key) != id {
@@ -149,24 +149,24 @@ func TestDeadLetterFormatPerClass(t *testing.T) {
 // shown.
 func describeDeadLetter(t *testing.T, r *kgo.Record, id string) string {
 	t.Helper()
-	class, _ := header(r, relay.HeaderErrorClass)
+	class, _ := header(r, deadletter.HeaderErrorClass)
 	var hs []string
 	for _, h := range r.Headers {
 		v := string(h.Value)
 		switch h.Key {
-		case relay.HeaderEventID, relay.HeaderOutboxID:
+		case deadletter.HeaderEventID, deadletter.HeaderOutboxID:
 			if v != id {
 				t.Errorf("%s: header %s = %q, want the outbox id", class, h.Key, v)
 			}
 			v = "outbox id"
-		case relay.HeaderLSN:
+		case deadletter.HeaderLSN:
 			v = "the row's LSN, e.g. 0/1925D10"
-		case relay.HeaderErrorMessage:
+		case deadletter.HeaderErrorMessage:
 			if v == "" {
 				t.Errorf("%s: empty error message", class)
 			}
 			v = "the error, one line"
-		case relay.HeaderOriginalSize:
+		case deadletter.HeaderOriginalSize:
 			if r.Value != nil && v != fmt.Sprint(len(r.Value)) {
 				t.Errorf("%s: %s = %s, value has %d bytes", class, h.Key, v, len(r.Value))
 			}

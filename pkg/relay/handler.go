@@ -13,6 +13,7 @@ import (
 
 	"github.com/walrelay/walrelay/pkg/checkpoint"
 	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/deadletter"
 	"github.com/walrelay/walrelay/pkg/replication"
 	"github.com/walrelay/walrelay/pkg/resume"
 	"github.com/walrelay/walrelay/pkg/router"
@@ -192,15 +193,15 @@ func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m 
 		}
 		h.r.records.put(out) // not produced: its dead letter is built from the row
 	}
-	o := origin{lsn: lsn, id: plan.EventID(m.Tuple.Columns), table: plan.Table()}
+	o := deadletter.Origin{LSN: lsn, ID: plan.EventID(m.Tuple.Columns), Table: plan.Table()}
 	class, _ := router.ClassOf(err)
 	switch h.r.reject(o, class.String(), err, "cannot route outbox row") {
 	case config.PolicyStop:
-		return fmt.Errorf("%w: outbox row %s at %s: %w", ErrStopped, o.id, lsn, err)
+		return fmt.Errorf("%w: outbox row %s at %s: %w", ErrStopped, o.ID, lsn, err)
 	case config.PolicyLog:
 		return nil
 	}
-	h.produceDeadLetter(rowDeadLetter(rel, m.Tuple.Columns, o, class.String(), err, topic))
+	h.produceDeadLetter(deadletter.FromRow(rel, m.Tuple.Columns, o, class.String(), err, topic))
 	return nil
 }
 
@@ -242,7 +243,7 @@ func (h *handler) produce(out *outRecord, published prometheus.Counter) {
 // produceDeadLetter tracks the dead letter of a row the relay did not route
 // in the current transaction and hands it to the producer: it is that
 // row's record.
-func (h *handler) produceDeadLetter(letter *deadLetter) {
+func (h *handler) produceDeadLetter(letter *deadletter.Letter) {
 	out := h.r.deadLetterRecord(deadLetterJob{letter: letter, tx: h.tx, withValue: true, committed: h.commitAt})
 	out.size = out.bytes()
 	h.r.tracker.Add(out.tx, out.size)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/walrelay/walrelay/pkg/checkpoint"
 	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/deadletter"
 	"github.com/walrelay/walrelay/pkg/publisher"
 	"github.com/walrelay/walrelay/pkg/router"
 )
@@ -22,20 +23,12 @@ const (
 	classTopicRejected  = "topic_rejected"
 )
 
-// origin identifies the outbox row behind a record, for logs and dead
-// letters.
-type origin struct {
-	lsn   pglogrepl.LSN
-	id    string // the outbox id ("" when the row has none)
-	table string
-}
-
 // deadLetterJob is a dead letter to produce, standing for a record in the
 // tracker: the original record's place (tx, size), acked when the dead
 // letter is. The dead-letter worker produces it (Done, where refusals
 // arrive, must not produce; see publisher.Config.Done).
 type deadLetterJob struct {
-	letter *deadLetter
+	letter *deadletter.Letter
 	tx     *checkpoint.Tx
 	size   int
 	// withValue is false once the dead letter with its value was too large
@@ -64,11 +57,11 @@ func produceErrorClass(err error) (string, bool) {
 
 // reject logs and counts a row walrelay cannot publish as routed and
 // returns the policy that applies to its class.
-func (r *Relay) reject(o origin, class string, err error, msg string) string {
+func (r *Relay) reject(o deadletter.Origin, class string, err error, msg string) string {
 	policy, _ := r.cfg.Relay.OnError.Policy(class)
 	r.metrics.RowsRejected.WithLabelValues(class, policy).Inc()
 	r.metrics.PublishErrors.WithLabelValues(class).Inc()
-	attrs := []any{"lsn", o.lsn.String(), "outbox_id", o.id, "table", o.table, "class", class, "policy", policy, "err", err}
+	attrs := []any{"lsn", o.LSN.String(), "outbox_id", o.ID, "table", o.Table, "class", class, "policy", policy, "err", err}
 	switch policy {
 	case config.PolicyStop:
 		r.log.Error(msg+"; stopping", attrs...)
@@ -98,17 +91,17 @@ func (r *Relay) refused(out *outRecord, err error) {
 	class, known := produceErrorClass(err)
 	if !known {
 		r.metrics.PublishErrors.WithLabelValues("produce").Inc()
-		r.log.Error("kafka gave up on a record; stopping", "topic", out.rec.Topic, "lsn", o.lsn.String(), "outbox_id", o.id, "err", err)
-		r.fail.set(fmt.Errorf("producing outbox event %s (lsn %s) to %q: %w", o.id, o.lsn, out.rec.Topic, err))
+		r.log.Error("kafka gave up on a record; stopping", "topic", out.rec.Topic, "lsn", o.LSN.String(), "outbox_id", o.ID, "err", err)
+		r.fail.set(fmt.Errorf("producing outbox event %s (lsn %s) to %q: %w", o.ID, o.LSN, out.rec.Topic, err))
 		return
 	}
 	switch r.reject(o, class, err, "kafka refused a record") {
 	case config.PolicyStop:
-		r.fail.set(fmt.Errorf("%w: outbox row %s at %s: %w", ErrStopped, o.id, o.lsn, err))
+		r.fail.set(fmt.Errorf("%w: outbox row %s at %s: %w", ErrStopped, o.ID, o.LSN, err))
 	case config.PolicyLog:
 		r.tracker.Ack(out.tx, out.size)
 	default:
-		r.queueDeadLetter(deadLetterJob{letter: refusedDeadLetter(&out.rec, o, class, err), tx: out.tx, size: out.size, withValue: true, committed: out.committed})
+		r.queueDeadLetter(deadLetterJob{letter: deadletter.FromRefused(&out.rec, o, class, err), tx: out.tx, size: out.size, withValue: true, committed: out.committed})
 	}
 }
 
@@ -118,17 +111,17 @@ func (r *Relay) refused(out *outRecord, err error) {
 func (r *Relay) deadLetterRefused(out *outRecord, err error) {
 	job := *out.dead
 	job.tx, job.size = out.tx, out.size // the place in the tracker it stands for
-	o := job.letter.origin
+	o := job.letter.Origin
 	if errors.Is(err, publisher.ErrRecordTooLarge) && job.withValue {
-		r.log.Warn("dead letter too large for the dead-letter topic; sending it without its value (its size is in "+HeaderOriginalSize+")",
-			"lsn", o.lsn.String(), "outbox_id", o.id, "value_bytes", len(job.letter.value), "err", err)
+		r.log.Warn("dead letter too large for the dead-letter topic; sending it without its value (its size is in "+deadletter.HeaderOriginalSize+")",
+			"lsn", o.LSN.String(), "outbox_id", o.ID, "value_bytes", job.letter.ValueSize(), "err", err)
 		job.withValue = false
 		r.queueDeadLetter(job)
 		return
 	}
 	r.metrics.PublishErrors.WithLabelValues("produce").Inc()
-	r.log.Error("kafka refused a dead-letter record; stopping", "topic", out.rec.Topic, "lsn", o.lsn.String(), "outbox_id", o.id, "err", err)
-	r.fail.set(fmt.Errorf("producing the dead letter of outbox event %s (lsn %s) to %q: %w", o.id, o.lsn, out.rec.Topic, err))
+	r.log.Error("kafka refused a dead-letter record; stopping", "topic", out.rec.Topic, "lsn", o.LSN.String(), "outbox_id", o.ID, "err", err)
+	r.fail.set(fmt.Errorf("producing the dead letter of outbox event %s (lsn %s) to %q: %w", o.ID, o.LSN, out.rec.Topic, err))
 }
 
 // queueDeadLetter hands job to the dead-letter worker without blocking.
@@ -136,7 +129,7 @@ func (r *Relay) queueDeadLetter(job deadLetterJob) {
 	select {
 	case r.deadLetters <- job:
 	default: // cannot happen: the queue holds as many jobs as records can be in flight
-		r.fail.set(fmt.Errorf("dead-letter queue full at outbox row %s (lsn %s)", job.letter.origin.id, job.letter.origin.lsn))
+		r.fail.set(fmt.Errorf("dead-letter queue full at outbox row %s (lsn %s)", job.letter.Origin.ID, job.letter.Origin.LSN))
 	}
 }
 
@@ -159,9 +152,9 @@ func (r *Relay) runDeadLetters(ctx context.Context) {
 // deadLetterRecord wraps job's dead letter for the producer.
 func (r *Relay) deadLetterRecord(job deadLetterJob) *outRecord {
 	out := &outRecord{
-		rec:       *job.letter.record(r.cfg.Relay.DeadLetterTopic, job.withValue),
-		lsn:       job.letter.origin.lsn,
-		table:     job.letter.origin.table,
+		rec:       *job.letter.Record(r.cfg.Relay.DeadLetterTopic, job.withValue),
+		lsn:       job.letter.Origin.LSN,
+		table:     job.letter.Origin.Table,
 		tx:        job.tx,
 		size:      job.size,
 		dead:      &job,

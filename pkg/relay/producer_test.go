@@ -12,7 +12,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/config"
-	"github.com/walrelay/walrelay/pkg/relay"
+	"github.com/walrelay/walrelay/pkg/deadletter"
 )
 
 // A partition placement the topic lacks (the partition column says 7 of a
@@ -30,7 +30,7 @@ func TestRelayPartitionOutOfRange(t *testing.T) {
 		t.Errorf("record %s on partition %d, want b on 2", got[0].Key, got[0].Partition)
 	}
 	dl := f.broker.ReadAll(t, []string{f.cfg.Relay.DeadLetterTopic}, 1, 30*time.Second)
-	if class, _ := header(dl[0], relay.HeaderErrorClass); class != "payload_invalid" {
+	if class, _ := header(dl[0], deadletter.HeaderErrorClass); class != "payload_invalid" {
 		t.Errorf("dead letter class %q, want payload_invalid", class)
 	}
 	f.waitCaughtUp(t, 15*time.Second)

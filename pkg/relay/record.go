@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/pkg/checkpoint"
+	"github.com/walrelay/walrelay/pkg/deadletter"
 	"github.com/walrelay/walrelay/pkg/replication"
 	"github.com/walrelay/walrelay/pkg/router"
 )
@@ -121,8 +122,8 @@ func (out *outRecord) release() {
 }
 
 // origin is the row behind the record, for logs and dead letters.
-func (o *outRecord) origin() origin {
-	return origin{lsn: o.lsn, id: headerValue(&o.rec, "id"), table: o.table}
+func (o *outRecord) origin() deadletter.Origin {
+	return deadletter.Origin{LSN: o.lsn, ID: headerValue(&o.rec, deadletter.HeaderEventID), Table: o.table}
 }
 
 // size is what a record counts against relay.max_in_flight_bytes.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/deadletter"
 	"github.com/walrelay/walrelay/pkg/relay"
 )
 
@@ -90,13 +91,13 @@ func TestRelayBrokerRefusals(t *testing.T) {
 					return
 				case config.PolicyDLQ:
 					dlq := f.broker.ReadAll(t, []string{f.cfg.Relay.DeadLetterTopic}, 1, 30*time.Second)
-					for h, want := range map[string]string{relay.HeaderOutboxID: badID, relay.HeaderErrorClass: sc.class, relay.HeaderOriginalTopic: "outbox.event.bad", "id": badID} {
+					for h, want := range map[string]string{deadletter.HeaderOutboxID: badID, deadletter.HeaderErrorClass: sc.class, deadletter.HeaderOriginalTopic: "outbox.event.bad", "id": badID} {
 						if got, _ := header(dlq[0], h); got != want {
 							t.Errorf("dead-letter header %s = %q, want %q", h, got, want)
 						}
 					}
-					if got, _ := header(dlq[0], relay.HeaderOriginalSize); got != fmt.Sprint(len(payload)) {
-						t.Errorf("dead-letter header %s = %q, want the payload's %d bytes", relay.HeaderOriginalSize, got, len(payload))
+					if got, _ := header(dlq[0], deadletter.HeaderOriginalSize); got != fmt.Sprint(len(payload)) {
+						t.Errorf("dead-letter header %s = %q, want the payload's %d bytes", deadletter.HeaderOriginalSize, got, len(payload))
 					}
 					if len(payload) > int(f.cfg.Kafka.BatchMaxBytes) {
 						// Too large for the dead-letter topic too: left out.

@@ -251,7 +251,7 @@ func (r *Relay) Run(ctx context.Context) error {
 func (r *Relay) closePublisher() {
 	r.pub.Close()
 	for len(r.deadLetters) > 0 { // dead letters the stopped worker did not produce
-		r.abandoned.add((<-r.deadLetters).letter.origin.lsn)
+		r.abandoned.add((<-r.deadLetters).letter.Origin.LSN)
 	}
 	if n, first, last := r.abandoned.get(); n > 0 {
 		r.log.Warn("closed the kafka client with records not yet acknowledged; they were not confirmed and Postgres sends them again to the next session",

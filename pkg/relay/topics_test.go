@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/deadletter"
 	"github.com/walrelay/walrelay/pkg/relay"
 )
 
@@ -77,7 +78,7 @@ func TestRelayLeastPrivilegeTopics(t *testing.T) {
 				return
 			}
 			dl := f.broker.ReadAll(t, []string{"walrelay.deadletter"}, 1, 30*time.Second)
-			if got, _ := header(dl[0], relay.HeaderOriginalTopic); got != "outbox.event.missing" {
+			if got, _ := header(dl[0], deadletter.HeaderOriginalTopic); got != "outbox.event.missing" {
 				t.Errorf("dead letter for topic %q, want outbox.event.missing", got)
 			}
 			execTx(t, f.dsn, insertEvent("order", "o-3"))
@@ -149,9 +150,9 @@ func TestRelayBoundsRoutedTopics(t *testing.T) {
 	dl := f.broker.ReadAll(t, []string{f.cfg.Relay.DeadLetterTopic}, 2, 30*time.Second)
 	want := map[string]string{"outbox.event.invoice": "relay.max_topics", "outbox.event.Order": "relay.topic_pattern"}
 	for _, r := range dl {
-		topic, _ := header(r, relay.HeaderOriginalTopic)
-		class, _ := header(r, relay.HeaderErrorClass)
-		msg, _ := header(r, relay.HeaderErrorMessage)
+		topic, _ := header(r, deadletter.HeaderOriginalTopic)
+		class, _ := header(r, deadletter.HeaderErrorClass)
+		msg, _ := header(r, deadletter.HeaderErrorMessage)
 		if class != "topic_invalid" || !strings.Contains(msg, want[topic]) {
 			t.Errorf("dead letter for %q: class %q, message %q; want topic_invalid naming %s", topic, class, msg, want[topic])
 		}

@@ -1,4 +1,16 @@
-package relay
+// Package deadletter builds the records walrelay sends to its dead-letter
+// topic for outbox rows it cannot publish as routed.
+//
+// In: the row (its pgoutput columns, when routing failed) or the routed
+// record the broker refused, where it came from (Origin) and why (an
+// error class of relay.on_error and the error). Out: a Letter that owns
+// copies of every byte it needs, and from it a *kgo.Record for the
+// dead-letter topic, with or without its value.
+//
+// It does not decide which rows are dead-lettered, produce records or
+// track them: pkg/relay does. docs/deadletter.md shows the record of each
+// class.
+package deadletter
 
 import (
 	"bytes"
@@ -40,12 +52,21 @@ const (
 	oidJSONB = 3802
 )
 
-// deadLetter is what a dead letter is built from: the row and why it could
-// not be published.
-type deadLetter struct {
-	origin origin
-	class  string
-	cause  error
+// Origin identifies the outbox row behind a record, for logs and dead
+// letters.
+type Origin struct {
+	LSN   pglogrepl.LSN // the WAL position of the row's INSERT
+	ID    string        // the outbox id ("" when the row has none)
+	Table string        // schema.table
+}
+
+// Letter is what a dead letter is built from: the row and why it could not
+// be published. Build it with FromRow or FromRefused.
+type Letter struct {
+	Origin Origin
+	// Class is the relay.on_error class (walrelay.error.class).
+	Class string
+	cause error
 	// topic is the topic the row was routed to; "" when routing failed.
 	topic string
 	// headers are the routed record's headers other than "id".
@@ -55,49 +76,55 @@ type deadLetter struct {
 	value []byte
 }
 
-// record builds the dead letter for topic, with its value (withValue) or
+// ValueSize is the size in bytes of the letter's value, with or without
+// which its record is built.
+func (d *Letter) ValueSize() int { return len(d.value) }
+
+// Record builds the dead letter for topic, with its value (withValue) or
 // without it. Its key is the outbox id, so that every dead letter of one
 // event lands on one partition of the dead-letter topic. The record shares
-// d's bytes, which d owns (rowDeadLetter and refusedDeadLetter copy them).
-func (d *deadLetter) record(topic string, withValue bool) *kgo.Record {
+// d's bytes, which d owns (FromRow and FromRefused copy them).
+func (d *Letter) Record(topic string, withValue bool) *kgo.Record {
 	h := make([]kgo.RecordHeader, 0, 8+len(d.headers))
-	h = append(h, kgo.RecordHeader{Key: HeaderEventID, Value: []byte(d.origin.id)})
+	h = append(h, kgo.RecordHeader{Key: HeaderEventID, Value: []byte(d.Origin.ID)})
 	h = append(h, d.headers...)
 	msg := d.cause.Error()
 	if len(msg) > maxErrorMessage {
 		msg = msg[:maxErrorMessage] + "…"
 	}
 	h = append(h,
-		kgo.RecordHeader{Key: HeaderErrorClass, Value: []byte(d.class)},
+		kgo.RecordHeader{Key: HeaderErrorClass, Value: []byte(d.Class)},
 		kgo.RecordHeader{Key: HeaderErrorMessage, Value: []byte(msg)},
-		kgo.RecordHeader{Key: HeaderLSN, Value: []byte(d.origin.lsn.String())},
-		kgo.RecordHeader{Key: HeaderSourceTable, Value: []byte(d.origin.table)},
-		kgo.RecordHeader{Key: HeaderOutboxID, Value: []byte(d.origin.id)},
+		kgo.RecordHeader{Key: HeaderLSN, Value: []byte(d.Origin.LSN.String())},
+		kgo.RecordHeader{Key: HeaderSourceTable, Value: []byte(d.Origin.Table)},
+		kgo.RecordHeader{Key: HeaderOutboxID, Value: []byte(d.Origin.ID)},
 	)
 	if d.topic != "" {
 		h = append(h, kgo.RecordHeader{Key: HeaderOriginalTopic, Value: []byte(d.topic)})
 	}
 	h = append(h, kgo.RecordHeader{Key: HeaderOriginalSize, Value: []byte(strconv.Itoa(len(d.value)))})
-	r := &kgo.Record{Topic: topic, Key: []byte(d.origin.id), Headers: h}
+	r := &kgo.Record{Topic: topic, Key: []byte(d.Origin.ID), Headers: h}
 	if withValue {
 		r.Value = d.value
 	}
 	return r
 }
 
-// rowDeadLetter is the dead letter of a row the relay did not route.
-func rowDeadLetter(rel *pglogrepl.RelationMessage, cols []*pglogrepl.TupleDataColumn, o origin, class string, cause error, topic string) *deadLetter {
-	return &deadLetter{origin: o, class: class, cause: cause, topic: topic, value: rowJSON(rel, cols)}
+// FromRow is the dead letter of a row the relay did not route: its value
+// is the row as a JSON object (see rowJSON). topic is the topic the row
+// was routed to, "" when routing failed before one was known.
+func FromRow(rel *pglogrepl.RelationMessage, cols []*pglogrepl.TupleDataColumn, o Origin, class string, cause error, topic string) *Letter {
+	return &Letter{Origin: o, Class: class, cause: cause, topic: topic, value: rowJSON(rel, cols)}
 }
 
-// refusedDeadLetter is the dead letter of a routed record the broker
-// refused: copies of its value and headers, and the topic it was for. It
-// copies at once: the record's bytes may be in a receive buffer the stream
-// reads into again as soon as the record lets go of it, which it does when
-// the refusal has been handled, long before the dead-letter worker builds
-// the record.
-func refusedDeadLetter(rec *kgo.Record, o origin, class string, cause error) *deadLetter {
-	d := &deadLetter{origin: o, class: class, cause: cause, topic: rec.Topic, value: bytes.Clone(rec.Value)}
+// FromRefused is the dead letter of a routed record the broker refused:
+// copies of its value and headers, and the topic it was for. It copies at
+// once: the record's bytes may be in a receive buffer the stream reads
+// into again as soon as the record lets go of it, which it does when the
+// refusal has been handled, long before the record of the dead letter is
+// built.
+func FromRefused(rec *kgo.Record, o Origin, class string, cause error) *Letter {
+	d := &Letter{Origin: o, Class: class, cause: cause, topic: rec.Topic, value: bytes.Clone(rec.Value)}
 	for _, h := range rec.Headers {
 		if h.Key != HeaderEventID {
 			d.headers = append(d.headers, kgo.RecordHeader{Key: h.Key, Value: bytes.Clone(h.Value)})
