@@ -14,6 +14,7 @@ import (
 	"github.com/walrelay/walrelay/pkg/checkpoint"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/deadletter"
+	"github.com/walrelay/walrelay/pkg/heartbeat"
 	"github.com/walrelay/walrelay/pkg/replication"
 	"github.com/walrelay/walrelay/pkg/resume"
 	"github.com/walrelay/walrelay/pkg/router"
@@ -286,8 +287,8 @@ func (h *handler) Truncate(_ context.Context, rels []*pglogrepl.RelationMessage,
 }
 
 func (h *handler) Message(_ context.Context, m *pglogrepl.LogicalDecodingMessage, lsn pglogrepl.LSN) error {
-	if m.Prefix == HeartbeatPrefix && !m.Transactional {
-		h.r.hb.seen(time.Now())
+	if heartbeat.Is(m) {
+		h.r.hb.Seen(time.Now())
 		// Everything committed before the heartbeat was sent before it:
 		// with nothing in flight, its position is safe to confirm.
 		h.r.tracker.ObserveWALEnd(m.LSN)

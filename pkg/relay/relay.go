@@ -44,6 +44,7 @@ import (
 
 	"github.com/walrelay/walrelay/pkg/checkpoint"
 	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/heartbeat"
 	"github.com/walrelay/walrelay/pkg/metrics"
 	"github.com/walrelay/walrelay/pkg/publisher"
 	"github.com/walrelay/walrelay/pkg/replication"
@@ -68,7 +69,7 @@ type Relay struct {
 	// deadLettersPublished is events_published_total of the dead-letter
 	// topic.
 	deadLettersPublished prometheus.Counter
-	hb                   heartbeats
+	hb                   *heartbeat.Emitter
 	records              recordPool
 	clock                monoClock   // stamps records handed to the producer
 	abandoned            abandonment // records a timed-out shutdown gave up on
@@ -123,6 +124,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		deadLetters:          make(chan deadLetterJob, cfg.Relay.MaxInFlightRecords+1),
 		deadLettersPublished: m.Published(cfg.Relay.DeadLetterTopic),
 		clock:                newMonoClock(),
+		hb:                   heartbeat.New(cfg.Postgres.DSN, cfg.Postgres.Slot, cfg.Relay.HeartbeatInterval, log),
 	}
 	var tlsCfg *tls.Config
 	if t := cfg.Kafka.TLS; t.Enabled {
@@ -222,7 +224,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	})
 	if r.cfg.Relay.HeartbeatInterval > 0 {
 		g.Go(func() error {
-			r.runHeartbeats(streamCtx)
+			r.hb.Run(streamCtx)
 			return nil
 		})
 	}
