@@ -38,7 +38,7 @@
 // events_published_total has at most relay.max_topics + 1 series (the
 // dead-letter topic).
 //
-// It does not serve HTTP (pkg/server) or poll Postgres (pkg/relay does).
+// It does not serve HTTP (pkg/server) or poll Postgres (pkg/slotmon does).
 package metrics
 
 import (

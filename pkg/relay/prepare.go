@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/publisher"
 	"github.com/walrelay/walrelay/pkg/router"
 )
@@ -17,7 +18,8 @@ import (
 var (
 	// ErrSlotMissing: the slot does not exist and postgres.create_slot is off.
 	ErrSlotMissing = errors.New("replication slot does not exist")
-	// ErrSlotMismatch: the slot belongs to another plugin or database.
+	// ErrSlotMismatch: the slot is physical, or belongs to another plugin
+	// or database.
 	ErrSlotMismatch = errors.New("replication slot is not usable by walrelay")
 	// ErrPublicationMissing: a configured publication does not exist.
 	ErrPublicationMissing = errors.New("publication does not exist")
@@ -53,40 +55,41 @@ func (r *Relay) prepare(ctx context.Context) error {
 	return nil
 }
 
+// ensureSlot reads the slot with pkg/admin's query (the one `walrelay slot
+// inspect` shows), creating it when it is missing and postgres.create_slot
+// allows, and returns its confirmed_flush_lsn (0 for a slot not yet
+// consistent).
 func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, error) {
-	slot := r.cfg.Postgres.Slot
-	var (
-		plugin, database, current string
-		confirmed                 *string
-	)
-	err := conn.QueryRow(ctx, `
-		SELECT s.plugin, s.database, current_database(), s.confirmed_flush_lsn::text
-		FROM pg_replication_slots s WHERE s.slot_name = $1`, slot).Scan(&plugin, &database, &current, &confirmed)
+	name := r.cfg.Postgres.Slot
+	s, err := admin.InspectSlot(ctx, conn, name)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case errors.Is(err, admin.ErrSlotNotFound):
 		if !r.cfg.Postgres.CreateSlot {
-			return 0, fmt.Errorf("%w: %q (run `walrelay setup`, or set postgres.create_slot=true)", ErrSlotMissing, slot)
+			return 0, fmt.Errorf("%w: %q (run `walrelay setup`, or set postgres.create_slot=true)", ErrSlotMissing, name)
 		}
-		var lsn string
-		if err := conn.QueryRow(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, slot).Scan(&lsn); err != nil {
-			return 0, fmt.Errorf("creating replication slot %q: %w", slot, err)
+		if s, err = admin.CreateSlot(ctx, conn, name); err != nil {
+			return 0, fmt.Errorf("creating replication slot %q: %w", name, err)
 		}
-		r.log.Info("created replication slot", "slot", slot, "lsn", lsn)
-		return pglogrepl.ParseLSN(lsn)
+		r.log.Info("created replication slot", "slot", name, "lsn", s.ConfirmedFlushLSN)
 	case err != nil:
-		return 0, fmt.Errorf("reading replication slot %q: %w", slot, err)
-	case plugin != "pgoutput":
-		return 0, fmt.Errorf("%w: slot %q uses plugin %q, walrelay needs pgoutput", ErrSlotMismatch, slot, plugin)
-	case database != current:
-		return 0, fmt.Errorf("%w: slot %q belongs to database %q, not %q", ErrSlotMismatch, slot, database, current)
-	case confirmed == nil:
+		return 0, err
+	default:
+		db, err := admin.CurrentDatabase(ctx, conn)
+		if err != nil {
+			return 0, err
+		}
+		if p := s.Problem(db); p != "" {
+			return 0, fmt.Errorf("%w: %s", ErrSlotMismatch, p)
+		}
+		r.log.Info("found replication slot", "slot", name, "confirmed_flush_lsn", s.ConfirmedFlushLSN)
+	}
+	if s.ConfirmedFlushLSN == "" {
 		return 0, nil
 	}
-	lsn, err := pglogrepl.ParseLSN(*confirmed)
+	lsn, err := pglogrepl.ParseLSN(s.ConfirmedFlushLSN)
 	if err != nil {
-		return 0, fmt.Errorf("parsing confirmed_flush_lsn of slot %q: %w", slot, err)
+		return 0, fmt.Errorf("parsing confirmed_flush_lsn of slot %q: %w", name, err)
 	}
-	r.log.Info("found replication slot", "slot", slot, "confirmed_flush_lsn", lsn.String())
 	return lsn, nil
 }
 

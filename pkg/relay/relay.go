@@ -1,5 +1,5 @@
-// Package relay wires walrelay together: it is the replication Handler that
-// routes each outbox INSERT with the router, produces it with the
+// Package relay wires walrelay together: it is the replication Handler
+// that routes each outbox INSERT with the router, produces it with the
 // publisher, and tracks it in the checkpoint so the stream confirms an LSN
 // only once Kafka has acknowledged everything up to it.
 //
@@ -7,26 +7,41 @@
 // positions on the slot; Run returns nil after a clean stop and an error
 // naming the cause otherwise.
 //
-// Before streaming, Run checks the database (the slot exists with plugin
-// pgoutput in this database, or creates it; the publications exist; every
-// column the router needs is in every published table) so a bad config
-// fails at startup, not at the first row.
+// Its files, one role each:
+//
+//   - relay.go: New builds the parts; Run checks the database, then owns
+//     the goroutines (stream, slot monitor, heartbeats, dead-letter worker)
+//     until a stop or the first failure.
+//   - prepare.go: the startup checks. The slot exists with plugin pgoutput
+//     in this database, or is created; the publications exist; every
+//     column the router needs is in every published table. A bad config
+//     fails at startup, not at the first row.
+//   - handler.go: the replication.Handler, on the stream's goroutine:
+//     transactions into the checkpoint, rows into records, sessions and
+//     WAL histories (with package resume deciding what a reconnect re-sent).
+//   - record.go: a record on its way to Kafka, its pool and its outcome
+//     (the one promise every record shares); clock.go the clocks that stamp
+//     records for latencies.
+//   - policy.go: relay.on_error for rows and records walrelay cannot
+//     publish as routed, and the dead-letter worker.
+//   - status.go: /status, readiness and the gauges read at scrape time.
 //
 // Rows walrelay cannot publish as routed follow relay.on_error, per class:
 // the router's (routing_value_missing, topic_invalid, payload_invalid),
 // the relay's (topic_invalid past relay.max_topics or outside
 // relay.topic_pattern) and the publisher's verdicts on one record
 // (record_too_large, topic_rejected, payload_invalid for a partition or
-// timestamp Kafka cannot take). dlq publishes a dead letter, confirmed like
-// any record once acknowledged; stop returns an error and the row's LSN is
-// never confirmed; log skips it.
+// timestamp Kafka cannot take). dlq publishes a dead letter (package
+// deadletter), confirmed like any record once acknowledged; stop returns
+// an error and the row's LSN is never confirmed; log skips it.
 // Every one is logged with its LSN and outbox id. UPDATEs on the outbox
 // follow table.op.invalid.behavior; DELETEs are ignored (insert-then-delete
 // is the usual outbox practice). Any other record franz-go gives up on
 // stops the relay.
 //
-// It does not parse pgoutput, talk the Kafka protocol or compute
-// watermarks: those are pkg/replication, pkg/publisher and pkg/checkpoint.
+// It does not parse pgoutput, talk the Kafka protocol, compute watermarks,
+// poll the slot or emit heartbeats: those are pkg/replication,
+// pkg/publisher, pkg/checkpoint, pkg/slotmon and pkg/heartbeat.
 package relay
 
 import (
@@ -49,6 +64,7 @@ import (
 	"github.com/walrelay/walrelay/pkg/publisher"
 	"github.com/walrelay/walrelay/pkg/replication"
 	"github.com/walrelay/walrelay/pkg/router"
+	"github.com/walrelay/walrelay/pkg/slotmon"
 )
 
 // Relay moves outbox events from one slot to Kafka. Create it with New and
@@ -61,7 +77,7 @@ type Relay struct {
 	pub     *publisher.Publisher
 	stream  *replication.Stream
 	metrics *metrics.Metrics
-	monitor *slotMonitor
+	monitor *slotmon.Monitor
 	fail    failure
 	// deadLetters feeds runDeadLetters; its capacity is the in-flight cap,
 	// so a promise never blocks on it.
@@ -166,7 +182,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		ReadWait:        cfg.Postgres.ReadWait,
 		LargeMessage:    o.largeMessage,
 	}, newHandler(r), failureAware{r.tracker, &r.fail}, log)
-	r.monitor = newSlotMonitor(cfg.Postgres.DSN, cfg.Postgres.Slot, cfg.Metrics.SlotPollInterval, m, log)
+	r.monitor = slotmon.New(cfg.Postgres.DSN, cfg.Postgres.Slot, cfg.Metrics.SlotPollInterval, m, log)
 	r.registerGauges()
 	// Create the error series now, at 0, so that increase() sees the
 	// first error of each kind.
@@ -219,7 +235,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error {
-		r.monitor.run(streamCtx)
+		r.monitor.Run(streamCtx)
 		return nil
 	})
 	if r.cfg.Relay.HeartbeatInterval > 0 {

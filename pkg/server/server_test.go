@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walrelay/walrelay/pkg/relay"
+	"github.com/walrelay/walrelay/pkg/slotmon"
 )
 
 // stubRelay answers readiness and status as the test says. It stands in
@@ -86,7 +87,7 @@ func TestEndpoints(t *testing.T) {
 }
 
 func TestStatusDecodes(t *testing.T) {
-	want := relay.Status{Streaming: true, Ready: true, ConfirmedLSN: "0/1", InFlightRecords: 7, Slot: relay.SlotStatus{Slot: "walrelay", Active: true, ActivePID: 12}}
+	want := relay.Status{Streaming: true, Ready: true, ConfirmedLSN: "0/1", InFlightRecords: 7, Slot: slotmon.Status{Slot: "walrelay", Active: true, ActivePID: 12}}
 	_, body := get(t, serve(t, stubRelay{status: want})+"/status")
 	var got relay.Status
 	if err := json.Unmarshal([]byte(body), &got); err != nil {

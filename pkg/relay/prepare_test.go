@@ -1,0 +1,82 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/relay"
+)
+
+// Run checks the database before streaming: a bad slot or publication
+// fails at startup with an error that names it and says what to do; a
+// missing slot is created when postgres.create_slot allows.
+func TestStartupChecks(t *testing.T) {
+	tests := []struct {
+		name    string
+		prepare func(t *testing.T, f *fixture)
+		mutate  func(c *config.Config)
+		want    error
+		msg     string
+	}{
+		{"missing slot",
+			func(t *testing.T, f *fixture) { testenv.Exec(t, f.dsn, `SELECT pg_drop_replication_slot('walrelay')`) },
+			func(c *config.Config) { c.Postgres.CreateSlot = false }, relay.ErrSlotMissing, "postgres.create_slot=true"},
+		{"slot of another plugin",
+			func(t *testing.T, f *fixture) {
+				testenv.Exec(t, f.dsn, `SELECT pg_drop_replication_slot('walrelay')`)
+				testenv.Exec(t, f.dsn, `SELECT pg_create_logical_replication_slot('walrelay', 'test_decoding')`)
+			},
+			nil, relay.ErrSlotMismatch, `uses plugin "test_decoding"`},
+		{"physical slot",
+			func(t *testing.T, f *fixture) {
+				testenv.Exec(t, f.dsn, `SELECT pg_drop_replication_slot('walrelay')`)
+				testenv.Exec(t, f.dsn, `SELECT pg_create_physical_replication_slot('walrelay')`)
+				// A physical slot is the cluster's, not the database's:
+				// the database's cleanup leaves it.
+				t.Cleanup(func() {
+					conn, err := pgx.Connect(context.Background(), f.dsn)
+					if err == nil {
+						_, err = conn.Exec(context.Background(), `SELECT pg_drop_replication_slot('walrelay')`)
+						_ = conn.Close(context.Background())
+					}
+					if err != nil {
+						t.Errorf("dropping the physical slot: %v", err)
+					}
+				})
+			},
+			nil, relay.ErrSlotMismatch, "is a physical slot"},
+		{"missing publication", nil,
+			func(c *config.Config) { c.Postgres.Publications = []string{"walrelay_outbox", "nope"} },
+			relay.ErrPublicationMissing, `["nope"]`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.mutate)
+			if tc.prepare != nil {
+				tc.prepare(t, f)
+			}
+			err := f.start(t).wait(30 * time.Second)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("Run = %v, want %v saying %q", err, tc.want, tc.msg)
+			}
+		})
+	}
+	t.Run("missing slot created", func(t *testing.T) {
+		f := newFixture(t, nil) // postgres.create_slot is on by default
+		testenv.Exec(t, f.dsn, `SELECT pg_drop_replication_slot('walrelay')`)
+		run := f.start(t)
+		f.logs.waitLog(t, "created replication slot", nil, 30*time.Second)
+		execTx(t, f.dsn, insertEvent("order", "o1"))
+		f.broker.ReadAll(t, []string{"outbox.event.order"}, 1, 30*time.Second)
+		if err := run.stop(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -1,0 +1,105 @@
+// Status, readiness and the gauges read from live state: what the relay
+// reports about itself.
+
+package relay
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/walrelay/walrelay/pkg/slotmon"
+)
+
+// registerGauges registers the metrics read from live state at scrape time:
+// the slot monitor's, and the stream's, the checkpoint's, the heartbeats'
+// and the publisher's.
+func (r *Relay) registerGauges() {
+	m, slot := r.metrics, prometheus.Labels{"slot": r.cfg.Postgres.Slot}
+	r.monitor.Register(m)
+	m.GaugeFunc("slot_held", "1 when this instance streams from the slot.", slot, func() float64 {
+		if r.stream.Streaming() {
+			return 1
+		}
+		return 0
+	})
+	m.GaugeFunc("confirmed_lsn_bytes", "The LSN confirmed to Postgres, as a byte position.", nil, func() float64 { return float64(r.tracker.Confirmed()) })
+	m.GaugeFunc("received_lsn_bytes", "The newest WAL position received from Postgres, as a byte position.", nil, func() float64 { return float64(r.stream.Received()) })
+	m.GaugeFunc("in_flight_records", "Records produced and not yet acknowledged by the broker.", nil, func() float64 {
+		n, _ := r.tracker.InFlight()
+		return float64(n)
+	})
+	m.GaugeFunc("in_flight_bytes", "Bytes of records produced and not yet acknowledged by the broker.", nil, func() float64 {
+		_, b := r.tracker.InFlight()
+		return float64(b)
+	})
+	m.CounterFunc("heartbeats_sent_total", "Heartbeat messages emitted into the slot's database (relay.heartbeat_interval).", nil, func() float64 { return float64(r.hb.Sent()) })
+	m.CounterFunc("heartbeats_received_total", "Heartbeat messages that came back through the replication stream.", nil, func() float64 { return float64(r.hb.Received()) })
+	stats := r.pub.Stats
+	m.CounterFunc("kafka_admin_retries_total", "Transient failures (timeouts, NOT_CONTROLLER, lost connections) while preparing a topic (metadata, creation, configs), retried with backoff.", nil, func() float64 { return float64(stats().AdminRetries) })
+	m.CounterFunc("records_retried_alone_total", "Records sent again one at a time because the broker refused their batch as a whole (MESSAGE_TOO_LARGE for a batch, INVALID_TIMESTAMP, INVALID_RECORD).", nil, func() float64 { return float64(stats().RetriedAlone) })
+	m.GaugeFunc("kafka_topics_one_at_a_time", "Topics produced one record at a time because the broker refused batches of records that fit alone (their max.message.bytes is below what walrelay could learn).", nil, func() float64 { return float64(stats().OneAtATimeTopics) })
+	m.CounterFunc("order_at_risk_total", "Records that reached the broker ahead of an earlier record of their partition that was refused with its batch and retried: per-key order may be broken for their keys (each is logged).", nil, func() float64 { return float64(stats().OrderAtRisk) })
+	m.CounterFunc("kafka_data_loss_total", "Partitions where franz-go found the broker had lost records it had acknowledged (see the runbook).", nil, func() float64 { return float64(stats().DataLoss) })
+	m.CounterFunc("reconnects_total", "Streaming sessions lost and re-established (a standby's attempts on a held slot do not count).", nil, func() float64 { return float64(r.stream.Reconnects()) })
+}
+
+// Status is what the relay reports about itself (GET /status).
+type Status struct {
+	Streaming          bool           `json:"streaming"`
+	Ready              bool           `json:"ready"`
+	NotReadyReason     string         `json:"not_ready_reason,omitempty"`
+	ConfirmedLSN       string         `json:"confirmed_lsn"`
+	ReceivedLSN        string         `json:"received_lsn"`
+	InFlightRecords    int            `json:"in_flight_records"`
+	InFlightBytes      int64          `json:"in_flight_bytes"`
+	PendingTransaction int            `json:"pending_transactions"`
+	Reconnects         uint64         `json:"reconnects"`
+	LastError          string         `json:"last_error,omitempty"`
+	Slot               slotmon.Status `json:"slot"`
+}
+
+// Status reports the relay's state and the slot's last polled state.
+func (r *Relay) Status(ctx context.Context) Status {
+	n, b := r.tracker.InFlight()
+	st := Status{
+		Streaming:          r.stream.Streaming(),
+		ConfirmedLSN:       r.tracker.Confirmed().String(),
+		ReceivedLSN:        r.stream.Received().String(),
+		InFlightRecords:    n,
+		InFlightBytes:      b,
+		PendingTransaction: r.tracker.Pending(),
+		Reconnects:         r.stream.Reconnects(),
+		Slot:               r.monitor.Current(),
+	}
+	if err := r.stream.LastError(); err != nil {
+		st.LastError = err.Error()
+	}
+	if err := r.Ready(ctx); err != nil {
+		st.NotReadyReason = err.Error()
+	} else {
+		st.Ready = true
+	}
+	return st
+}
+
+// Ready returns nil when the relay streams from its slot and a Kafka
+// broker answers, and otherwise an error saying why not (for /readyz).
+func (r *Relay) Ready(ctx context.Context) error {
+	if !r.stream.Streaming() {
+		st := r.monitor.Current()
+		switch {
+		case st.Active && st.ActivePID != 0:
+			return fmt.Errorf("not streaming: slot %q is held by another process (pid %d); waiting for it", r.cfg.Postgres.Slot, st.ActivePID)
+		case r.stream.LastError() != nil:
+			return fmt.Errorf("not streaming: %w", r.stream.LastError())
+		default:
+			return fmt.Errorf("not streaming from slot %q yet", r.cfg.Postgres.Slot)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return r.pub.Ping(ctx)
+}
