@@ -122,8 +122,9 @@ type Config struct {
 	BatchMaxBytes int32
 	// ClientMetrics lets franz-go push client metrics to brokers that
 	// subscribe to them (KIP-714). Off, no client telemetry is collected:
-	// setting up a push costs a burst of about 17 MB of compressor buffers,
-	// a lot for a daemon that otherwise lives in tens of megabytes.
+	// setting up a push allocates its compressors' buffers in one burst,
+	// large next to the rest of walrelay's heap (docs/benchmarks.md,
+	// "Profile findings").
 	ClientMetrics bool
 	// TLS, when not nil, dials the brokers with TLS (see TLSConfig).
 	TLS *tls.Config
