@@ -35,9 +35,11 @@ type Header struct {
 	Value []byte
 }
 
-// Message is one routed outbox event, ready to produce. It owns all its
-// bytes, nothing in it aliasing the tuple given to Route, unless it was
-// routed with RouteInPlace.
+// Message is one routed outbox event, ready to produce. Its Key, Value and
+// header values point into Buf when it was routed with Route or RouteTo, and
+// into the tuple given to RouteInPlace (decoded bytea values excepted, which
+// are in Buf) when it was routed with that; an envelope Value has its own
+// allocation either way.
 type Message struct {
 	Topic string
 	// Key is nil when the key column is NULL or no key column is configured.
@@ -54,12 +56,13 @@ type Message struct {
 	Partition    int32
 	HasPartition bool
 
-	// Buf holds the bytes Key, Value and the header values point into.
-	// RouteTo writes them into Buf when it has room and into a new buffer,
-	// left in Buf, otherwise. A caller that keeps a message's bytes after
-	// the next RouteTo into the same Message moves Buf away first (sets it
-	// to nil, or to a spare buffer it owns): recycling buffers that way,
-	// routing allocates nothing. An envelope Value has its own allocation.
+	// Buf holds the copied bytes Key, Value and the header values point
+	// into: all of them with RouteTo, only decoded bytea values with
+	// RouteInPlace. Routing writes them into Buf when it has room and into
+	// a new buffer, left in Buf, otherwise. A caller that keeps a message's
+	// bytes after the next RouteTo or RouteInPlace into the same Message
+	// moves Buf away first (sets it to nil, or to a spare buffer it owns):
+	// recycling buffers that way, routing allocates nothing.
 	Buf []byte
 }
 
