@@ -6,9 +6,8 @@
 // cleanly and removes everything it created.
 //
 // It is a command of its own so that the daemon's binary does not carry a
-// Kafka broker: kfake made walrelay's binary 4.8 MB larger, and its peak
-// resident size 1.4 MiB larger on average in 1M-row drains
-// (docs/benchmarks.md, Profile findings item 16).
+// Kafka broker, whose code would make walrelay's binary and its resident
+// size larger (docs/benchmarks.md, "Profile findings").
 package main
 
 import (

@@ -115,7 +115,8 @@ const gcPercent = 25
 // the live heap makes the collector run back to back, and two collections
 // in a row empty franz-go's pooled request buffer (a sync.Pool), so its
 // next request allocates and grows it again. memoryLimit raises it for a
-// message larger than the caps.
+// message larger than the caps. The drains behind these choices are in
+// docs/benchmarks.md, "Profile findings".
 func gcPolicy(cfg config.Config) (percent int, limit int64) {
 	percent, limit = -1, -1
 	if os.Getenv("GOGC") == "" {

@@ -1,74 +1,3 @@
-// Package publisher produces walrelay's records to Kafka with franz-go and
-// turns every broker answer into a verdict on one record.
-//
-// In: records (topic, key, value, headers, timestamp, optional partition).
-// Out: Config.Done, called exactly once per record with nil once the broker
-// has durably acknowledged it (acks=all), or with an error about that record
-// alone (errors.go): the publisher never passes on an answer about a batch
-// as if it were about each record in it.
-//
-// The producer is idempotent (franz-go's default) with acks=all, so retries
-// neither duplicate nor reorder records within a partition. Keys are
-// partitioned with Kafka's default murmur2 hash, exactly as the Java client
-// and Kafka Connect do, so an aggregate lands on the same partition Debezium
-// put it on and per-aggregate order holds. Records that carry an explicit
-// partition (Debezium's "partition" placement) go to that partition.
-// Retriable broker errors (leader moves, broker down, timeouts) are retried
-// by franz-go without limit: a record either arrives or gets a verdict; it
-// is never dropped.
-//
-// # Topics
-//
-// The first record for a topic starts its preparation on a goroutine of
-// the publisher, so the caller never waits on an admin request: the topic's
-// metadata says whether it exists (a principal without CREATE producing to
-// existing topics is the normal production setup, so a refused creation of
-// a topic that exists is no error); a missing one is created with kadm
-// when CreateTopics is on; and DescribeConfigs gives its max.message.bytes.
-// Transient errors (NOT_CONTROLLER, timeouts, lost connections) are retried
-// with backoff, logged and counted, never passed on. Records for a topic
-// wait, in order, until it is ready; a topic Kafka refuses (a missing ACL,
-// a policy, creation off) fails them with ErrTopicRejected, saying which.
-//
-// # Batches
-//
-// A batch the broker refuses as a whole (MESSAGE_TOO_LARGE when a topic's
-// max.message.bytes is below kafka.batch_max_bytes, INVALID_TIMESTAMP,
-// INVALID_RECORD) is no verdict on its records, yet franz-go fails every
-// record buffered for the partition with it. Two things keep valid records
-// flowing:
-//
-//   - Batches for a topic are limited to its max.message.bytes when
-//     DescribeConfigs tells it (franz-go's ProducerBatchMaxBytesFn), and a
-//     record that does not fit a batch of its own under that limit is
-//     refused with ErrRecordTooLarge before it is produced. A principal
-//     refused DescribeConfigs is not an error: batches then use
-//     BatchMaxBytes.
-//   - If the broker still refuses a batch, its records are not passed on:
-//     new records for the topic are held back, the records franz-go still
-//     holds for it are let finish, and the refused ones are sent again one
-//     at a time, in the order they were produced, each alone, so the
-//     broker's answer is about that record. Then the held-back records
-//     follow. When batches were refused as too large and some of their
-//     records went through alone, the topic's real limit is below what
-//     walrelay knows: it stays one record at a time for the rest of the
-//     process (counted by Stats.OneAtATimeTopics and logged with the
-//     fix). Otherwise it goes back to batches.
-//
-// A record produced to the same partition in the instant between the
-// broker's refusal and franz-go reporting it can reach the broker before
-// the retried ones: that is logged with its key and counted
-// (Stats.OrderAtRisk), since per-key order may then be broken.
-//
-// TLS (with an optional client certificate) and SASL PLAIN or SCRAM are
-// franz-go's own; CheckAccess tells authentication and certificate
-// failures, which retrying cannot fix, from a broker that is down.
-//
-// franz-go logs through the injected logger at warn and above, and data
-// loss it detects (the broker lost records it had acknowledged) is logged
-// and counted (Stats.DataLoss).
-//
-// It does not route, track LSNs or decide what to do with a refused record.
 package publisher
 
 import (
@@ -122,8 +51,9 @@ type Config struct {
 	BatchMaxBytes int32
 	// ClientMetrics lets franz-go push client metrics to brokers that
 	// subscribe to them (KIP-714). Off, no client telemetry is collected:
-	// setting up a push costs a burst of about 17 MB of compressor buffers,
-	// a lot for a daemon that otherwise lives in tens of megabytes.
+	// setting up a push allocates its compressors' buffers in one burst,
+	// large next to the rest of walrelay's heap (docs/benchmarks.md,
+	// "Profile findings").
 	ClientMetrics bool
 	// TLS, when not nil, dials the brokers with TLS (see TLSConfig).
 	TLS *tls.Config
@@ -301,24 +231,6 @@ func (p *Publisher) Produce(r *kgo.Record) {
 	}
 }
 
-// sendLocked hands r to franz-go, or refuses it when it cannot fit a batch
-// of its own. It is called with t.mu held and returns with it released.
-// retried says r is one of t.retry's.
-func (p *Publisher) sendLocked(t *topic, r *kgo.Record, retried bool) {
-	if err := t.checkLocked(r); err != nil {
-		t.mu.Unlock()
-		p.cfg.Done(r, err)
-		return
-	}
-	t.outstanding++
-	if t.mode != modeBatches {
-		t.alone, t.aloneRetried = r, retried
-	}
-	t.mu.Unlock()
-	p.inFranz.Add(1)
-	p.client.Produce(context.Background(), r, p.promise)
-}
-
 // Prepare waits until topic is ready to produce to (it prepares it if no
 // record did yet) or Kafka refused it, whose error it returns.
 func (p *Publisher) Prepare(ctx context.Context, topic string) error {
@@ -395,162 +307,6 @@ func (p *Publisher) Close() {
 		}
 		return true
 	})
-}
-
-// promise is every record's franz-go promise.
-func (p *Publisher) promise(r *kgo.Record, err error) {
-	defer p.inFranz.Add(-1)
-	t := p.topic(r.Topic)
-	t.mu.Lock()
-	t.outstanding--
-	alone := t.alone == r
-	retried := alone && t.aloneRetried
-	if alone {
-		t.alone = nil
-	}
-	if err != nil && !alone && batchRefusal(err) && !p.closing.Load() {
-		// An answer about a batch: hold the record for a retry alone.
-		if t.mode == modeBatches {
-			t.mode, t.aloneWent, t.sizeRefused = modeRecovering, false, false
-			p.log.Warn("kafka refused a batch as a whole; holding the topic's new records and sending the refused ones again one at a time",
-				"topic", r.Topic, "partition", r.Partition, "err", err)
-		}
-		t.sizeRefused = t.sizeRefused || isTooLarge(err)
-		t.retry = append(t.retry, r)
-		t.refused[r.Partition] = struct{}{}
-		p.retriedAlone.Add(1)
-		p.kickLocked(t)
-		t.mu.Unlock()
-		return
-	}
-	if err == nil && !alone && t.mode != modeBatches {
-		if _, ok := t.refused[r.Partition]; ok {
-			p.orderAtRisk.Add(1)
-			p.log.Error("a record reached kafka before an earlier record of its partition that is being retried alone: per-key order may be broken for its key",
-				"topic", r.Topic, "partition", r.Partition, "key", string(r.Key))
-		}
-	}
-	if retried && err == nil {
-		t.aloneWent = true
-	}
-	if t.mode == modeRecovering && len(t.retry) == 0 && t.outstanding == 0 && !t.handing {
-		p.endRecoveryLocked(t)
-	}
-	if t.mode != modeBatches || len(t.queue) > 0 {
-		p.kickLocked(t)
-	}
-	t.mu.Unlock()
-	p.cfg.Done(r, p.verdict(t, r, err, alone))
-}
-
-// endRecoveryLocked ends a recovery once every refused record has its
-// verdict. If batches were refused as too large and some of their records
-// went through alone, batches are too large for the topic's real limit,
-// which walrelay could not learn: the topic stays one record at a time.
-// Otherwise (a refusal of records for what they hold, or only records too
-// large on their own) it goes back to batches.
-func (p *Publisher) endRecoveryLocked(t *topic) {
-	clear(t.refused)
-	if !t.sizeRefused || !t.aloneWent {
-		t.mode = modeBatches
-		return
-	}
-	t.mode = modeOneAtATime
-	p.oneAtATime.Add(1)
-	p.log.Warn("kafka refused batches of records that it accepts one by one: the topic's limit is below what walrelay could learn; producing to it one record at a time from now on. "+
-		"Grant DESCRIBE_CONFIGS on the topic, or set kafka.batch_max_bytes at or below its max.message.bytes, and restart",
-		"topic", t.name, "batch_limit", t.limit.Load())
-}
-
-// verdict turns franz-go's answer for r into the error Done gets.
-func (p *Publisher) verdict(t *topic, r *kgo.Record, err error, alone bool) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, kgo.ErrClientClosed):
-		return fmt.Errorf("%w: %w", ErrClosed, err)
-	case !alone && batchRefusal(err):
-		// Refused with its batch while the publisher closes: no retry
-		// will come.
-		return fmt.Errorf("%w: refused with its batch while closing: %w", ErrClosed, err)
-	case alone && batchRefusal(err):
-		if isTooLarge(err) {
-			return fmt.Errorf("%w: the broker refused it sent alone: %w", ErrRecordTooLarge, err)
-		}
-		return fmt.Errorf("%w: the broker refused it sent alone: %w", ErrRecordRejected, err)
-	case topicRefusal(err):
-		return topicError(r.Topic, produceRefusalHint(err), err)
-	case isManual(r) && !t.partitionOK(r.Partition):
-		return fmt.Errorf("%w: partition %d of topic %q, which has %d partitions: %w", ErrPartitionOutOfRange, r.Partition, r.Topic, t.partitions.Load(), err)
-	}
-	return err
-}
-
-// run is the worker: it hands held-back records to franz-go (promises may
-// not produce) until Close.
-func (p *Publisher) run() {
-	defer p.wg.Done()
-	for {
-		select {
-		case <-p.ctx.Done():
-			return
-		case <-p.wake:
-		}
-		for {
-			p.pendingMu.Lock()
-			if len(p.pending) == 0 {
-				p.pendingMu.Unlock()
-				break
-			}
-			t := p.pending[0]
-			p.pending = p.pending[1:]
-			p.pendingMu.Unlock()
-			p.advance(t)
-		}
-	}
-}
-
-// kickLocked asks the worker to advance t (t.mu held).
-func (p *Publisher) kickLocked(t *topic) {
-	if t.kicked {
-		return
-	}
-	t.kicked = true
-	p.pendingMu.Lock()
-	p.pending = append(p.pending, t)
-	p.pendingMu.Unlock()
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
-
-// advance hands t's held-back records to franz-go in order: the records to
-// retry first, then the queue. One at a time, each waiting for the one
-// before it, unless the topic is in batches, when the whole queue goes.
-func (p *Publisher) advance(t *topic) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.kicked = false
-	for t.state == topicReady && !(t.mode != modeBatches && t.outstanding > 0) {
-		if t.mode == modeRecovering && len(t.retry) == 0 {
-			p.endRecoveryLocked(t)
-		}
-		var r *kgo.Record
-		retried := false
-		switch {
-		case len(t.retry) > 0:
-			r, t.retry, retried = t.retry[0], t.retry[1:], true
-		case len(t.queue) > 0:
-			r, t.queue = t.queue[0], t.queue[1:]
-		default:
-			return
-		}
-		t.handing = true
-		p.sendLocked(t, r, retried)
-		t.mu.Lock()
-		t.handing = false
-	}
 }
 
 // onDataLoss is franz-go's report that a partition lost records the broker

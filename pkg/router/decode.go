@@ -12,7 +12,7 @@ import (
 
 // This file decodes the Postgres text output walrelay's replication
 // connection asks for (DateStyle=ISO, TimeZone=UTC, bytea_output=hex) and
-// encodes JSON by hand to keep Route free of reflection.
+// encodes JSON by hand to keep routing free of reflection.
 
 // decodedLen returns how many bytes the value of kind k has once decoded.
 func decodedLen(src []byte, k kind) (int, error) {

@@ -13,9 +13,22 @@
 //
 // [New] validates and compiles the options once. [Router.Bind] resolves the
 // configured column names to tuple indices once per relation and fails with a
-// [*MissingColumnError] when the table lacks a configured column. [Plan.Route]
-// is then a pure function of one row: no I/O, no logging, no goroutines, and
-// the returned Message owns copies of every byte it holds.
+// [*MissingColumnError] when the table lacks a configured column. Routing a
+// row is then a pure function of it: no I/O, no logging, no goroutines. Three
+// methods of [Plan] route a row; they differ in where the Message's bytes
+// live:
+//
+//   - [Plan.Route] returns a new Message holding copies of every byte, so the
+//     caller may reuse the tuple's buffers at once.
+//   - [Plan.RouteTo] writes into a Message the caller reuses: the key, value
+//     and header values are copied into its Buf, which is kept from row to
+//     row unless the caller moves it away (see Message.Buf).
+//   - [Plan.RouteInPlace] is RouteTo without those copies: the key, a raw
+//     payload and the header values point into the tuple's bytes, and only
+//     bytea values, which it decodes, go into Buf. The caller keeps the
+//     tuple's bytes unchanged for as long as it uses the Message.
+//
+// An envelope Value is a new allocation of its own in every case.
 //
 // # What it does not do
 //
@@ -98,6 +111,6 @@
 // # Concurrency
 //
 // A Router is immutable and safe for concurrent use. A Plan caches topic names
-// per route.by.field value and reuses scratch space: call Route and EventID on
-// one Plan from one goroutine at a time (one Plan per replication stream).
+// per route.by.field value and reuses scratch space: call its Route methods
+// and EventID from one goroutine at a time (one Plan per replication stream).
 package router

@@ -28,7 +28,7 @@ const (
 	ClassPayloadInvalid
 	// ClassColumnMissing: a configured column is absent from the relation
 	// (returned by Bind as *MissingColumnError) or from the tuple given to
-	// Route.
+	// Route, RouteTo or RouteInPlace.
 	ClassColumnMissing
 )
 
@@ -72,9 +72,9 @@ func ClassOf(err error) (ErrorClass, bool) {
 	return 0, false
 }
 
-// RowError is returned by Plan.Route when one row cannot become a Message.
-// The relay dead-letters or stops on it according to its class; other rows
-// are unaffected.
+// RowError is returned by Plan.Route, RouteTo and RouteInPlace when one row
+// cannot become a Message. The relay dead-letters or stops on it according
+// to its class; other rows are unaffected.
 type RowError struct {
 	// Class says what went wrong.
 	Class ErrorClass

@@ -1,0 +1,120 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/publisher"
+)
+
+// kafkaTimeout bounds each Kafka request of the check.
+const kafkaTimeout = 5 * time.Second
+
+// checkKafka checks the brokers answer and that each topic exists or may
+// be created.
+func checkKafka(ctx context.Context, cfg config.Config, topics map[string]bool) []Item {
+	brokers := strings.Join(cfg.Kafka.Brokers, ",")
+	opts, err := kafkaOpts(cfg.Kafka)
+	if err != nil {
+		return []Item{{Name: "kafka brokers", Status: Fail, Detail: err.Error(), Fix: "fix kafka.tls.* / kafka.sasl.*"}}
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return []Item{{Name: "kafka brokers", Status: Fail, Detail: err.Error(), Fix: "fix kafka.brokers"}}
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	bctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
+	defer cancel()
+	bs, err := adm.ListBrokers(bctx)
+	if err != nil {
+		return []Item{{Name: "kafka brokers", Status: Fail, Detail: fmt.Sprintf("no broker of %s answered: %v", brokers, err),
+			Fix: "check kafka.brokers (host:port of the listeners) and that the brokers are up and reachable from here"}}
+	}
+	items := []Item{{Name: "kafka brokers", Status: OK, Detail: fmt.Sprintf("%d broker(s) answered via %s", len(bs), brokers)}}
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return append(items, Item{Name: "kafka topics", Status: OK, Detail: "no routed topic known yet (the outbox has no rows to route); topics follow router.route.topic.replacement"})
+	}
+	tctx, cancel2 := context.WithTimeout(ctx, kafkaTimeout)
+	defer cancel2()
+	details, err := adm.ListTopics(tctx, names...)
+	if err != nil {
+		return append(items, Item{Name: "kafka topics", Status: Fail, Detail: fmt.Sprintf("listing topics: %v", err), Fix: "grant walrelay's principal DESCRIBE on the topics"})
+	}
+	var missing []string
+	for _, t := range names {
+		if details.Has(t) {
+			items = append(items, Item{Name: "topic " + t, Status: OK, Detail: "exists"})
+		} else {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) == 0 {
+		return items
+	}
+	if !cfg.Kafka.CreateTopics {
+		for _, t := range missing {
+			items = append(items, Item{Name: "topic " + t, Status: Fail, Detail: "does not exist and kafka.create_topics is off", Fix: "create the topic, or set kafka.create_topics=true"})
+		}
+		return items
+	}
+	configs := map[string]*string{}
+	for k, v := range cfg.Kafka.TopicConfigs {
+		configs[k] = kadm.StringPtr(v)
+	}
+	vctx, cancel3 := context.WithTimeout(ctx, kafkaTimeout)
+	defer cancel3()
+	resps, err := adm.ValidateCreateTopics(vctx, cfg.Kafka.TopicPartitions, cfg.Kafka.TopicReplicationFactor, configs, missing...)
+	for _, t := range missing {
+		r, ok := resps[t]
+		switch {
+		case err != nil:
+			items = append(items, Item{Name: "topic " + t, Status: Fail, Detail: fmt.Sprintf("does not exist, and validating its creation failed: %v", err), Fix: "create the topic, or grant walrelay's principal CREATE"})
+		case !ok || r.Err != nil:
+			why := "no answer"
+			if ok {
+				why = r.Err.Error()
+				if r.ErrMessage != "" {
+					why += ": " + r.ErrMessage
+				}
+			}
+			items = append(items, Item{Name: "topic " + t, Status: Fail, Detail: "does not exist and the broker would refuse to create it: " + why, Fix: "create the topic by hand, or fix kafka.topic_* options and the principal's CREATE permission"})
+		default:
+			items = append(items, Item{Name: "topic " + t, Status: OK, Detail: "does not exist yet; walrelay will create it (kafka.create_topics)"})
+		}
+	}
+	return items
+}
+
+// kafkaOpts are the client options the relay's publisher would connect
+// with: brokers, client id, TLS and SASL.
+func kafkaOpts(k config.Kafka) ([]kgo.Opt, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(k.Brokers...), kgo.ClientID(k.ClientID), kgo.DialTimeout(3 * time.Second)}
+	if k.TLS.Enabled {
+		tc, err := publisher.TLSConfig(k.TLS.CAFile, k.TLS.CertFile, k.TLS.KeyFile, k.TLS.ServerName)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	mech, err := publisher.SASLMechanism(k.SASL.Mechanism, k.SASL.Username, k.SASL.Password)
+	if err != nil {
+		return nil, err
+	}
+	if mech != nil {
+		opts = append(opts, kgo.SASL(mech))
+	}
+	return opts, nil
+}

@@ -1,0 +1,59 @@
+package router
+
+import "time"
+
+// Column describes one column of a table as a pgoutput Relation message does.
+type Column struct {
+	// Name is the column name, matched exactly (case-sensitively) against the
+	// configured names.
+	Name string
+	// TypeOID is the column's type OID; it selects how values are decoded.
+	TypeOID uint32
+}
+
+// Relation describes a table as a pgoutput Relation message does.
+type Relation struct {
+	ID        uint32
+	Namespace string
+	Name      string
+	// Columns are in tuple order.
+	Columns []Column
+}
+
+// Header is one Kafka record header.
+type Header struct {
+	Key string
+	// Value is nil when the column is NULL (a Kafka null header value).
+	Value []byte
+}
+
+// Message is one routed outbox event, ready to produce. Its Key, Value and
+// header values point into Buf when it was routed with Route or RouteTo, and
+// into the tuple given to RouteInPlace (decoded bytea values excepted, which
+// are in Buf) when it was routed with that; an envelope Value has its own
+// allocation either way.
+type Message struct {
+	Topic string
+	// Key is nil when the key column is NULL or no key column is configured.
+	Key []byte
+	// Value is nil for a tombstone.
+	Value []byte
+	// Headers hold "id" (the event id) first, then the header placements in
+	// configuration order.
+	Headers []Header
+	// Timestamp is the record timestamp: the timestamp column when configured
+	// and not NULL, else the transaction's commit time.
+	Timestamp time.Time
+	// Partition is meaningful only when HasPartition is true.
+	Partition    int32
+	HasPartition bool
+
+	// Buf holds the copied bytes Key, Value and the header values point
+	// into: all of them with RouteTo, only decoded bytea values with
+	// RouteInPlace. Routing writes them into Buf when it has room and into
+	// a new buffer, left in Buf, otherwise. A caller that keeps a message's
+	// bytes after the next RouteTo or RouteInPlace into the same Message
+	// moves Buf away first (sets it to nil, or to a spare buffer it owns):
+	// recycling buffers that way, routing allocates nothing.
+	Buf []byte
+}
