@@ -67,6 +67,8 @@ func leastPrivilegeRole(t *testing.T, dsn string) string {
 	return role
 }
 
+// dropRole drops role and everything it owns in dsn's database, best
+// effort: it runs at cleanup, when the server may be gone.
 func dropRole(dsn, role string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
