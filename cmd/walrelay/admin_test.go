@@ -146,17 +146,7 @@ func createRole(t *testing.T, dsn string) string {
 	t.Helper()
 	role := testenv.UniqueName(t, "r")
 	testenv.Exec(t, dsn, "CREATE ROLE "+pgx.Identifier{role}.Sanitize()+" LOGIN")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return
-		}
-		defer conn.Close(ctx)
-		_, _ = conn.Exec(ctx, "DROP OWNED BY "+pgx.Identifier{role}.Sanitize())
-		_, _ = conn.Exec(ctx, "DROP ROLE "+pgx.Identifier{role}.Sanitize())
-	})
+	t.Cleanup(func() { dropRole(dsn, role) })
 	return role
 }
 

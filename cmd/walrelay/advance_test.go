@@ -114,7 +114,7 @@ func TestSlotAdvancePastPoisonedEvent(t *testing.T) {
 	}
 	got := map[string]int{}
 	for _, r := range e.broker.ReadAll(t, e.topics(), len(before)+len(after), 30*time.Second) {
-		got[headerValue(r, "id")]++
+		got[testenv.Header(r, "id")]++
 	}
 	for _, id := range append(before, after...) {
 		if got[id] == 0 {

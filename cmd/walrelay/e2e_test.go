@@ -69,25 +69,13 @@ func (e *e2e) setup(t *testing.T, want string) {
 // slot returns the slot's confirmed_flush_lsn and the server's WAL position.
 func (e *e2e) slot(t *testing.T) (confirmed, current pglogrepl.LSN) {
 	t.Helper()
-	s := testenv.QueryValue[string](t, e.dsn, `SELECT confirmed_flush_lsn::text || ' ' || pg_current_wal_lsn()::text FROM pg_replication_slots WHERE slot_name = 'walrelay'`)
-	a, b, _ := strings.Cut(s, " ")
-	return mustLSN(t, a), mustLSN(t, b)
+	return testenv.SlotLSNs(t, e.dsn, "walrelay")
 }
 
 // waitConfirmed waits until the slot's confirmed_flush_lsn reaches target.
 func (e *e2e) waitConfirmed(t *testing.T, target pglogrepl.LSN, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		confirmed, _ := e.slot(t)
-		if confirmed >= target {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("confirmed_flush_lsn %s did not reach %s within %s", confirmed, target, timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.WaitConfirmed(t, e.dsn, "walrelay", target, timeout)
 }
 
 // readAll reads every record now on the topics (up to their end offsets).
@@ -100,24 +88,6 @@ func (e *e2e) readAll(t *testing.T) []*kgo.Record {
 	total := 0
 	ends.Each(func(o kadm.ListedOffset) { total += int(o.Offset) })
 	return e.broker.ReadAll(t, e.topics(), total, 60*time.Second)
-}
-
-func mustLSN(t *testing.T, s string) pglogrepl.LSN {
-	t.Helper()
-	lsn, err := pglogrepl.ParseLSN(s)
-	if err != nil {
-		t.Fatalf("parsing LSN %q: %v", s, err)
-	}
-	return lsn
-}
-
-func headerValue(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
 }
 
 // writeTx commits n outbox rows in one transaction and returns their ids
@@ -265,7 +235,7 @@ func TestRunSurvivesSIGKILL(t *testing.T) {
 	recs := e.readAll(t)
 	seen := map[string]int{}
 	for _, r := range recs {
-		id := headerValue(r, "id")
+		id := testenv.Header(r, "id")
 		if !committed[id] {
 			t.Errorf("record %s[%d]@%d has id %q, which no committed transaction wrote", r.Topic, r.Partition, r.Offset, id)
 		}
@@ -333,7 +303,7 @@ func TestRunSIGTERMConfirmsEverything(t *testing.T) {
 	for !held.Load() {
 		time.Sleep(10 * time.Millisecond)
 	}
-	lastEnd := mustLSN(t, testenv.QueryValue[string](t, e.dsn, `
+	lastEnd := testenv.ParseLSN(t, testenv.QueryValue[string](t, e.dsn, `
 		SELECT lsn::text FROM pg_logical_slot_peek_binary_changes('probe', NULL, NULL,
 			'proto_version', '1', 'publication_names', 'walrelay_outbox')
 		WHERE xid::text = $1 AND get_byte(data, 0) = 67 -- 'C'ommit`, fmt.Sprint(lastXid)))

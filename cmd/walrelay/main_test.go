@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/url"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -42,29 +40,11 @@ func TestMain(m *testing.M) {
 	testenv.Main(m)
 }
 
-// syncBuffer collects a child's output while it runs.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // child is a walrelay process (the re-executed test binary).
 type child struct {
 	args           []string
 	cmd            *exec.Cmd
-	stdout, stderr syncBuffer
+	stdout, stderr testenv.SyncBuffer // collected while it runs
 	done           chan struct{}
 	code           int // exit code, -1 if killed by a signal; valid after done
 }

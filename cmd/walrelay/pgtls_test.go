@@ -152,14 +152,14 @@ func runPublishes(t *testing.T, c *tlsCluster, dsn, admin string) {
 	recs := broker.ReadAll(t, []string{prefix + ".order"}, 2, 60*time.Second)
 	var got []string
 	for _, r := range recs {
-		got = append(got, headerValue(r, "id"))
+		got = append(got, testenv.Header(r, "id"))
 	}
 	slices.Sort(got)
 	slices.Sort(ids)
 	if !slices.Equal(got, ids) {
 		t.Errorf("published %v, want %v", got, ids)
 	}
-	waitCaughtUp(t, admin, "walrelay", 30*time.Second)
+	testenv.WaitCaughtUp(t, admin, "walrelay", 30*time.Second)
 	if all, tls := sslWalsenders(t, admin); all != 1 || tls != 1 {
 		t.Errorf("%d walsender(s) stream slot walrelay, %d of them over TLS; want 1 and 1", all, tls)
 	}

@@ -67,6 +67,8 @@ func leastPrivilegeRole(t *testing.T, dsn string) string {
 	return role
 }
 
+// dropRole drops role and everything it owns in dsn's database, best
+// effort: it runs at cleanup, when the server may be gone.
 func dropRole(dsn, role string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -77,20 +79,6 @@ func dropRole(dsn, role string) {
 	defer conn.Close(ctx)
 	_, _ = conn.Exec(ctx, "DROP OWNED BY "+pgx.Identifier{role}.Sanitize())
 	_, _ = conn.Exec(ctx, "DROP ROLE "+pgx.Identifier{role}.Sanitize())
-}
-
-// waitCaughtUp waits until the slot's confirmed_flush_lsn reaches the
-// server's WAL position as it is now.
-func waitCaughtUp(t *testing.T, dsn, slot string, timeout time.Duration) {
-	t.Helper()
-	target := mustLSN(t, testenv.QueryValue[string](t, dsn, `SELECT pg_current_wal_lsn()::text`))
-	deadline := time.Now().Add(timeout)
-	for mustLSN(t, slotLSN(t, dsn, slot)) < target {
-		if time.Now().After(deadline) {
-			t.Fatalf("slot %s: confirmed_flush_lsn %s did not reach %s within %s", slot, slotLSN(t, dsn, slot), target, timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // waitStreaming waits until slot walrelay is active, failing at once if
@@ -213,14 +201,14 @@ func TestLeastPrivilege(t *testing.T) {
 		recs := broker.ReadAll(t, topics, 3, 60*time.Second)
 		var got []string
 		for _, r := range recs {
-			got = append(got, headerValue(r, "id"))
+			got = append(got, testenv.Header(r, "id"))
 		}
 		for _, id := range append(slices.Clone(first), second...) {
 			if !slices.Contains(got, id) {
 				t.Errorf("event %s not published as %s; got %v", id, role, got)
 			}
 		}
-		waitCaughtUp(t, dsn, "walrelay", 30*time.Second)
+		testenv.WaitCaughtUp(t, dsn, "walrelay", 30*time.Second)
 
 		// While it streams: status shows both sides, slot list the holder.
 		st := decodeJSON[statusResult](t, wantOK(t, env, "status", "-o", "json"))
@@ -295,8 +283,8 @@ func TestLeastPrivilegeHeartbeats(t *testing.T) {
 		}
 		// The relay keeps streaming without heartbeats.
 		ids := insertEvents(t, dsn, "order")
-		if recs := broker.ReadAll(t, []string{prefix + ".order"}, 1, 30*time.Second); headerValue(recs[0], "id") != ids[0] {
-			t.Errorf("published %s, want %s", headerValue(recs[0], "id"), ids[0])
+		if recs := broker.ReadAll(t, []string{prefix + ".order"}, 1, 30*time.Second); testenv.Header(recs[0], "id") != ids[0] {
+			t.Errorf("published %s, want %s", testenv.Header(recs[0], "id"), ids[0])
 		}
 		if n := metricValue(t, listen, "walrelay_heartbeats_sent_total"); n != 0 {
 			t.Errorf("walrelay_heartbeats_sent_total = %v without EXECUTE, want 0", n)

@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/jackc/pgx/v5"
 	"io"
 	"os"
 	"strconv"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/walrelay/walrelay/internal/cli"
@@ -68,34 +68,38 @@ holder's pid and client address, restart_lsn and confirmed_flush_lsn with the
 bytes from each to pg_current_wal_lsn(), wal_status, safe_wal_size and whether
 it is temporary.`, cobra.NoArgs,
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, _ []string) error {
-			conn, err := connect(ctx, cfg.Postgres.DSN)
-			if err != nil {
-				return err
-			}
-			defer conn.Close(context.WithoutCancel(ctx))
-			slots, err := admin.ListSlots(ctx, conn)
-			if err != nil {
-				return err
-			}
-			if format == outputJSON {
-				return writeJSON(stdout, map[string]any{"slots": slots})
-			}
-			tw := newTable(stdout)
-			fmt.Fprintln(tw, "NAME\tPLUGIN\tDATABASE\tACTIVE\tPID\tCLIENT\tRESTART_LSN\tRESTART_LAG\tCONFIRMED_FLUSH_LSN\tCONFIRMED_LAG\tWAL_STATUS\tSAFE_WAL_SIZE\tTEMPORARY")
-			for _, s := range slots {
-				pid := "-"
-				if s.ActivePID != 0 {
-					pid = strconv.Itoa(int(s.ActivePID))
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, dash(s.Plugin), dash(s.Database), yesNo(s.Active), pid,
-					dash(s.ClientAddr), dash(s.RestartLSN), lagText(s.RestartLagBytes), dash(s.ConfirmedFlushLSN), lagText(s.ConfirmedFlushLagBytes),
-					dash(s.WALStatus), safeSize(s.SafeWALSizeBytes), yesNo(s.Temporary))
-			}
-			if len(slots) == 0 {
-				fmt.Fprintln(tw, "(no replication slots)")
-			}
-			return tw.Flush()
+			return queryAndPrint(ctx, cfg.Postgres.DSN, stdout, format,
+				func(conn *pgx.Conn) (slotList, error) {
+					slots, err := admin.ListSlots(ctx, conn)
+					return slotList{slots}, err
+				},
+				printSlots)
 		})
+}
+
+// slotList is what slot list prints.
+type slotList struct {
+	Slots []admin.Slot `json:"slots"`
+}
+
+// printSlots prints the slots as a table.
+func printSlots(stdout io.Writer, list slotList) error {
+	slots := list.Slots
+	tw := newTable(stdout)
+	fmt.Fprintln(tw, "NAME\tPLUGIN\tDATABASE\tACTIVE\tPID\tCLIENT\tRESTART_LSN\tRESTART_LAG\tCONFIRMED_FLUSH_LSN\tCONFIRMED_LAG\tWAL_STATUS\tSAFE_WAL_SIZE\tTEMPORARY")
+	for _, s := range slots {
+		pid := "-"
+		if s.ActivePID != 0 {
+			pid = strconv.Itoa(int(s.ActivePID))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, dash(s.Plugin), dash(s.Database), yesNo(s.Active), pid,
+			dash(s.ClientAddr), dash(s.RestartLSN), lagText(s.RestartLagBytes), dash(s.ConfirmedFlushLSN), lagText(s.ConfirmedFlushLagBytes),
+			dash(s.WALStatus), safeSize(s.SafeWALSizeBytes), yesNo(s.Temporary))
+	}
+	if len(slots) == 0 {
+		fmt.Fprintln(tw, "(no replication slots)")
+	}
+	return tw.Flush()
 }
 
 func safeSize(n *int64) string {
@@ -149,28 +153,30 @@ address, restart_lsn and confirmed_flush_lsn with the bytes from each to
 pg_current_wal_lsn(), wal_status, safe_wal_size, temporary. A slot walrelay
 cannot use (another plugin or database) is shown with a note saying why.`, cobra.ExactArgs(1),
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, args []string) error {
-			conn, err := slotConn(ctx, cfg, args[0])
-			if err != nil {
+			if err := slotArg(args[0]); err != nil {
 				return err
 			}
-			defer conn.Close(context.WithoutCancel(ctx))
-			s, err := admin.InspectSlot(ctx, conn, args[0])
-			if err != nil {
-				return err
-			}
-			db, err := admin.CurrentDatabase(ctx, conn)
-			if err != nil {
-				return err
-			}
-			problem := s.Problem(db)
-			if format == outputJSON {
-				return writeJSON(stdout, struct {
-					admin.Slot
-					Problem string `json:"problem,omitempty"`
-				}{s, problem})
-			}
-			return printSlot(stdout, s, problem)
+			return queryAndPrint(ctx, cfg.Postgres.DSN, stdout, format,
+				func(conn *pgx.Conn) (inspectedSlot, error) {
+					s, err := admin.InspectSlot(ctx, conn, args[0])
+					if err != nil {
+						return inspectedSlot{}, err
+					}
+					db, err := admin.CurrentDatabase(ctx, conn)
+					if err != nil {
+						return inspectedSlot{}, err
+					}
+					return inspectedSlot{s, s.Problem(db)}, nil
+				},
+				func(w io.Writer, s inspectedSlot) error { return printSlot(w, s.Slot, s.Problem) })
 		})
+}
+
+// inspectedSlot is what slot inspect prints: the slot and why walrelay
+// cannot use it, if it cannot.
+type inspectedSlot struct {
+	admin.Slot
+	Problem string `json:"problem,omitempty"`
 }
 
 func slotCreateCommand(stdout io.Writer) *cobra.Command {
@@ -179,20 +185,15 @@ func slotCreateCommand(stdout io.Writer) *cobra.Command {
 postgres.dsn. The slot keeps WAL from now on until a relay confirms it: drop
 slots nobody reads. Needs the REPLICATION attribute.`, cobra.ExactArgs(1),
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, args []string) error {
-			conn, err := slotConn(ctx, cfg, args[0])
-			if err != nil {
+			if err := slotArg(args[0]); err != nil {
 				return err
 			}
-			defer conn.Close(context.WithoutCancel(ctx))
-			s, err := admin.CreateSlot(ctx, conn, args[0])
-			if err != nil {
-				return err
-			}
-			if format == outputJSON {
-				return writeJSON(stdout, s)
-			}
-			fmt.Fprintf(stdout, "created slot %s (pgoutput, database %s) at %s\n", s.Name, s.Database, s.ConfirmedFlushLSN)
-			return nil
+			return queryAndPrint(ctx, cfg.Postgres.DSN, stdout, format,
+				func(conn *pgx.Conn) (admin.Slot, error) { return admin.CreateSlot(ctx, conn, args[0]) },
+				func(w io.Writer, s admin.Slot) error {
+					fmt.Fprintf(w, "created slot %s (pgoutput, database %s) at %s\n", s.Name, s.Database, s.ConfirmedFlushLSN)
+					return nil
+				})
 		})
 }
 
@@ -205,36 +206,36 @@ over from a new slot. A slot in use is refused unless --force, which terminates
 the process holding it first. Needs --yes when stdin is not a terminal, and
 asks (y/N) when it is.`, cobra.ExactArgs(1),
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, args []string) error {
-			conn, err := slotConn(ctx, cfg, args[0])
-			if err != nil {
+			if err := slotArg(args[0]); err != nil {
 				return err
 			}
-			defer conn.Close(context.WithoutCancel(ctx))
-			s, err := admin.InspectSlot(ctx, conn, args[0])
-			if err != nil {
-				return err
-			}
-			if s.Active && !force {
-				// Refuse before asking: the answer would not matter.
-				_, err := admin.DropSlot(ctx, conn, args[0], false)
-				return err
-			}
-			q := fmt.Sprintf("Drop slot %s (confirmed_flush_lsn %s, %s of WAL kept)?", s.Name, dash(s.ConfirmedFlushLSN), lagText(s.RestartLagBytes))
-			if s.Active {
-				q = fmt.Sprintf("Terminate pid %d holding slot %s and drop the slot (confirmed_flush_lsn %s)?", s.ActivePID, s.Name, dash(s.ConfirmedFlushLSN))
-			}
-			if err := confirm(yes, stdinIsTerminal(), os.Stdin, stderr, q, "slot drop"); err != nil {
-				return err
-			}
-			dropped, err := admin.DropSlot(ctx, conn, args[0], force)
-			if err != nil {
-				return err
-			}
-			if format == outputJSON {
-				return writeJSON(stdout, map[string]any{"dropped": dropped})
-			}
-			fmt.Fprintf(stdout, "dropped slot %s (it was at confirmed_flush_lsn %s)\n", dropped.Name, dash(dropped.ConfirmedFlushLSN))
-			return nil
+			return withConn(ctx, cfg.Postgres.DSN, func(conn *pgx.Conn) error {
+				s, err := admin.InspectSlot(ctx, conn, args[0])
+				if err != nil {
+					return err
+				}
+				if s.Active && !force {
+					// Refuse before asking: the answer would not matter.
+					_, err := admin.DropSlot(ctx, conn, args[0], false)
+					return err
+				}
+				q := fmt.Sprintf("Drop slot %s (confirmed_flush_lsn %s, %s of WAL kept)?", s.Name, dash(s.ConfirmedFlushLSN), lagText(s.RestartLagBytes))
+				if s.Active {
+					q = fmt.Sprintf("Terminate pid %d holding slot %s and drop the slot (confirmed_flush_lsn %s)?", s.ActivePID, s.Name, dash(s.ConfirmedFlushLSN))
+				}
+				if err := confirm(yes, stdinIsTerminal(), os.Stdin, stderr, q, "slot drop"); err != nil {
+					return err
+				}
+				dropped, err := admin.DropSlot(ctx, conn, args[0], force)
+				if err != nil {
+					return err
+				}
+				if format == outputJSON {
+					return writeJSON(stdout, map[string]any{"dropped": dropped})
+				}
+				fmt.Fprintf(stdout, "dropped slot %s (it was at confirmed_flush_lsn %s)\n", dropped.Name, dash(dropped.ConfirmedFlushLSN))
+				return nil
+			})
 		})
 	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
 	cmd.Flags().BoolVar(&force, "force", false, "terminate the process holding the slot, then drop it")
@@ -299,34 +300,29 @@ a temporary copy of it.`, cobra.ExactArgs(1),
 				return err
 			}
 			req.Limit, req.Copy = limit, copySlot
-			conn, err := connect(ctx, cfg.Postgres.DSN)
-			if err != nil {
-				return err
-			}
-			defer conn.Close(context.WithoutCancel(ctx))
-			res, err := admin.Peek(ctx, conn, req)
-			if err != nil {
-				return err
-			}
-			if format == outputJSON {
-				return writeJSON(stdout, res)
-			}
-			from := "slot " + res.Slot.Name
-			if res.Copy != "" {
-				from += " (a temporary copy)"
-			}
-			fmt.Fprintf(stdout, "%s: confirmed_flush_lsn %s, %d pending outbox event(s) shown\n", from, res.Slot.ConfirmedFlushLSN, len(res.Events))
-			if err := printEvents(stdout, res.Events); err != nil {
-				return err
-			}
-			if res.More {
-				fmt.Fprintf(stdout, "(more pending; raise --limit to see them)\n")
-			}
-			return nil
+			return queryAndPrint(ctx, cfg.Postgres.DSN, stdout, format,
+				func(conn *pgx.Conn) (admin.PeekResult, error) { return admin.Peek(ctx, conn, req) },
+				printPeek)
 		})
 	cmd.Flags().IntVar(&limit, "limit", 20, "show at most this many events")
 	cmd.Flags().BoolVar(&copySlot, "copy", false, "peek a temporary copy of the slot (works while the relay holds it)")
 	return cmd
+}
+
+// printPeek prints what slot peek found: a summary line and the events.
+func printPeek(w io.Writer, res admin.PeekResult) error {
+	from := "slot " + res.Slot.Name
+	if res.Copy != "" {
+		from += " (a temporary copy)"
+	}
+	fmt.Fprintf(w, "%s: confirmed_flush_lsn %s, %d pending outbox event(s) shown\n", from, res.Slot.ConfirmedFlushLSN, len(res.Events))
+	if err := printEvents(w, res.Events); err != nil {
+		return err
+	}
+	if res.More {
+		fmt.Fprintf(w, "(more pending; raise --limit to see them)\n")
+	}
+	return nil
 }
 
 func slotAdvanceCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -363,37 +359,34 @@ republish them by hand if they matter.`, cobra.ExactArgs(1),
 				}
 				req.To = &lsn
 			}
-			conn, err := connect(ctx, cfg.Postgres.DSN)
-			if err != nil {
-				return err
-			}
-			defer conn.Close(context.WithoutCancel(ctx))
-			plan, err := admin.PlanAdvance(ctx, conn, req)
-			if err != nil {
-				return err
-			}
-			if format == outputTable {
-				fmt.Fprintf(stdout, "slot %s: from %s to %s skips %d outbox event(s):\n", plan.Slot, plan.From, plan.To, len(plan.Skipped))
-				if err := printEvents(stdout, plan.Skipped); err != nil {
+			return withConn(ctx, cfg.Postgres.DSN, func(conn *pgx.Conn) error {
+				plan, err := admin.PlanAdvance(ctx, conn, req)
+				if err != nil {
 					return err
 				}
-			}
-			q := fmt.Sprintf("Move slot %s from %s to %s, skipping %d event(s)?", plan.Slot, plan.From, plan.To, len(plan.Skipped))
-			if err := confirm(yes, stdinIsTerminal(), os.Stdin, stderr, q, "slot advance"); err != nil {
-				return err
-			}
-			end, err := admin.Advance(ctx, conn, plan)
-			if err != nil {
-				return err
-			}
-			if format == outputJSON {
-				return writeJSON(stdout, struct {
-					admin.AdvancePlan
-					ConfirmedFlushLSN string `json:"confirmed_flush_lsn"`
-				}{plan, end})
-			}
-			fmt.Fprintf(stdout, "advanced slot %s to %s\n", plan.Slot, end)
-			return nil
+				if format == outputTable {
+					fmt.Fprintf(stdout, "slot %s: from %s to %s skips %d outbox event(s):\n", plan.Slot, plan.From, plan.To, len(plan.Skipped))
+					if err := printEvents(stdout, plan.Skipped); err != nil {
+						return err
+					}
+				}
+				q := fmt.Sprintf("Move slot %s from %s to %s, skipping %d event(s)?", plan.Slot, plan.From, plan.To, len(plan.Skipped))
+				if err := confirm(yes, stdinIsTerminal(), os.Stdin, stderr, q, "slot advance"); err != nil {
+					return err
+				}
+				end, err := admin.Advance(ctx, conn, plan)
+				if err != nil {
+					return err
+				}
+				if format == outputJSON {
+					return writeJSON(stdout, struct {
+						admin.AdvancePlan
+						ConfirmedFlushLSN string `json:"confirmed_flush_lsn"`
+					}{plan, end})
+				}
+				fmt.Fprintf(stdout, "advanced slot %s to %s\n", plan.Slot, end)
+				return nil
+			})
 		})
 	cmd.Flags().StringVar(&to, "to", "", "move the slot to this LSN (form 0/16B3748)")
 	cmd.Flags().StringVar(&pastEvent, "past-event", "", "move the slot past the transaction holding the outbox event with this id")
@@ -401,11 +394,27 @@ republish them by hand if they matter.`, cobra.ExactArgs(1),
 	return cmd
 }
 
-// slotConn validates a slot name given on the command line and connects;
-// the caller closes the connection.
-func slotConn(ctx context.Context, cfg config.Config, name string) (*pgx.Conn, error) {
-	if err := slotArg(name); err != nil {
-		return nil, err
+// withConn connects to dsn, runs f with the connection and closes it.
+func withConn(ctx context.Context, dsn string, f func(*pgx.Conn) error) error {
+	conn, err := connect(ctx, dsn)
+	if err != nil {
+		return err
 	}
-	return connect(ctx, cfg.Postgres.DSN)
+	defer conn.Close(context.WithoutCancel(ctx))
+	return f(conn)
+}
+
+// queryAndPrint connects to dsn, gets a value with get and prints it to w:
+// as JSON with -o json, else with text.
+func queryAndPrint[T any](ctx context.Context, dsn string, w io.Writer, format string, get func(*pgx.Conn) (T, error), text func(io.Writer, T) error) error {
+	return withConn(ctx, dsn, func(conn *pgx.Conn) error {
+		v, err := get(conn)
+		if err != nil {
+			return err
+		}
+		if format == outputJSON {
+			return writeJSON(w, v)
+		}
+		return text(w, v)
+	})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/internal/verify"
 )
 
@@ -81,24 +82,12 @@ func mustSlot(t *testing.T, dsn string) slotState {
 }
 
 // waitConfirmed waits until confirmed_flush_lsn reaches target and returns
-// how long it took from `since`. Connection errors (the server
-// restarting) are retried until the timeout.
+// how long it took from `since`: a recovery time. Connection errors (the
+// server restarting) are retried until the timeout.
 func waitConfirmed(t *testing.T, dsn string, target pglogrepl.LSN, since time.Time, timeout time.Duration) time.Duration {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last slotState
-	var lastErr error
-	for {
-		s, err := readSlot(t.Context(), dsn)
-		if err == nil && s.confirmed >= target {
-			return time.Since(since)
-		}
-		last, lastErr = s, err
-		if time.Now().After(deadline) {
-			t.Fatalf("confirmed_flush_lsn %s did not reach %s within %s (last error: %v)", last.confirmed, target, timeout, lastErr)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+	testenv.WaitConfirmed(t, dsn, slotFor(dsn), target, timeout)
+	return time.Since(since)
 }
 
 // waitCaughtUp waits until confirmed_flush_lsn reaches the server's WAL
@@ -106,7 +95,8 @@ func waitConfirmed(t *testing.T, dsn string, target pglogrepl.LSN, since time.Ti
 func waitCaughtUp(t *testing.T, dsn string, timeout time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	return waitConfirmed(t, dsn, mustSlot(t, dsn).current, start, timeout)
+	testenv.WaitCaughtUp(t, dsn, slotFor(dsn), timeout)
+	return time.Since(start)
 }
 
 // kafkaTopics lists the outbox topics and the dead-letter topic.
@@ -220,24 +210,15 @@ func readKafka(t *testing.T, brokers []string) kafkaRead {
 			vr := verify.Record{Key: string(r.Key), Digest: hex.EncodeToString(sum[:]), Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, ProducerID: r.ProducerID}
 			if r.Topic == deadLetterTopic {
 				vr.DeadLetter = true
-				vr.ID = header(r, "walrelay.outbox.id")
-				out.deadLetterClasses[header(r, "walrelay.error.class")]++
+				vr.ID = testenv.Header(r, "walrelay.outbox.id")
+				out.deadLetterClasses[testenv.Header(r, "walrelay.error.class")]++
 			} else {
-				vr.ID = header(r, "id")
+				vr.ID = testenv.Header(r, "id")
 			}
 			out.records = append(out.records, vr)
 		})
 	}
 	return out
-}
-
-func header(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
 }
 
 // result is one row of the suite's table.

@@ -1,7 +1,6 @@
 package monitoring_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -345,7 +343,7 @@ func startWalrelay(t *testing.T) *walrelay {
 	cfg.Kafka.TopicPartitions = 2
 	cfg.Relay.ShutdownTimeout = 10 * time.Second
 
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -379,7 +377,7 @@ func startWalrelay(t *testing.T) *walrelay {
 // promServer is a Prometheus server started by startPrometheus.
 type promServer struct {
 	url string
-	out *syncBuffer // its log
+	out *testenv.SyncBuffer // its log
 }
 
 // startPrometheus runs Prometheus on a free loopback port with a 1s scrape
@@ -411,7 +409,7 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
-	p := &promServer{url: "http://" + addr, out: &syncBuffer{}}
+	p := &promServer{url: "http://" + addr, out: &testenv.SyncBuffer{}}
 	cmd := exec.Command(bin,
 		"--config.file="+cfgFile,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
@@ -637,22 +635,4 @@ func (p *promServer) alert(t *testing.T, name string) *promAlert {
 		}
 	}
 	return nil
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

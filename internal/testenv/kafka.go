@@ -168,3 +168,14 @@ func countByPartition(recs []*kgo.Record) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+// Header returns the value of the record's first header named key, or ""
+// if it has none.
+func Header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}

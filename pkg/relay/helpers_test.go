@@ -1,14 +1,12 @@
 package relay_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -146,41 +144,19 @@ func (f *fixture) txEnd(t *testing.T, xid uint32) pglogrepl.LSN {
 // slot returns the slot's confirmed_flush_lsn and the server's current WAL LSN.
 func (f *fixture) slot(t *testing.T) (confirmed, current pglogrepl.LSN) {
 	t.Helper()
-	var c, w string
-	conn := testenv.Connect(t, f.dsn)
-	err := conn.QueryRow(t.Context(), `SELECT confirmed_flush_lsn::text, pg_current_wal_lsn()::text FROM pg_replication_slots WHERE slot_name = 'walrelay'`).Scan(&c, &w)
-	if err != nil {
-		t.Fatalf("reading slot: %v", err)
-	}
-	_ = conn.Close(t.Context())
-	return mustLSN(t, c), mustLSN(t, w)
+	return testenv.SlotLSNs(t, f.dsn, "walrelay")
 }
 
 // waitCaughtUp waits until the slot's confirmed_flush_lsn reaches the
 // server's current WAL LSN (read once, now).
 func (f *fixture) waitCaughtUp(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	_, target := f.slot(t)
-	deadline := time.Now().Add(timeout)
-	for {
-		confirmed, _ := f.slot(t)
-		if confirmed >= target {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("confirmed_flush_lsn %s did not reach %s within %s", confirmed, target, timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.WaitCaughtUp(t, f.dsn, "walrelay", timeout)
 }
 
 func mustLSN(t *testing.T, s string) pglogrepl.LSN {
 	t.Helper()
-	lsn, err := pglogrepl.ParseLSN(s)
-	if err != nil {
-		t.Fatalf("parsing LSN %q: %v", s, err)
-	}
-	return lsn
+	return testenv.ParseLSN(t, s)
 }
 
 // exec runs statements on dsn in one transaction and returns the
@@ -205,22 +181,7 @@ func execTx(t *testing.T, dsn string, stmts ...string) uint32 {
 }
 
 // logBuffer captures the relay's JSON log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer struct{ testenv.SyncBuffer }
 
 func (b *logBuffer) logger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -236,10 +236,7 @@ func (f *streamFixture) waitActive(t *testing.T) {
 // slot returns the slot's confirmed_flush_lsn and the server's WAL position.
 func (f *streamFixture) slot(t *testing.T) (confirmed, current pglogrepl.LSN) {
 	t.Helper()
-	s := testenv.QueryValue[string](t, f.dsn,
-		`SELECT confirmed_flush_lsn::text || ' ' || pg_current_wal_lsn()::text FROM pg_replication_slots WHERE slot_name = $1`, testSlot)
-	a, b, _ := strings.Cut(s, " ")
-	return mustLSN(t, a), mustLSN(t, b)
+	return testenv.SlotLSNs(t, f.dsn, testSlot)
 }
 
 // reported returns what the walsender last received as write, flush and
@@ -255,7 +252,7 @@ func (f *streamFixture) reported(t *testing.T) (pos [3]pglogrepl.LSN, ok bool) {
 		return pos, false
 	}
 	for i, p := range parts {
-		pos[i] = mustLSN(t, p)
+		pos[i] = testenv.ParseLSN(t, p)
 	}
 	return pos, true
 }
@@ -316,15 +313,6 @@ func (f *streamFixture) commitTx(t *testing.T, n int) uint32 {
 		t.Fatalf("writing outbox rows: %v", err)
 	}
 	return xid
-}
-
-func mustLSN(t *testing.T, s string) pglogrepl.LSN {
-	t.Helper()
-	lsn, err := pglogrepl.ParseLSN(s)
-	if err != nil {
-		t.Fatalf("parsing LSN %q: %v", s, err)
-	}
-	return lsn
 }
 
 // GUIDE invariant 1: the positions sent to Postgres are the Checkpointer's,
