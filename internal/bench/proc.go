@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/walrelay/walrelay/pkg/localpg"
 )
 
 // userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on
@@ -123,20 +125,7 @@ func (p *proc) rusage() (cpu time.Duration, maxRSS int64, ok bool) {
 }
 
 // logTail returns the last n lines of the child's log.
-func (p *proc) logTail(n int) string {
-	if p.logPath == "" {
-		return ""
-	}
-	b, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (p *proc) logTail(n int) string { return localpg.TailFile(p.logPath, n) }
 
 // SelfCPU returns the CPU time (user + system, all threads) this process
 // has used, to the microsecond (getrusage; ProcessCPU's /proc counts
