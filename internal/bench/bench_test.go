@@ -33,8 +33,6 @@ func TestMain(m *testing.M) {
 func kfakeChild(args []string) int {
 	fs := flag.NewFlagSet("kfake", flag.ContinueOnError)
 	var opts KfakeOptions
-	fs.IntVar(&opts.Port, "port", 0, "")
-	fs.IntVar(&opts.Brokers, "brokers", 1, "")
 	fs.IntVar(&opts.Partitions, "partitions", 3, "")
 	fs.BoolVar(&opts.Blackhole, "blackhole", false, "")
 	if err := fs.Parse(args); err != nil {
@@ -62,12 +60,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // and checks the results are complete and consistent. It asserts nothing
 // about speed.
 func TestSmoke(t *testing.T) {
-	pg := testenv.Postgres(t)
-	dsn := pg.NewDatabase(t)
-	var pgBin string
-	if c := pg.Cluster(); c != nil {
-		pgBin = c.BinDir()
-	}
+	dsn := testenv.Postgres(t).NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	bin := filepath.Join(t.TempDir(), "walrelay")
@@ -78,7 +71,6 @@ func TestSmoke(t *testing.T) {
 	const n = 2000
 	cfg := Config{
 		DSN:           dsn,
-		PGBinDir:      pgBin,
 		BrokerCommand: []string{os.Args[0], "kfake"},
 		WalrelayBin:   bin,
 		Backlogs:      []Backlog{{Shape: Shape{RowsPerTx: 1}, N: n}},
@@ -88,8 +80,7 @@ func TestSmoke(t *testing.T) {
 		Repeat:        1,
 		Writers:       2,
 		StepTimeout:   2 * time.Minute,
-		VerifyCount:   true,
-		Kfake:         KfakeOptions{Realtime: true},
+		KfakeRealtime: true,
 		Progress:      testWriter{t},
 	}
 	r, err := Run(ctx, cfg)
@@ -193,14 +184,14 @@ func TestSmoke(t *testing.T) {
 }
 
 // TestKfakeHeap starts the kfake child as the harness does and reads its
-// environment: with HeapMiB, Go's collector is off up to that heap; without,
+// environment: with a heap limit, Go's collector is off up to that heap; without,
 // the harness sets neither variable. Either way it collects when asked.
 func TestKfakeHeap(t *testing.T) {
-	if Default().Kfake.HeapMiB <= 0 || Default().Kfake.HeapMiB > 4096 {
-		t.Errorf("default kfake heap %d MiB, want 1-4096", Default().Kfake.HeapMiB)
+	if Default().KfakeHeapMiB <= 0 || Default().KfakeHeapMiB > 4096 {
+		t.Errorf("default kfake heap %d MiB, want 1-4096", Default().KfakeHeapMiB)
 	}
 	for _, heap := range []int{256, 0} {
-		b, err := startBroker(t.Context(), []string{os.Args[0], "kfake"}, KfakeOptions{HeapMiB: heap}, t.TempDir())
+		b, err := startBroker(t.Context(), []string{os.Args[0], "kfake"}, KfakeOptions{}, heap, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -161,7 +161,7 @@ func progressLoop(ctx context.Context, cfg Config, what string, w *slotWatch, st
 func (e *env) runFloor(ctx context.Context, slot string, start, target pglogrepl.LSN, n int) (Drain, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.StepTimeout)
 	defer cancel()
-	w, stopWatch, err := watchSlot(ctx, e.dsn, slot, target, e.cfg.Poll, e.local)
+	w, stopWatch, err := watchSlot(ctx, e.dsn, slot, target, pollInterval, e.local)
 	if err != nil {
 		return Drain{}, err
 	}
@@ -235,7 +235,7 @@ func (e *env) brokerCPU() time.Duration {
 func (e *env) runRelay(ctx context.Context, name, slot string, start, target pglogrepl.LSN, n int, topic string, base int64, profileSeconds int) (Drain, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.StepTimeout)
 	defer cancel()
-	w, stopWatch, err := watchSlot(ctx, e.dsn, slot, target, e.cfg.Poll, e.local)
+	w, stopWatch, err := watchSlot(ctx, e.dsn, slot, target, pollInterval, e.local)
 	if err != nil {
 		return Drain{}, err
 	}
@@ -268,7 +268,7 @@ func (e *env) runRelay(ctx context.Context, name, slot string, start, target pgl
 	ackedCh := make(chan struct{})
 	go func() {
 		defer close(ackedCh)
-		t := time.NewTicker(max(5*e.cfg.Poll, 50*time.Millisecond))
+		t := time.NewTicker(max(5*pollInterval, 50*time.Millisecond))
 		defer t.Stop()
 		for {
 			select {

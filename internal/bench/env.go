@@ -82,7 +82,7 @@ func startEnv(ctx context.Context, cfg Config) (_ *env, err error) {
 }
 
 func (e *env) startPostgres(ctx context.Context) error {
-	e.dsn, e.pgBin = e.cfg.DSN, e.cfg.PGBinDir
+	e.dsn = e.cfg.DSN
 	if e.dsn == "" {
 		progress(e.cfg, "starting a private Postgres cluster")
 		c, err := localpg.Start(ctx, localpg.Options{Settings: clusterSettings, Logger: e.cfg.Log})
@@ -94,14 +94,11 @@ func (e *env) startPostgres(ctx context.Context) error {
 			e.dsn = c.SocketDSN("postgres")
 		}
 		e.postmaster = postmasterPID(c.DataDir())
-		if e.pgBin == "" {
-			e.pgBin = c.BinDir()
-		}
-	}
-	if e.pgBin == "" {
+		e.pgBin = c.BinDir()
+	} else {
 		dir, err := localpg.FindBinDir(ctx)
 		if err != nil {
-			return fmt.Errorf("finding pg_recvlogical (set --pg-bin): %w", err)
+			return fmt.Errorf("finding pg_recvlogical (set $%s): %w", localpg.EnvBinDir, err)
 		}
 		e.pgBin = dir
 	}
@@ -123,9 +120,8 @@ func (e *env) startBroker(ctx context.Context) error {
 	e.brokers = e.cfg.Brokers
 	if len(e.brokers) == 0 {
 		progress(e.cfg, "starting a kfake broker in its own process")
-		opts := e.cfg.Kfake
-		opts.Partitions = e.cfg.Partitions
-		b, err := startBroker(ctx, e.cfg.BrokerCommand, opts, e.workDir)
+		opts := KfakeOptions{Partitions: topicPartitions, Blackhole: e.cfg.KfakeBlackhole}
+		b, err := startBroker(ctx, e.cfg.BrokerCommand, opts, e.cfg.KfakeHeapMiB, e.workDir)
 		if err != nil {
 			return err
 		}
@@ -153,7 +149,7 @@ func (e *env) prepareWalrelay(ctx context.Context) error {
 	if e.walrelay == "" {
 		progress(e.cfg, "building walrelay (go build %s)", walrelayPkg)
 		e.walrelay = filepath.Join(e.workDir, "walrelay")
-		if err := BuildWalrelay(ctx, e.walrelay, e.cfg.BuildFlags...); err != nil {
+		if err := BuildWalrelay(ctx, e.walrelay); err != nil {
 			return err
 		}
 	}
@@ -226,7 +222,7 @@ func (e *env) close() error {
 			errs = append(errs, fmt.Errorf("stopping postgres: %w", err))
 		}
 	}
-	if e.workDir != "" && !e.cfg.KeepWorkDir {
+	if e.workDir != "" {
 		if err := os.RemoveAll(e.workDir); err != nil {
 			errs = append(errs, err)
 		}
@@ -245,7 +241,7 @@ func (e *env) walrelayEnv(slot, httpAddr string) []string {
 		"WALRELAY_POSTGRES_CREATE_SLOT=false",
 		"WALRELAY_POSTGRES_STATUS_INTERVAL=" + e.cfg.StatusInterval.String(),
 		"WALRELAY_KAFKA_BROKERS=" + strings.Join(e.brokers, ","),
-		fmt.Sprintf("WALRELAY_KAFKA_TOPIC_PARTITIONS=%d", e.cfg.Partitions),
+		fmt.Sprintf("WALRELAY_KAFKA_TOPIC_PARTITIONS=%d", topicPartitions),
 		"WALRELAY_LOG_LEVEL=warn",
 	}
 	if e.walrelayEnvKnown["WALRELAY_HTTP_LISTEN"] {

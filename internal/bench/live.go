@@ -102,14 +102,14 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 		return res, err
 	}
 	// Created up front so the consumer finds it at once.
-	if _, err := e.admin.CreateTopic(ctx, int32(e.cfg.Partitions), -1, nil, topic); err != nil {
+	if _, err := e.admin.CreateTopic(ctx, topicPartitions, -1, nil, topic); err != nil {
 		return res, fmt.Errorf("creating topic %s: %w", topic, err)
 	}
 	start, err := e.db.currentLSN(ctx)
 	if err != nil {
 		return res, err
 	}
-	w, stopWatch, err := watchSlot(ctx, e.dsn, relaySlot, math.MaxUint64, e.cfg.Poll, false)
+	w, stopWatch, err := watchSlot(ctx, e.dsn, relaySlot, math.MaxUint64, pollInterval, false)
 	if err != nil {
 		return res, err
 	}

@@ -72,13 +72,13 @@ func TestParseLives(t *testing.T) {
 
 func TestFormatRoundTrip(t *testing.T) {
 	d := Default()
-	bs, err := ParseBacklogs(FormatBacklogs(d.Backlogs))
+	bs, err := ParseBacklogs(FormatList(d.Backlogs))
 	if err != nil || !reflect.DeepEqual(bs, d.Backlogs) {
-		t.Errorf("backlogs %q parse back as %v, %v", FormatBacklogs(d.Backlogs), bs, err)
+		t.Errorf("backlogs %q parse back as %v, %v", FormatList(d.Backlogs), bs, err)
 	}
-	ls, err := ParseLives(FormatLives(append(d.Lives, Live{Shape{1}, 0})))
+	ls, err := ParseLives(FormatList(append(d.Lives, Live{Shape{1}, 0})))
 	if err != nil || !reflect.DeepEqual(ls, append(d.Lives, Live{Shape{1}, 0})) {
-		t.Errorf("lives %q parse back as %v, %v", FormatLives(d.Lives), ls, err)
+		t.Errorf("lives %q parse back as %v, %v", FormatList(d.Lives), ls, err)
 	}
 }
 
@@ -99,8 +99,10 @@ func TestValidate(t *testing.T) {
 		{"repeat", func(c *Config) { c.Repeat = 0 }, "repeat=0"},
 		{"unix socket", func(c *Config) { c.PGUnixSocket = true }, ""},
 		{"unix socket with dsn", func(c *Config) { c.PGUnixSocket, c.DSN = true, "postgres://x@db/x" }, "pg-unix-socket"},
-		{"kfake heap", func(c *Config) { c.Kfake.HeapMiB = -1 }, "kfake-heap-mib=-1"},
-		{"kfake default collector", func(c *Config) { c.Kfake.HeapMiB = 0 }, ""},
+		{"kfake heap", func(c *Config) { c.KfakeHeapMiB = -1 }, "kfake-heap-mib=-1"},
+		{"kfake default collector", func(c *Config) { c.KfakeHeapMiB = 0 }, ""},
+		{"blackhole with live runs", func(c *Config) { c.KfakeBlackhole = true }, "kfake-blackhole=true"},
+		{"blackhole for backlogs", func(c *Config) { c.KfakeBlackhole, c.Lives = true, nil }, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
