@@ -49,11 +49,8 @@ type env struct {
 	kcl     *kgo.Client
 	admin   *kadm.Client
 
-	walrelay string
-	// walrelayEnvKnown says which optional WALRELAY_* variables this
-	// walrelay binary accepts (from `walrelay config --list`).
-	walrelayEnvKnown map[string]bool
-	walrelayVersion  string
+	walrelay        string
+	walrelayVersion string
 }
 
 // startEnv brings up everything; close tears down what it started.
@@ -142,8 +139,8 @@ func (e *env) startBroker(ctx context.Context) error {
 	return nil
 }
 
-// prepareWalrelay builds the binary unless one is given, and asks it which
-// optional settings it knows.
+// prepareWalrelay builds the binary unless one is given, and reads its
+// version for the report.
 func (e *env) prepareWalrelay(ctx context.Context) error {
 	e.walrelay = e.cfg.WalrelayBin
 	if e.walrelay == "" {
@@ -158,21 +155,6 @@ func (e *env) prepareWalrelay(ctx context.Context) error {
 		return fmt.Errorf("running %s version: %w", e.walrelay, err)
 	}
 	e.walrelayVersion = strings.TrimSpace(string(out))
-	list := exec.CommandContext(ctx, e.walrelay, "config", "--list")
-	list.Env = childEnv()
-	out, err = list.Output()
-	if err != nil {
-		return fmt.Errorf("running %s config --list: %w", e.walrelay, err)
-	}
-	e.walrelayEnvKnown = make(map[string]bool)
-	for _, f := range strings.FieldsFunc(string(out), func(r rune) bool { return r == '|' || r == '`' || r == ' ' || r == '\n' }) {
-		if strings.HasPrefix(f, "WALRELAY_") {
-			e.walrelayEnvKnown[f] = true
-		}
-	}
-	if e.cfg.ProfileDir != "" && !e.profiling() {
-		return fmt.Errorf("profiling: %s has no http.pprof (WALRELAY_HTTP_PPROF) or no HTTP listener", e.walrelay)
-	}
 	return nil
 }
 
@@ -231,7 +213,8 @@ func (e *env) close() error {
 }
 
 // walrelayEnv is the configuration of `walrelay run` for slot, as
-// environment variables; httpAddr is set when the binary has a listener.
+// environment variables, with its HTTP listener (metrics, and the
+// profiler with Config.ProfileDir) on httpAddr.
 func (e *env) walrelayEnv(slot, httpAddr string) []string {
 	env := []string{
 		"WALRELAY_POSTGRES_DSN=" + e.dsn,
@@ -243,18 +226,13 @@ func (e *env) walrelayEnv(slot, httpAddr string) []string {
 		"WALRELAY_KAFKA_BROKERS=" + strings.Join(e.brokers, ","),
 		fmt.Sprintf("WALRELAY_KAFKA_TOPIC_PARTITIONS=%d", topicPartitions),
 		"WALRELAY_LOG_LEVEL=warn",
+		"WALRELAY_HTTP_LISTEN=" + httpAddr,
 	}
-	if e.walrelayEnvKnown["WALRELAY_HTTP_LISTEN"] {
-		env = append(env, "WALRELAY_HTTP_LISTEN="+httpAddr)
-	}
-	if e.profiling() {
+	if e.cfg.ProfileDir != "" {
 		env = append(env, "WALRELAY_HTTP_PPROF=true")
 	}
 	return append(env, e.cfg.WalrelayEnv...)
 }
-
-// hasHTTP reports whether the walrelay binary has the metrics listener.
-func (e *env) hasHTTP() bool { return e.walrelayEnvKnown["WALRELAY_HTTP_LISTEN"] }
 
 // startWalrelay runs `walrelay run`; its stderr goes to a log in the work
 // directory.

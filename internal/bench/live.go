@@ -156,9 +156,7 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 		inserted0 = d.inserted.Load()
 		cpu0, sampleErr = ProcessCPU(p.pid())
 		sched0 = e.schedOf(p, w)
-		if e.hasHTTP() {
-			hist0 = scrapeHistograms(ctx, httpAddr)
-		}
+		hist0 = scrapeHistograms(ctx, httpAddr)
 	})
 	if driveErr != nil {
 		return res, driveErr

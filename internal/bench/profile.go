@@ -10,17 +10,11 @@ import (
 	"time"
 )
 
-// profiling says whether this run captures walrelay CPU profiles: asked
-// for, and the binary serves Go's profiler (http.pprof).
-func (e *env) profiling() bool {
-	return e.cfg.ProfileDir != "" && e.walrelayEnvKnown["WALRELAY_HTTP_PPROF"] && e.hasHTTP()
-}
-
 // startProfile fetches a CPU profile of `seconds` from walrelay's listener
 // at addr once start is closed, into ProfileDir/<name>.cpu.pprof. wait
 // blocks until the fetch ended (bounded); failures are logged, not fatal.
 func (e *env) startProfile(ctx context.Context, addr, name string, seconds int, start <-chan struct{}) (wait func()) {
-	if !e.profiling() {
+	if e.cfg.ProfileDir == "" {
 		return func() {}
 	}
 	done := make(chan struct{})
