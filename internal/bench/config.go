@@ -1,158 +1,14 @@
 package bench
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 )
-
-// Shape is how a workload groups outbox rows into transactions.
-type Shape struct {
-	// RowsPerTx is the number of rows per transaction; 0 means all rows
-	// of the backlog in one transaction.
-	RowsPerTx int
-}
-
-// String is the shape's name: "single", "txK" or "onetx".
-func (s Shape) String() string {
-	switch s.RowsPerTx {
-	case 0:
-		return "onetx"
-	case 1:
-		return "single"
-	default:
-		return "tx" + strconv.Itoa(s.RowsPerTx)
-	}
-}
-
-// ParseShape reads a shape name: single (tx1), txK (K rows per
-// transaction) or onetx (the whole backlog in one transaction).
-func ParseShape(s string) (Shape, error) {
-	switch s {
-	case "single", "tx1":
-		return Shape{RowsPerTx: 1}, nil
-	case "onetx":
-		return Shape{}, nil
-	}
-	if k, ok := strings.CutPrefix(s, "tx"); ok {
-		n, err := strconv.Atoi(k)
-		if err == nil && n >= 1 && n <= 100000 {
-			return Shape{RowsPerTx: n}, nil
-		}
-	}
-	return Shape{}, fmt.Errorf("unknown shape %q (want single, txK with 1<=K<=100000, or onetx)", s)
-}
-
-// Backlog is one backlog-drain measurement: N rows written in the given
-// shape before any consumer runs.
-type Backlog struct {
-	Shape Shape
-	N     int
-}
-
-func (b Backlog) String() string { return b.Shape.String() + ":" + strconv.Itoa(b.N) }
-
-// FormatList joins backlogs or live runs with commas: the inverse of
-// ParseBacklogs and ParseLives.
-func FormatList[T fmt.Stringer](items []T) string {
-	parts := make([]string, len(items))
-	for i, it := range items {
-		parts[i] = it.String()
-	}
-	return strings.Join(parts, ",")
-}
-
-// ParseBacklogs reads "shape:N,shape:N,...", e.g. "single:200000,tx100:500000".
-func ParseBacklogs(s string) ([]Backlog, error) {
-	var out []Backlog
-	for _, item := range splitList(s) {
-		name, n, ok := strings.Cut(item, ":")
-		if !ok {
-			return nil, fmt.Errorf("backlog %q: want shape:N", item)
-		}
-		shape, err := ParseShape(name)
-		if err != nil {
-			return nil, fmt.Errorf("backlog %q: %w", item, err)
-		}
-		count, err := parseCount(n)
-		if err != nil || count < 1 {
-			return nil, fmt.Errorf("backlog %q: N must be a positive number (e.g. 200000 or 200k)", item)
-		}
-		out = append(out, Backlog{Shape: shape, N: count})
-	}
-	return out, nil
-}
-
-// Live is one live measurement: rows inserted at a steady rate while
-// walrelay runs.
-type Live struct {
-	Shape Shape // RowsPerTx >= 1
-	// Rate is the target in events (rows) per second; 0 means as fast as
-	// the writers can go ("max").
-	Rate int
-}
-
-func (l Live) String() string {
-	rate := "max"
-	if l.Rate > 0 {
-		rate = strconv.Itoa(l.Rate)
-	}
-	return l.Shape.String() + "@" + rate
-}
-
-// ParseLives reads "shape@rate,...", e.g. "single@2000,tx10@20000,single@max";
-// rates are events per second (10k is accepted).
-func ParseLives(s string) ([]Live, error) {
-	var out []Live
-	for _, item := range splitList(s) {
-		name, r, ok := strings.Cut(item, "@")
-		if !ok {
-			return nil, fmt.Errorf("live %q: want shape@rate", item)
-		}
-		shape, err := ParseShape(name)
-		if err != nil {
-			return nil, fmt.Errorf("live %q: %w", item, err)
-		}
-		if shape.RowsPerTx == 0 {
-			return nil, fmt.Errorf("live %q: onetx has no steady rate; use single or txK", item)
-		}
-		rate := 0
-		if r != "max" {
-			if rate, err = parseCount(r); err != nil || rate < 1 {
-				return nil, fmt.Errorf("live %q: rate must be a positive number of events/s or max", item)
-			}
-		}
-		out = append(out, Live{Shape: shape, Rate: rate})
-	}
-	return out, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, item := range strings.Split(s, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
-		}
-	}
-	return out
-}
-
-// parseCount reads 2000, 2k or 1m.
-func parseCount(s string) (int, error) {
-	mult := 1
-	switch {
-	case strings.HasSuffix(s, "k"):
-		mult, s = 1000, strings.TrimSuffix(s, "k")
-	case strings.HasSuffix(s, "m"):
-		mult, s = 1000000, strings.TrimSuffix(s, "m")
-	}
-	n, err := strconv.Atoi(s)
-	return n * mult, err
-}
 
 // Config configures a harness run. Default returns the default set; the
 // zero value of a field means its default.
@@ -281,33 +137,15 @@ func Default() Config {
 // empty lists mean none).
 func (c Config) withDefaults() Config {
 	d := Default()
-	if c.LiveDuration == 0 {
-		c.LiveDuration = d.LiveDuration
-	}
-	if c.LiveWarmup == 0 {
-		c.LiveWarmup = d.LiveWarmup
-	}
-	if c.Writers == 0 {
-		c.Writers = d.Writers
-	}
-	if c.Repeat == 0 {
-		c.Repeat = d.Repeat
-	}
-	if c.PayloadBytes == 0 {
-		c.PayloadBytes = d.PayloadBytes
-	}
-	if c.StatusInterval == 0 {
-		c.StatusInterval = d.StatusInterval
-	}
-	if c.StepTimeout == 0 {
-		c.StepTimeout = d.StepTimeout
-	}
-	if c.Progress == nil {
-		c.Progress = io.Discard
-	}
-	if c.Log == nil {
-		c.Log = slog.New(slog.DiscardHandler)
-	}
+	c.LiveDuration = cmp.Or(c.LiveDuration, d.LiveDuration)
+	c.LiveWarmup = cmp.Or(c.LiveWarmup, d.LiveWarmup)
+	c.Writers = cmp.Or(c.Writers, d.Writers)
+	c.Repeat = cmp.Or(c.Repeat, d.Repeat)
+	c.PayloadBytes = cmp.Or(c.PayloadBytes, d.PayloadBytes)
+	c.StatusInterval = cmp.Or(c.StatusInterval, d.StatusInterval)
+	c.StepTimeout = cmp.Or(c.StepTimeout, d.StepTimeout)
+	c.Progress = cmp.Or(c.Progress, io.Discard)
+	c.Log = cmp.Or(c.Log, slog.New(slog.DiscardHandler))
 	return c
 }
 
