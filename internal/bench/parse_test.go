@@ -342,7 +342,7 @@ func TestSchedOf(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &proc{cmd: &exec.Cmd{Process: self}}
-	w := &slotWatch{activePID: os.Getpid()}
+	w := &slotWatch{view: slotView{activePID: os.Getpid()}}
 	for _, local := range []bool{true, false} {
 		st := (&env{local: local}).schedOf(p, w)
 		if st[0].pid != os.Getpid() || st[0].run <= 0 {
