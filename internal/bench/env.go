@@ -241,26 +241,3 @@ func (e *env) startWalrelay(name, slot, httpAddr string) (*proc, error) {
 	cmd.Env = childEnv(e.walrelayEnv(slot, httpAddr)...)
 	return startProc("walrelay", cmd, filepath.Join(e.workDir, name+".walrelay.log"))
 }
-
-// cpuMark samples the machine's CPU for otherShare; a failed sample gives
-// a zero mark, which otherShare reports as unknown (-1).
-func (e *env) cpuMark() cpuSample {
-	if e.postmaster == 0 {
-		return cpuSample{} // Postgres is elsewhere: its CPU cannot be told from others'
-	}
-	s, err := sampleCPU(e.postmaster)
-	if err != nil {
-		e.cfg.Log.Warn("sampling CPU use", "err", err)
-		return cpuSample{}
-	}
-	return s
-}
-
-// otherCPU is the share of the machine's CPU that other work used between
-// two marks, or -1 when unknown.
-func otherCPU(a, b cpuSample) float64 {
-	if a.at.IsZero() || b.at.IsZero() {
-		return -1
-	}
-	return otherShare(a, b)
-}
