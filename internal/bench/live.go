@@ -271,10 +271,10 @@ func (d *driver) run(parent context.Context, warmEnd, end time.Time, atWarmEnd f
 		return fmt.Errorf("parsing the writers' DSN: %w", err)
 	}
 	// The INSERT's row count comes from its parameters (generate_series),
-	// so Postgres's plan cache keeps choosing a custom plan and plans
-	// every transaction again: with generic plans the writers' backends
-	// spent a fifth less CPU at 20k events/s. An application's INSERT ...
-	// VALUES is planned once.
+	// so Postgres's plan cache would keep choosing a custom plan and plan
+	// every transaction again, CPU the writers' backends take from the
+	// machine walrelay is measured on (docs/benchmarks.md, Live). An
+	// application's INSERT ... VALUES is planned once.
 	cc.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	conns := make([]*pgx.Conn, d.writers)
 	for i := range conns {
