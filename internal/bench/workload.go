@@ -85,7 +85,7 @@ func ParseBacklogs(s string) ([]Backlog, error) {
 	return parseList(s, ":", "N", func(shape Shape, n string) (Backlog, error) {
 		count, err := parseCount(n)
 		if err != nil || count < 1 {
-			return Backlog{}, errors.New("N must be a positive number (e.g. 200000 or 200k)")
+			return Backlog{}, errors.New("the count N must be a positive number (e.g. 200000 or 200k)")
 		}
 		return Backlog{Shape: shape, N: count}, nil
 	})
