@@ -6,6 +6,10 @@
 // Exit codes: 0 every measurement succeeded; 1 a measurement or the
 // environment failed (the report of what succeeded is still written);
 // 2 bad usage.
+//
+// main.go is the entry point; root.go turns the command line into a
+// bench.Config and has the `kfake` subcommand, the broker child the
+// harness starts.
 package main
 
 import (

@@ -16,34 +16,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
-// KfakeOptions configures ServeKfake.
+// KfakeOptions configures ServeKfake: one kfake broker on a free port of
+// 127.0.0.1. The harness passes them to its child as the flags
+// --partitions and --blackhole.
 type KfakeOptions struct {
-	// Port is the first broker's port on 127.0.0.1; 0 picks free ports.
-	Port int
-	// Brokers is the number of brokers (default 1).
-	Brokers int
 	// Partitions is the partition count of auto-created topics (default 3).
 	Partitions int
 	// Blackhole acknowledges produced records without storing them
 	// (kfake.BlackholeProduce): offsets advance, nothing can be consumed.
 	Blackhole bool
-	// HeapMiB runs the kfake process with Go's garbage collector off
-	// (GOGC=off) until its heap reaches HeapMiB (GOMEMLIMIT); 0 keeps Go's
-	// default collector. kfake keeps every record on its heap (hundreds of
-	// MB in a measurement), and marking it stalls kfake's responses for
-	// tens of milliseconds: a stand-in's pause, not walrelay's and not a
-	// real broker's, which keeps records in files. Set by the harness's
-	// parent side; ServeKfake ignores it.
-	HeapMiB int
-	// Realtime switches the kfake process to SCHED_FIFO (priority 1; see
-	// setFIFO) before the live runs, so that it answers as soon as a
-	// request arrives instead of waiting for one of the CPUs the measured
-	// load keeps busy: its response time is part of the latency measured
-	// there. The backlog drains run first, with kfake under the normal
-	// policy: there a real-time kfake preempts the walsender at every
-	// request, and the 100-row drains ran about 8% slower. Set by the
-	// harness's parent side; ServeKfake ignores it.
-	Realtime bool
 }
 
 // defaultKfakeHeapMiB is kfake's default heap limit: 4 GiB, or a quarter
@@ -57,16 +38,16 @@ func defaultKfakeHeapMiB() int {
 	return int(min(want, total>>20/4))
 }
 
-// kfakeEnv is the environment of the kfake child. kfake runs on one P
-// (GOMAXPROCS=1): it serves every request from one goroutine, so a second
-// P only adds hand-offs between threads, each waiting for one of the
-// CPUs the measured load shares (walrelay's relay.max_procs has the same
-// reason).
-func kfakeEnv(opts KfakeOptions) []string {
-	if opts.HeapMiB <= 0 {
+// kfakeEnv is the environment of the kfake child: Go's collector off up to
+// heapMiB (Config.KfakeHeapMiB; 0 leaves it on), and one P (GOMAXPROCS=1):
+// kfake serves every request from one goroutine, so a second P only adds
+// hand-offs between threads, each waiting for one of the CPUs the
+// measured load shares (walrelay's relay.max_procs has the same reason).
+func kfakeEnv(heapMiB int) []string {
+	if heapMiB <= 0 {
 		return childEnv("GOMAXPROCS=1")
 	}
-	return childEnv("GOMAXPROCS=1", "GOGC=off", "GOMEMLIMIT="+strconv.Itoa(opts.HeapMiB)+"MiB")
+	return childEnv("GOMAXPROCS=1", "GOGC=off", "GOMEMLIMIT="+strconv.Itoa(heapMiB)+"MiB")
 }
 
 // listenPrefix starts the line ServeKfake prints once it listens.
@@ -82,29 +63,19 @@ const (
 	collectedLine  = "kfake collected"
 )
 
-// ServeKfake runs a kfake cluster until ctx is done or stdin reaches EOF
-// (the harness that started it closed the pipe or died). Once it listens
-// it prints one line to out: "kfake listening on host:port[,host:port...]".
+// ServeKfake runs a one-broker kfake cluster until ctx is done or stdin
+// reaches EOF (the harness that started it closed the pipe or died). Once
+// it listens it prints one line to out: "kfake listening on host:port".
 // For each line "collect [N]" on stdin it runs a full garbage collection,
 // returns freed memory to the system and prints "kfake collected [N]": the
 // harness asks between measurements, after deleting a measurement's topic,
-// so that with the collector off (KfakeOptions.HeapMiB) none runs during
+// so that with the collector off (Config.KfakeHeapMiB) none runs during
 // one.
 func ServeKfake(ctx context.Context, opts KfakeOptions, stdin io.Reader, out io.Writer) error {
-	if opts.Brokers <= 0 {
-		opts.Brokers = 1
-	}
 	if opts.Partitions <= 0 {
-		opts.Partitions = 3
+		opts.Partitions = topicPartitions
 	}
-	kopts := []kfake.Opt{kfake.NumBrokers(opts.Brokers), kfake.DefaultNumPartitions(opts.Partitions)}
-	if opts.Port != 0 {
-		ports := make([]int, opts.Brokers)
-		for i := range ports {
-			ports[i] = opts.Port + i
-		}
-		kopts = append(kopts, kfake.Ports(ports...))
-	}
+	kopts := []kfake.Opt{kfake.NumBrokers(1), kfake.DefaultNumPartitions(opts.Partitions)}
 	if opts.Blackhole {
 		kopts = append(kopts, kfake.BlackholeProduce())
 	}
@@ -149,19 +120,16 @@ type broker struct {
 	asked int         // collect requests so far
 }
 
-// startBroker runs command (which must behave like ServeKfake) with the
-// kfake options appended as flags, and waits for its address.
-func startBroker(ctx context.Context, command []string, opts KfakeOptions, workDir string) (*broker, error) {
-	args := append(append([]string(nil), command[1:]...),
-		"--port", strconv.Itoa(opts.Port),
-		"--brokers", strconv.Itoa(max(opts.Brokers, 1)),
-		"--partitions", strconv.Itoa(max(opts.Partitions, 1)),
-	)
+// startBroker runs command (which must behave like ServeKfake) with opts
+// appended as flags and the environment of kfakeEnv(heapMiB), and waits
+// for its address.
+func startBroker(ctx context.Context, command []string, opts KfakeOptions, heapMiB int, workDir string) (*broker, error) {
+	args := append(append([]string(nil), command[1:]...), "--partitions", strconv.Itoa(max(opts.Partitions, 1)))
 	if opts.Blackhole {
 		args = append(args, "--blackhole")
 	}
 	cmd := exec.Command(command[0], args...)
-	cmd.Env = kfakeEnv(opts)
+	cmd.Env = kfakeEnv(heapMiB)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("starting kfake: %w", err)

@@ -1,196 +1,58 @@
 package bench
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 )
-
-// Shape is how a workload groups outbox rows into transactions.
-type Shape struct {
-	// RowsPerTx is the number of rows per transaction; 0 means all rows
-	// of the backlog in one transaction.
-	RowsPerTx int
-}
-
-// String is the shape's name: "single", "txK" or "onetx".
-func (s Shape) String() string {
-	switch s.RowsPerTx {
-	case 0:
-		return "onetx"
-	case 1:
-		return "single"
-	default:
-		return "tx" + strconv.Itoa(s.RowsPerTx)
-	}
-}
-
-// ParseShape reads a shape name: single (tx1), txK (K rows per
-// transaction) or onetx (the whole backlog in one transaction).
-func ParseShape(s string) (Shape, error) {
-	switch s {
-	case "single", "tx1":
-		return Shape{RowsPerTx: 1}, nil
-	case "onetx":
-		return Shape{}, nil
-	}
-	if k, ok := strings.CutPrefix(s, "tx"); ok {
-		n, err := strconv.Atoi(k)
-		if err == nil && n >= 1 && n <= 100000 {
-			return Shape{RowsPerTx: n}, nil
-		}
-	}
-	return Shape{}, fmt.Errorf("unknown shape %q (want single, txK with 1<=K<=100000, or onetx)", s)
-}
-
-// Backlog is one backlog-drain measurement: N rows written in the given
-// shape before any consumer runs.
-type Backlog struct {
-	Shape Shape
-	N     int
-}
-
-func (b Backlog) String() string { return b.Shape.String() + ":" + strconv.Itoa(b.N) }
-
-// FormatBacklogs is the inverse of ParseBacklogs.
-func FormatBacklogs(bs []Backlog) string {
-	parts := make([]string, len(bs))
-	for i, b := range bs {
-		parts[i] = b.String()
-	}
-	return strings.Join(parts, ",")
-}
-
-// ParseBacklogs reads "shape:N,shape:N,...", e.g. "single:200000,tx100:500000".
-func ParseBacklogs(s string) ([]Backlog, error) {
-	var out []Backlog
-	for _, item := range splitList(s) {
-		name, n, ok := strings.Cut(item, ":")
-		if !ok {
-			return nil, fmt.Errorf("backlog %q: want shape:N", item)
-		}
-		shape, err := ParseShape(name)
-		if err != nil {
-			return nil, fmt.Errorf("backlog %q: %w", item, err)
-		}
-		count, err := parseCount(n)
-		if err != nil || count < 1 {
-			return nil, fmt.Errorf("backlog %q: N must be a positive number (e.g. 200000 or 200k)", item)
-		}
-		out = append(out, Backlog{Shape: shape, N: count})
-	}
-	return out, nil
-}
-
-// Live is one live measurement: rows inserted at a steady rate while
-// walrelay runs.
-type Live struct {
-	Shape Shape // RowsPerTx >= 1
-	// Rate is the target in events (rows) per second; 0 means as fast as
-	// the writers can go ("max").
-	Rate int
-}
-
-func (l Live) String() string {
-	rate := "max"
-	if l.Rate > 0 {
-		rate = strconv.Itoa(l.Rate)
-	}
-	return l.Shape.String() + "@" + rate
-}
-
-// FormatLives is the inverse of ParseLives.
-func FormatLives(ls []Live) string {
-	parts := make([]string, len(ls))
-	for i, l := range ls {
-		parts[i] = l.String()
-	}
-	return strings.Join(parts, ",")
-}
-
-// ParseLives reads "shape@rate,...", e.g. "single@2000,tx10@20000,single@max";
-// rates are events per second (10k is accepted).
-func ParseLives(s string) ([]Live, error) {
-	var out []Live
-	for _, item := range splitList(s) {
-		name, r, ok := strings.Cut(item, "@")
-		if !ok {
-			return nil, fmt.Errorf("live %q: want shape@rate", item)
-		}
-		shape, err := ParseShape(name)
-		if err != nil {
-			return nil, fmt.Errorf("live %q: %w", item, err)
-		}
-		if shape.RowsPerTx == 0 {
-			return nil, fmt.Errorf("live %q: onetx has no steady rate; use single or txK", item)
-		}
-		rate := 0
-		if r != "max" {
-			if rate, err = parseCount(r); err != nil || rate < 1 {
-				return nil, fmt.Errorf("live %q: rate must be a positive number of events/s or max", item)
-			}
-		}
-		out = append(out, Live{Shape: shape, Rate: rate})
-	}
-	return out, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, item := range strings.Split(s, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
-		}
-	}
-	return out
-}
-
-// parseCount reads 2000, 2k or 1m.
-func parseCount(s string) (int, error) {
-	mult := 1
-	switch {
-	case strings.HasSuffix(s, "k"):
-		mult, s = 1000, strings.TrimSuffix(s, "k")
-	case strings.HasSuffix(s, "m"):
-		mult, s = 1000000, strings.TrimSuffix(s, "m")
-	}
-	n, err := strconv.Atoi(s)
-	return n * mult, err
-}
 
 // Config configures a harness run. Default returns the default set; the
 // zero value of a field means its default.
 type Config struct {
 	// DSN is an existing Postgres server (wal_level=logical; a role that
 	// may create schemas, publications and slots). Empty: a private
-	// cluster from the local installation (pkg/localpg).
+	// cluster from the local installation (pkg/localpg). pg_recvlogical
+	// comes from the private cluster's installation, or with DSN from
+	// localpg.FindBinDir ($WALRELAY_PG_BIN chooses it).
 	DSN string
 	// PGUnixSocket connects every client of the private cluster (the
 	// writers, pg_recvlogical, walrelay) over its Unix-domain socket
 	// instead of TCP on 127.0.0.1. Not with DSN, which chooses for itself.
 	PGUnixSocket bool
-	// PGBinDir holds pg_recvlogical. Empty: the private cluster's, or
-	// localpg's search.
-	PGBinDir string
-	// Brokers are existing Kafka brokers. Empty: a kfake cluster in a
-	// child process started with BrokerCommand.
+	// Brokers are existing Kafka brokers. Empty: kfake in a child process
+	// started with BrokerCommand.
 	Brokers []string
-	// BrokerCommand starts the kfake child: it is run with --port,
-	// --brokers, --partitions (and --blackhole) appended and must behave
-	// like ServeKfake. Default: this executable with the argument "kfake".
+	// BrokerCommand starts the kfake child: it is run with the flags of
+	// KfakeOptions appended and must behave like ServeKfake. Default: this
+	// executable with the argument "kfake".
 	BrokerCommand []string
-	// Kfake configures the kfake child (Port and Partitions are set from
-	// this config).
-	Kfake KfakeOptions
+	// KfakeBlackhole has kfake acknowledge produced records without
+	// storing them (KfakeOptions.Blackhole): backlogs only, since live
+	// runs consume.
+	KfakeBlackhole bool
+	// KfakeHeapMiB runs the kfake process with Go's garbage collector off
+	// (GOGC=off) until its heap reaches this many MiB (GOMEMLIMIT); 0
+	// keeps Go's default collector. kfake keeps every record on its heap
+	// (hundreds of MB in a measurement), and marking it stalls kfake's
+	// responses for tens of milliseconds: a pause of the stand-in, not of
+	// walrelay or of a real broker, which keeps records in files. The
+	// harness has kfake collect between measurements instead.
+	KfakeHeapMiB int
+	// KfakeRealtime switches the kfake process to SCHED_FIFO (priority 1;
+	// see setFIFO) before the live runs, so that it answers as soon as a
+	// request arrives instead of waiting for one of the CPUs the measured
+	// load keeps busy: its response time is part of the latency measured
+	// there. The backlog drains run first under the normal policy, where
+	// a real-time kfake would preempt the walsender at every request and
+	// slow the drains it is not part of.
+	KfakeRealtime bool
 	// WalrelayBin is the walrelay binary to measure. Empty: built with
-	// `go build` from the module (BuildFlags added).
+	// `go build` from the module (BuildWalrelay).
 	WalrelayBin string
-	// BuildFlags are extra `go build` flags for the walrelay binary.
-	BuildFlags []string
 	// WalrelayEnv are extra KEY=VALUE settings for `walrelay run`, after
 	// the harness's own (so they override them).
 	WalrelayEnv []string
@@ -207,8 +69,6 @@ type Config struct {
 	// Writers is the number of concurrent writer connections building a
 	// backlog of single-row or small transactions, and driving live mode.
 	Writers int
-	// Partitions is the partition count of the topics walrelay creates.
-	Partitions int
 	// PayloadBytes is the approximate size of each row's jsonb payload.
 	PayloadBytes int
 	// StatusInterval is walrelay's postgres.status_interval during the
@@ -217,34 +77,31 @@ type Config struct {
 	StatusInterval time.Duration
 	// StepTimeout bounds each build, drain and live measurement.
 	StepTimeout time.Duration
-	// Poll is how often slot state and broker offsets are sampled.
-	Poll time.Duration
 	// Repeat is how many times each backlog is drained by each consumer
 	// (each from its own slot; the backlog is built once). The report
 	// gives the median run and the spread.
 	Repeat int
-	// WalrelayFirst starts each backlog with walrelay rather than
-	// pg_recvlogical; repetitions alternate the order either way.
-	WalrelayFirst bool
-	// VerifyCount checks, after each drain, that the broker holds exactly
-	// N records for the backlog (kadm ListEndOffsets).
-	VerifyCount bool
 	// ProfileDir, when set, receives a CPU profile of walrelay for each
-	// drain and live run (from its /debug/pprof/profile; needs a binary
-	// with http.pprof). Profiling costs walrelay a little CPU: measure
-	// without it.
+	// drain (as long as the floor's drain of the same backlog) and live
+	// window, from its /debug/pprof/profile (the harness sets
+	// http.pprof). Profiling costs walrelay a little CPU: measure without
+	// it.
 	ProfileDir string
-	// ProfileSeconds is the length of each drain's profile; 0 means the
-	// floor's time for the same backlog (or 10s before the first floor
-	// run). Live runs profile their measured window.
-	ProfileSeconds int
-	// KeepWorkDir leaves the work directory (binary, logs) in place.
-	KeepWorkDir bool
 	// Progress receives progress lines (stderr); nil discards them.
 	Progress io.Writer
 	// Log receives the harness's diagnostics; nil discards them.
 	Log *slog.Logger
 }
+
+// Fixed settings of every run.
+const (
+	// topicPartitions is the partition count of the topics walrelay
+	// creates (WALRELAY_KAFKA_TOPIC_PARTITIONS) and kfake auto-creates.
+	topicPartitions = 3
+	// pollInterval is how often a slot's state is sampled; the broker's
+	// record count is polled at most every 50ms.
+	pollInterval = 10 * time.Millisecond
+)
 
 // Default returns the default set, the one `make bench` runs (about 4
 // minutes on 2 cores): backlogs of 200k single-row transactions, 500k rows
@@ -268,13 +125,11 @@ func Default() Config {
 		LiveWarmup:     3 * time.Second,
 		Repeat:         3,
 		Writers:        8,
-		Partitions:     3,
 		PayloadBytes:   300,
 		StatusInterval: 100 * time.Millisecond,
 		StepTimeout:    10 * time.Minute,
-		Poll:           10 * time.Millisecond,
-		VerifyCount:    true,
-		Kfake:          KfakeOptions{HeapMiB: defaultKfakeHeapMiB(), Realtime: true},
+		KfakeHeapMiB:   defaultKfakeHeapMiB(),
+		KfakeRealtime:  true,
 	}
 }
 
@@ -282,43 +137,19 @@ func Default() Config {
 // empty lists mean none).
 func (c Config) withDefaults() Config {
 	d := Default()
-	if c.LiveDuration == 0 {
-		c.LiveDuration = d.LiveDuration
-	}
-	if c.LiveWarmup == 0 {
-		c.LiveWarmup = d.LiveWarmup
-	}
-	if c.Writers == 0 {
-		c.Writers = d.Writers
-	}
-	if c.Repeat == 0 {
-		c.Repeat = d.Repeat
-	}
-	if c.Partitions == 0 {
-		c.Partitions = d.Partitions
-	}
-	if c.PayloadBytes == 0 {
-		c.PayloadBytes = d.PayloadBytes
-	}
-	if c.StatusInterval == 0 {
-		c.StatusInterval = d.StatusInterval
-	}
-	if c.StepTimeout == 0 {
-		c.StepTimeout = d.StepTimeout
-	}
-	if c.Poll == 0 {
-		c.Poll = d.Poll
-	}
-	if c.Progress == nil {
-		c.Progress = io.Discard
-	}
-	if c.Log == nil {
-		c.Log = slog.New(slog.DiscardHandler)
-	}
+	c.LiveDuration = cmp.Or(c.LiveDuration, d.LiveDuration)
+	c.LiveWarmup = cmp.Or(c.LiveWarmup, d.LiveWarmup)
+	c.Writers = cmp.Or(c.Writers, d.Writers)
+	c.Repeat = cmp.Or(c.Repeat, d.Repeat)
+	c.PayloadBytes = cmp.Or(c.PayloadBytes, d.PayloadBytes)
+	c.StatusInterval = cmp.Or(c.StatusInterval, d.StatusInterval)
+	c.StepTimeout = cmp.Or(c.StepTimeout, d.StepTimeout)
+	c.Progress = cmp.Or(c.Progress, io.Discard)
+	c.Log = cmp.Or(c.Log, slog.New(slog.DiscardHandler))
 	return c
 }
 
-// Validate reports the first bad field, naming it and its value.
+// Validate reports every bad field, naming it and its value.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(field string, value any, why string) {
@@ -343,6 +174,9 @@ func (c Config) Validate() error {
 			bad("live", l, "rate must be positive (or 0 for max)")
 		}
 	}
+	if len(c.Lives) > 0 && c.KfakeBlackhole {
+		bad("kfake-blackhole", c.KfakeBlackhole, "live runs consume, which a blackhole broker cannot serve; add --live none")
+	}
 	if c.LiveDuration < 0 || c.LiveWarmup < 0 {
 		bad("live duration/warmup", c.LiveDuration.String()+"/"+c.LiveWarmup.String(), "must not be negative")
 	}
@@ -351,9 +185,6 @@ func (c Config) Validate() error {
 	}
 	if c.Writers < 1 || c.Writers > 128 {
 		bad("writers", c.Writers, "must be between 1 and 128")
-	}
-	if c.Partitions < 1 {
-		bad("partitions", c.Partitions, "must be positive")
 	}
 	if c.PayloadBytes < 0 || c.PayloadBytes > 1<<20 {
 		bad("payload-bytes", c.PayloadBytes, "must be between 0 and 1MiB")
@@ -364,11 +195,8 @@ func (c Config) Validate() error {
 	if c.PGUnixSocket && c.DSN != "" {
 		bad("pg-unix-socket", c.PGUnixSocket, "is for the private cluster; give a socket DSN with --dsn instead (host=/path/to/socket/dir)")
 	}
-	if c.Poll <= 0 || c.Poll > time.Second {
-		bad("poll", c.Poll, "must be between 1ns and 1s")
-	}
-	if c.Kfake.HeapMiB < 0 {
-		bad("kfake-heap-mib", c.Kfake.HeapMiB, "must not be negative")
+	if c.KfakeHeapMiB < 0 {
+		bad("kfake-heap-mib", c.KfakeHeapMiB, "must not be negative")
 	}
 	if len(c.BrokerCommand) == 0 && len(c.Brokers) == 0 {
 		bad("broker-command", "(empty)", "needed when no brokers are given")

@@ -1,14 +1,9 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -91,102 +86,25 @@ func otherShare(a, b cpuSample) float64 {
 	return max(0, other.Seconds()/(wall.Seconds()*float64(runtime.NumCPU())))
 }
 
-// machineBusy sums the non-idle CPU time of /proc/stat's first line.
-func machineBusy() (time.Duration, error) {
-	f, err := os.Open("/proc/stat")
+// cpuMark samples the machine's CPU for otherShare; a failed sample gives
+// a zero mark, which otherShare reports as unknown (-1).
+func (e *env) cpuMark() cpuSample {
+	if e.postmaster == 0 {
+		return cpuSample{} // Postgres is elsewhere: its CPU cannot be told from others'
+	}
+	s, err := sampleCPU(e.postmaster)
 	if err != nil {
-		return 0, err
+		e.cfg.Log.Warn("sampling CPU use", "err", err)
+		return cpuSample{}
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	if !sc.Scan() {
-		return 0, fmt.Errorf("reading /proc/stat: %v", sc.Err())
-	}
-	fields := strings.Fields(sc.Text())
-	if len(fields) < 9 || fields[0] != "cpu" {
-		return 0, fmt.Errorf("parsing /proc/stat: %q", sc.Text())
-	}
-	var busy int64
-	for i, f := range fields[1:9] { // user nice system idle iowait irq softirq steal
-		if i == 3 || i == 4 {
-			continue // idle, iowait
-		}
-		v, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("parsing /proc/stat: %w", err)
-		}
-		busy += v
-	}
-	return time.Duration(busy) * time.Second / userHZ, nil
+	return s
 }
 
-type procStat struct {
-	ppid     int
-	self     time.Duration // utime+stime
-	children time.Duration // cutime+cstime: reaped children
-}
-
-// parseStat parses a /proc/<pid>/stat line.
-func parseStat(b []byte) (procStat, error) {
-	// The command name (field 2) is in parentheses and may hold spaces;
-	// fields are counted after its closing parenthesis.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procStat{}, fmt.Errorf("no command name")
+// otherCPU is the share of the machine's CPU that other work used between
+// two marks, or -1 when unknown.
+func otherCPU(a, b cpuSample) float64 {
+	if a.at.IsZero() || b.at.IsZero() {
+		return -1
 	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 15 {
-		return procStat{}, fmt.Errorf("%d fields", len(f)+2)
-	}
-	var bad error
-	n := func(k int) int64 {
-		v, err := strconv.ParseInt(f[k], 10, 64)
-		if bad == nil {
-			bad = err
-		}
-		return v
-	}
-	// f[0] is field 3 (state); ppid is field 4, utime..cstime fields 14-17.
-	tick := time.Second / userHZ
-	st := procStat{
-		ppid:     int(n(1)),
-		self:     time.Duration(n(11)+n(12)) * tick,
-		children: time.Duration(n(13)+n(14)) * tick,
-	}
-	return st, bad
-}
-
-// allStats reads every process's stat (processes that vanish meanwhile
-// are skipped).
-func allStats() (map[int]procStat, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[int]procStat, len(entries))
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		if st, err := parseStat(b); err == nil {
-			out[pid] = st
-		}
-	}
-	return out, nil
-}
-
-// postmasterPID reads the first line of a data directory's postmaster.pid.
-func postmasterPID(dataDir string) int {
-	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
-	if err != nil {
-		return 0
-	}
-	first, _, _ := strings.Cut(string(b), "\n")
-	pid, _ := strconv.Atoi(strings.TrimSpace(first))
-	return pid
+	return otherShare(a, b)
 }

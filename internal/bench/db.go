@@ -304,28 +304,3 @@ func buildBacklog(ctx context.Context, dsn string, b Backlog, agg string, writer
 }
 
 func quoteLiteral(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }
-
-// slotState is one sample of a slot.
-type slotState struct {
-	activePID int
-	confirmed pglogrepl.LSN
-	sent      pglogrepl.LSN // the walsender's sent_lsn (0 when inactive)
-}
-
-// slotStateSQL reads a slot and, when a walsender streams from it, how far
-// it has sent.
-const slotStateSQL = `SELECT coalesce(s.active_pid, 0), coalesce((s.confirmed_flush_lsn - '0/0')::bigint, 0),
-	coalesce((r.sent_lsn - '0/0')::bigint, 0)
-FROM pg_replication_slots s LEFT JOIN pg_stat_replication r ON r.pid = s.active_pid
-WHERE s.slot_name = $1`
-
-func readSlot(ctx context.Context, conn *pgx.Conn, slot string) (slotState, error) {
-	var st slotState
-	var confirmed, sent int64
-	err := conn.QueryRow(ctx, slotStateSQL, slot).Scan(&st.activePID, &confirmed, &sent)
-	if err != nil {
-		return st, fmt.Errorf("reading slot %s: %w", slot, err)
-	}
-	st.confirmed, st.sent = pglogrepl.LSN(confirmed), pglogrepl.LSN(sent)
-	return st, nil
-}

@@ -10,12 +10,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -49,119 +47,12 @@ type Drain struct {
 	OtherCPU float64 `json:"other_cpu_share"`
 }
 
-// slotWatch samples a slot every poll on its own connection: when a
-// walsender picked it up, how far it is confirmed, and the walsender's CPU.
-type slotWatch struct {
-	mu           sync.Mutex
-	activeAt     time.Time
-	activePID    int
-	confirmed    pglogrepl.LSN
-	sent         pglogrepl.LSN
-	reachedAt    time.Time // confirmed >= target
-	walsenderCPU time.Duration
-	err          error
-
-	reached chan struct{} // closed when confirmed >= target
-	done    chan struct{} // closed when the watcher stopped (ctx done or err set)
-}
-
-// watchSlot runs until ctx is done. readCPU says whether the walsender's
-// /proc entry is this machine's.
-func watchSlot(ctx context.Context, dsn, slot string, target pglogrepl.LSN, poll time.Duration, readCPU bool) (*slotWatch, func(), error) {
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return nil, nil, fmt.Errorf("connecting the slot watcher: %w", err)
-	}
-	w := &slotWatch{reached: make(chan struct{}), done: make(chan struct{})}
-	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		defer close(w.done)
-		defer conn.Close(context.Background())
-		t := time.NewTicker(poll)
-		defer t.Stop()
-		for {
-			st, err := readSlot(ctx, conn, slot)
-			now := time.Now()
-			w.mu.Lock()
-			if err != nil {
-				if ctx.Err() == nil {
-					w.err = err
-				}
-				w.mu.Unlock()
-				return
-			}
-			if st.activePID != 0 {
-				if w.activeAt.IsZero() {
-					w.activeAt = now
-				}
-				w.activePID = st.activePID
-				if readCPU {
-					if cpu, err := ProcessCPU(st.activePID); err == nil {
-						w.walsenderCPU = cpu
-					}
-				}
-			}
-			w.confirmed = st.confirmed
-			if st.sent > w.sent {
-				w.sent = st.sent
-			}
-			if st.confirmed >= target && w.reachedAt.IsZero() {
-				w.reachedAt = now
-				close(w.reached)
-			}
-			w.mu.Unlock()
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	stop := func() { cancel(); <-w.done }
-	return w, stop, nil
-}
-
-func (w *slotWatch) snapshot() (activeAt time.Time, confirmed, sent pglogrepl.LSN, reachedAt time.Time, walsenderCPU time.Duration, err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.activeAt, w.confirmed, w.sent, w.reachedAt, w.walsenderCPU, w.err
-}
-
-// walsender returns the pid of the walsender streaming from the slot (0
-// before one did).
-func (w *slotWatch) walsender() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.activePID
-}
-
-// progressLoop prints how far a drain got every 2s until ctx is done.
-func progressLoop(ctx context.Context, cfg Config, what string, w *slotWatch, start, target pglogrepl.LSN, began time.Time) {
-	t := time.NewTicker(2 * time.Second)
-	defer t.Stop()
-	pct := func(l pglogrepl.LSN) float64 {
-		if l <= start || target <= start {
-			return 0
-		}
-		return min(100, 100*float64(l-start)/float64(target-start))
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_, confirmed, sent, _, _, _ := w.snapshot()
-			progress(cfg, "  %s: %4.1fs, WAL sent %5.1f%%, confirmed %5.1f%%", what, time.Since(began).Seconds(), pct(sent), pct(confirmed))
-		}
-	}
-}
-
 // runFloor drains the backlog from slot with pg_recvlogical to /dev/null,
 // exiting at target (--endpos).
 func (e *env) runFloor(ctx context.Context, slot string, start, target pglogrepl.LSN, n int) (Drain, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.StepTimeout)
 	defer cancel()
-	w, stopWatch, err := watchSlot(ctx, e.dsn, slot, target, e.cfg.Poll, e.local)
+	w, stopWatch, err := watchSlot(ctx, e.dsn, slot, target, e.local)
 	if err != nil {
 		return Drain{}, err
 	}
@@ -177,8 +68,7 @@ func (e *env) runFloor(ctx context.Context, slot string, start, target pglogrepl
 	if password != "" {
 		cmd.Env = append(cmd.Env, "PGPASSWORD="+password)
 	}
-	brokerCPU0 := e.brokerCPU()
-	mark0 := e.cpuMark()
+	before := e.beforeDrain()
 	p, err := startProc("pg_recvlogical", cmd, filepath.Join(e.workDir, "pg_recvlogical.log"))
 	if err != nil {
 		return Drain{}, err
@@ -186,47 +76,22 @@ func (e *env) runFloor(ctx context.Context, slot string, start, target pglogrepl
 	progCtx, stopProg := context.WithCancel(ctx)
 	go progressLoop(progCtx, e.cfg, "pg_recvlogical", w, start, target, p.started)
 	err = p.wait(ctx)
-	mark1 := e.cpuMark()
+	mark := e.cpuMark()
 	stopProg()
 	if err != nil {
 		return Drain{}, fmt.Errorf("pg_recvlogical: %w\n%s", err, p.logTail(20))
 	}
 	stopWatch()
-	activeAt, _, _, _, wsCPU, werr := w.snapshot()
-	if werr != nil {
-		return Drain{}, werr
+	v := w.snapshot()
+	if v.err != nil {
+		return Drain{}, v.err
 	}
-	d := Drain{Seconds: p.exitAt.Sub(p.started).Seconds(), WalsenderCPU: wsCPU.Seconds(), OtherCPU: otherCPU(mark0, mark1)}
-	if !activeAt.IsZero() {
-		d.StreamSeconds = p.exitAt.Sub(activeAt).Seconds()
-	}
+	d := e.drain(before, mark, p.started, p.exitAt, v)
 	if cpu, rss, ok := p.rusage(); ok {
 		d.CPUSeconds, d.PeakRSSBytes = cpu.Seconds(), rss
 	}
-	if e.broker != nil {
-		d.BrokerCPU = (e.brokerCPU() - brokerCPU0).Seconds()
-	}
 	d.rates(n)
 	return d, nil
-}
-
-func (d *Drain) rates(n int) {
-	if d.Seconds > 0 {
-		d.EventsPerSec = float64(n) / d.Seconds
-	}
-	if d.StreamSeconds > 0 {
-		d.StreamEventsPerSec = float64(n) / d.StreamSeconds
-	}
-	if n > 0 {
-		d.CPUPerEventUS = d.CPUSeconds * 1e6 / float64(n)
-	}
-}
-
-func (e *env) brokerCPU() time.Duration {
-	if e.broker == nil {
-		return 0
-	}
-	return e.broker.cpu()
 }
 
 // runRelay drains the backlog from slot with `walrelay run` until the
@@ -235,7 +100,7 @@ func (e *env) brokerCPU() time.Duration {
 func (e *env) runRelay(ctx context.Context, name, slot string, start, target pglogrepl.LSN, n int, topic string, base int64, profileSeconds int) (Drain, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.StepTimeout)
 	defer cancel()
-	w, stopWatch, err := watchSlot(ctx, e.dsn, slot, target, e.cfg.Poll, e.local)
+	w, stopWatch, err := watchSlot(ctx, e.dsn, slot, target, e.local)
 	if err != nil {
 		return Drain{}, err
 	}
@@ -244,31 +109,20 @@ func (e *env) runRelay(ctx context.Context, name, slot string, start, target pgl
 	if err != nil {
 		return Drain{}, err
 	}
-	brokerCPU0 := e.brokerCPU()
-	mark0 := e.cpuMark()
+	before := e.beforeDrain()
 	p, err := e.startWalrelay(name, slot, httpAddr)
 	if err != nil {
 		return Drain{}, err
 	}
 	defer p.stop(syscall.SIGKILL, 5*time.Second) // no-op after a clean stop
-	active := make(chan struct{})
-	go func() {
-		defer close(active)
-		for ctx.Err() == nil && !p.exited() {
-			if at, _, _, _, _, _ := w.snapshot(); !at.IsZero() {
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
-	waitProfile := e.startProfile(ctx, httpAddr, name, profileSeconds, active)
+	waitProfile := e.startProfile(ctx, httpAddr, name, profileSeconds, w.active)
 
 	// The broker holds all N records: polled less often than the slot.
 	var ackedAt time.Time
 	ackedCh := make(chan struct{})
 	go func() {
 		defer close(ackedCh)
-		t := time.NewTicker(max(5*e.cfg.Poll, 50*time.Millisecond))
+		t := time.NewTicker(max(5*pollInterval, 50*time.Millisecond))
 		defer t.Stop()
 		for {
 			select {
@@ -291,15 +145,15 @@ func (e *env) runRelay(ctx context.Context, name, slot string, start, target pgl
 	case <-ctx.Done():
 	}
 	stopProg()
-	activeAt, _, _, reachedAt, wsCPU, werr := w.snapshot()
-	if reachedAt.IsZero() {
+	v := w.snapshot()
+	if v.reachedAt.IsZero() {
 		stopWatch()
 		cancel()
 		<-ackedCh
 		_ = p.stop(syscall.SIGTERM, 10*time.Second)
 		why := "timed out"
-		if werr != nil {
-			why = werr.Error()
+		if v.err != nil {
+			why = v.err.Error()
 		} else if p.exited() {
 			why = fmt.Sprintf("walrelay exited: %v", p.waitErr)
 		} else if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -308,19 +162,13 @@ func (e *env) runRelay(ctx context.Context, name, slot string, start, target pgl
 		return Drain{}, fmt.Errorf("walrelay did not confirm the backlog's end %s: %s\n%s", target, why, p.logTail(20))
 	}
 	// Sample the process before stopping it.
-	mark1 := e.cpuMark()
+	mark := e.cpuMark()
 	cpu, cpuErr := ProcessCPU(p.pid())
 	hwm, hwmErr := procHWM(p.pid())
 	<-ackedCh
-	d := Drain{Seconds: reachedAt.Sub(p.started).Seconds(), WalsenderCPU: wsCPU.Seconds(), OtherCPU: otherCPU(mark0, mark1)}
-	if !activeAt.IsZero() {
-		d.StreamSeconds = reachedAt.Sub(activeAt).Seconds()
-	}
+	d := e.drain(before, mark, p.started, v.reachedAt, v)
 	if !ackedAt.IsZero() {
 		d.AckedSeconds = ackedAt.Sub(p.started).Seconds()
-	}
-	if e.broker != nil {
-		d.BrokerCPU = (e.brokerCPU() - brokerCPU0).Seconds()
 	}
 	waitProfile()
 	stopAt := time.Now()
@@ -340,6 +188,48 @@ func (e *env) runRelay(ctx context.Context, name, slot string, start, target pgl
 	d.CPUSeconds, d.PeakRSSBytes = cpu.Seconds(), hwm
 	d.rates(n)
 	return d, nil
+}
+
+// drainMarks are read just before a drain's consumer starts.
+type drainMarks struct {
+	cpu       cpuSample     // for the share of other work
+	brokerCPU time.Duration // the local broker's CPU time (0 without one)
+}
+
+func (e *env) beforeDrain() drainMarks {
+	m := drainMarks{cpu: e.cpuMark()}
+	if e.broker != nil {
+		m.brokerCPU = e.broker.cpu()
+	}
+	return m
+}
+
+// drain fills what both consumers' drains measure alike: the time from the
+// process start to end, and from the slot's activation (v) to end, the
+// walsender's CPU, and since before, other work's share of the machine
+// (up to mark) and the local broker's CPU.
+func (e *env) drain(before drainMarks, mark cpuSample, started, end time.Time, v slotView) Drain {
+	d := Drain{Seconds: end.Sub(started).Seconds(), WalsenderCPU: v.walsenderCPU.Seconds(), OtherCPU: otherCPU(before.cpu, mark)}
+	if !v.activeAt.IsZero() {
+		d.StreamSeconds = end.Sub(v.activeAt).Seconds()
+	}
+	if e.broker != nil {
+		d.BrokerCPU = (e.broker.cpu() - before.brokerCPU).Seconds()
+	}
+	return d
+}
+
+// rates fills the per-event figures of a drain of n events.
+func (d *Drain) rates(n int) {
+	if d.Seconds > 0 {
+		d.EventsPerSec = float64(n) / d.Seconds
+	}
+	if d.StreamSeconds > 0 {
+		d.StreamEventsPerSec = float64(n) / d.StreamSeconds
+	}
+	if n > 0 {
+		d.CPUPerEventUS = d.CPUSeconds * 1e6 / float64(n)
+	}
 }
 
 // topicRecords sums the end offsets of topic's partitions (each backlog

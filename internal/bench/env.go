@@ -49,11 +49,8 @@ type env struct {
 	kcl     *kgo.Client
 	admin   *kadm.Client
 
-	walrelay string
-	// walrelayEnvKnown says which optional WALRELAY_* variables this
-	// walrelay binary accepts (from `walrelay config --list`).
-	walrelayEnvKnown map[string]bool
-	walrelayVersion  string
+	walrelay        string
+	walrelayVersion string
 }
 
 // startEnv brings up everything; close tears down what it started.
@@ -82,7 +79,7 @@ func startEnv(ctx context.Context, cfg Config) (_ *env, err error) {
 }
 
 func (e *env) startPostgres(ctx context.Context) error {
-	e.dsn, e.pgBin = e.cfg.DSN, e.cfg.PGBinDir
+	e.dsn = e.cfg.DSN
 	if e.dsn == "" {
 		progress(e.cfg, "starting a private Postgres cluster")
 		c, err := localpg.Start(ctx, localpg.Options{Settings: clusterSettings, Logger: e.cfg.Log})
@@ -94,14 +91,11 @@ func (e *env) startPostgres(ctx context.Context) error {
 			e.dsn = c.SocketDSN("postgres")
 		}
 		e.postmaster = postmasterPID(c.DataDir())
-		if e.pgBin == "" {
-			e.pgBin = c.BinDir()
-		}
-	}
-	if e.pgBin == "" {
+		e.pgBin = c.BinDir()
+	} else {
 		dir, err := localpg.FindBinDir(ctx)
 		if err != nil {
-			return fmt.Errorf("finding pg_recvlogical (set --pg-bin): %w", err)
+			return fmt.Errorf("finding pg_recvlogical (set $%s): %w", localpg.EnvBinDir, err)
 		}
 		e.pgBin = dir
 	}
@@ -123,9 +117,8 @@ func (e *env) startBroker(ctx context.Context) error {
 	e.brokers = e.cfg.Brokers
 	if len(e.brokers) == 0 {
 		progress(e.cfg, "starting a kfake broker in its own process")
-		opts := e.cfg.Kfake
-		opts.Partitions = e.cfg.Partitions
-		b, err := startBroker(ctx, e.cfg.BrokerCommand, opts, e.workDir)
+		opts := KfakeOptions{Partitions: topicPartitions, Blackhole: e.cfg.KfakeBlackhole}
+		b, err := startBroker(ctx, e.cfg.BrokerCommand, opts, e.cfg.KfakeHeapMiB, e.workDir)
 		if err != nil {
 			return err
 		}
@@ -146,14 +139,14 @@ func (e *env) startBroker(ctx context.Context) error {
 	return nil
 }
 
-// prepareWalrelay builds the binary unless one is given, and asks it which
-// optional settings it knows.
+// prepareWalrelay builds the binary unless one is given, and reads its
+// version for the report.
 func (e *env) prepareWalrelay(ctx context.Context) error {
 	e.walrelay = e.cfg.WalrelayBin
 	if e.walrelay == "" {
 		progress(e.cfg, "building walrelay (go build %s)", walrelayPkg)
 		e.walrelay = filepath.Join(e.workDir, "walrelay")
-		if err := BuildWalrelay(ctx, e.walrelay, e.cfg.BuildFlags...); err != nil {
+		if err := BuildWalrelay(ctx, e.walrelay); err != nil {
 			return err
 		}
 	}
@@ -162,21 +155,6 @@ func (e *env) prepareWalrelay(ctx context.Context) error {
 		return fmt.Errorf("running %s version: %w", e.walrelay, err)
 	}
 	e.walrelayVersion = strings.TrimSpace(string(out))
-	list := exec.CommandContext(ctx, e.walrelay, "config", "--list")
-	list.Env = childEnv()
-	out, err = list.Output()
-	if err != nil {
-		return fmt.Errorf("running %s config --list: %w", e.walrelay, err)
-	}
-	e.walrelayEnvKnown = make(map[string]bool)
-	for _, f := range strings.FieldsFunc(string(out), func(r rune) bool { return r == '|' || r == '`' || r == ' ' || r == '\n' }) {
-		if strings.HasPrefix(f, "WALRELAY_") {
-			e.walrelayEnvKnown[f] = true
-		}
-	}
-	if e.cfg.ProfileDir != "" && !e.profiling() {
-		return fmt.Errorf("profiling: %s has no http.pprof (WALRELAY_HTTP_PPROF) or no HTTP listener", e.walrelay)
-	}
 	return nil
 }
 
@@ -226,7 +204,7 @@ func (e *env) close() error {
 			errs = append(errs, fmt.Errorf("stopping postgres: %w", err))
 		}
 	}
-	if e.workDir != "" && !e.cfg.KeepWorkDir {
+	if e.workDir != "" {
 		if err := os.RemoveAll(e.workDir); err != nil {
 			errs = append(errs, err)
 		}
@@ -235,7 +213,8 @@ func (e *env) close() error {
 }
 
 // walrelayEnv is the configuration of `walrelay run` for slot, as
-// environment variables; httpAddr is set when the binary has a listener.
+// environment variables, with its HTTP listener (metrics, and the
+// profiler with Config.ProfileDir) on httpAddr.
 func (e *env) walrelayEnv(slot, httpAddr string) []string {
 	env := []string{
 		"WALRELAY_POSTGRES_DSN=" + e.dsn,
@@ -245,20 +224,15 @@ func (e *env) walrelayEnv(slot, httpAddr string) []string {
 		"WALRELAY_POSTGRES_CREATE_SLOT=false",
 		"WALRELAY_POSTGRES_STATUS_INTERVAL=" + e.cfg.StatusInterval.String(),
 		"WALRELAY_KAFKA_BROKERS=" + strings.Join(e.brokers, ","),
-		fmt.Sprintf("WALRELAY_KAFKA_TOPIC_PARTITIONS=%d", e.cfg.Partitions),
+		fmt.Sprintf("WALRELAY_KAFKA_TOPIC_PARTITIONS=%d", topicPartitions),
 		"WALRELAY_LOG_LEVEL=warn",
+		"WALRELAY_HTTP_LISTEN=" + httpAddr,
 	}
-	if e.walrelayEnvKnown["WALRELAY_HTTP_LISTEN"] {
-		env = append(env, "WALRELAY_HTTP_LISTEN="+httpAddr)
-	}
-	if e.profiling() {
+	if e.cfg.ProfileDir != "" {
 		env = append(env, "WALRELAY_HTTP_PPROF=true")
 	}
 	return append(env, e.cfg.WalrelayEnv...)
 }
-
-// hasHTTP reports whether the walrelay binary has the metrics listener.
-func (e *env) hasHTTP() bool { return e.walrelayEnvKnown["WALRELAY_HTTP_LISTEN"] }
 
 // startWalrelay runs `walrelay run`; its stderr goes to a log in the work
 // directory.
@@ -266,27 +240,4 @@ func (e *env) startWalrelay(name, slot, httpAddr string) (*proc, error) {
 	cmd := exec.Command(e.walrelay, "run")
 	cmd.Env = childEnv(e.walrelayEnv(slot, httpAddr)...)
 	return startProc("walrelay", cmd, filepath.Join(e.workDir, name+".walrelay.log"))
-}
-
-// cpuMark samples the machine's CPU for otherShare; a failed sample gives
-// a zero mark, which otherShare reports as unknown (-1).
-func (e *env) cpuMark() cpuSample {
-	if e.postmaster == 0 {
-		return cpuSample{} // Postgres is elsewhere: its CPU cannot be told from others'
-	}
-	s, err := sampleCPU(e.postmaster)
-	if err != nil {
-		e.cfg.Log.Warn("sampling CPU use", "err", err)
-		return cpuSample{}
-	}
-	return s
-}
-
-// otherCPU is the share of the machine's CPU that other work used between
-// two marks, or -1 when unknown.
-func otherCPU(a, b cpuSample) float64 {
-	if a.at.IsZero() || b.at.IsZero() {
-		return -1
-	}
-	return otherShare(a, b)
 }

@@ -53,16 +53,16 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 		Walrelay: e.walrelayVersion,
 		Broker:   "kfake (franz-go) in its own process",
 		Settings: Settings{
-			Partitions: cfg.Partitions, PayloadBytes: cfg.PayloadBytes, Writers: cfg.Writers, Repeat: cfg.Repeat,
+			Partitions: topicPartitions, PayloadBytes: cfg.PayloadBytes, Writers: cfg.Writers, Repeat: cfg.Repeat,
 			StatusInterval: cfg.StatusInterval.String(), WalrelayEnv: cfg.WalrelayEnv,
 			LiveSeconds: cfg.LiveDuration.Seconds(), LiveWarmupSecond: cfg.LiveWarmup.Seconds(),
 		},
 	}
-	if cfg.Kfake.Blackhole {
+	if cfg.KfakeBlackhole {
 		r.Broker += ", blackhole produce"
 	}
-	if cfg.Kfake.HeapMiB > 0 {
-		r.Broker += fmt.Sprintf(", garbage collector off up to a %d MiB heap", cfg.Kfake.HeapMiB)
+	if cfg.KfakeHeapMiB > 0 {
+		r.Broker += fmt.Sprintf(", garbage collector off up to a %d MiB heap", cfg.KfakeHeapMiB)
 	}
 	if len(cfg.Brokers) > 0 {
 		r.Broker = "external: " + strings.Join(cfg.Brokers, ",")
@@ -91,7 +91,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 			return r, err
 		}
 	}
-	if e.broker != nil && cfg.Kfake.Realtime && len(cfg.Lives) > 0 {
+	if e.broker != nil && cfg.KfakeRealtime && len(cfg.Lives) > 0 {
 		if err := e.broker.realtime(); err != nil {
 			r.Broker += ", normal scheduling (real-time refused: " + err.Error() + ")"
 			progress(cfg, "warning: kfake stays under the normal scheduling policy in the live runs: %v", err)
@@ -189,26 +189,21 @@ func (e *env) backlog(ctx context.Context, idx int, b Backlog) (BacklogResult, e
 		}
 		relay := func() error {
 			progress(e.cfg, "  [%d/%d] walrelay draining to the broker", r+1, reps)
-			seconds := e.cfg.ProfileSeconds
-			if seconds == 0 {
-				seconds = 10
-				if len(res.FloorRuns) > 0 {
-					seconds = int(math.Ceil(res.FloorRuns[len(res.FloorRuns)-1].Seconds))
-				}
+			seconds := 10 // the length of its profile: the floor's time, once known
+			if len(res.FloorRuns) > 0 {
+				seconds = int(math.Ceil(res.FloorRuns[len(res.FloorRuns)-1].Seconds))
 			}
 			d, err := e.runRelay(ctx, fmt.Sprintf("%s.%d", agg, r+1), relaySlotN(r), start, end, b.N, topic, base, seconds)
 			if err != nil {
 				return fmt.Errorf("walrelay: %w", err)
 			}
-			if e.cfg.VerifyCount {
-				got, err := e.topicRecords(ctx, topic)
-				if err != nil {
-					return fmt.Errorf("counting records on %s: %w", topic, err)
-				}
-				d.BrokerRecords = got - base
-				if d.BrokerRecords != int64(b.N) {
-					return fmt.Errorf("walrelay put %d records on %s, want %d", d.BrokerRecords, topic, b.N)
-				}
+			got, err := e.topicRecords(ctx, topic)
+			if err != nil {
+				return fmt.Errorf("counting records on %s: %w", topic, err)
+			}
+			d.BrokerRecords = got - base
+			if d.BrokerRecords != int64(b.N) {
+				return fmt.Errorf("walrelay put %d records on %s, want %d", d.BrokerRecords, topic, b.N)
 			}
 			base += int64(b.N)
 			res.WalrelayRuns = append(res.WalrelayRuns, d)
@@ -217,7 +212,7 @@ func (e *env) backlog(ctx context.Context, idx int, b Backlog) (BacklogResult, e
 			return nil
 		}
 		order := []func() error{floor, relay}
-		if (r%2 == 1) != e.cfg.WalrelayFirst {
+		if r%2 == 1 {
 			order = []func() error{relay, floor}
 		}
 		for _, step := range order {

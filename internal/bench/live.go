@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -15,21 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// Quantiles summarise a latency distribution, in milliseconds.
-type Quantiles struct {
-	Samples int     `json:"samples"`
-	P50     float64 `json:"p50_ms"`
-	P99     float64 `json:"p99_ms"`
-	P999    float64 `json:"p999_ms"`
-	Max     float64 `json:"max_ms,omitempty"`
-	Mean    float64 `json:"mean_ms,omitempty"`
-}
 
 // LiveResult is one live measurement.
 type LiveResult struct {
@@ -102,14 +88,14 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 		return res, err
 	}
 	// Created up front so the consumer finds it at once.
-	if _, err := e.admin.CreateTopic(ctx, int32(e.cfg.Partitions), -1, nil, topic); err != nil {
+	if _, err := e.admin.CreateTopic(ctx, topicPartitions, -1, nil, topic); err != nil {
 		return res, fmt.Errorf("creating topic %s: %w", topic, err)
 	}
 	start, err := e.db.currentLSN(ctx)
 	if err != nil {
 		return res, err
 	}
-	w, stopWatch, err := watchSlot(ctx, e.dsn, relaySlot, math.MaxUint64, e.cfg.Poll, false)
+	w, stopWatch, err := watchSlot(ctx, e.dsn, relaySlot, math.MaxUint64, false)
 	if err != nil {
 		return res, err
 	}
@@ -156,9 +142,7 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 		inserted0 = d.inserted.Load()
 		cpu0, sampleErr = ProcessCPU(p.pid())
 		sched0 = e.schedOf(p, w)
-		if e.hasHTTP() {
-			hist0 = scrapeHistograms(ctx, httpAddr)
-		}
+		hist0 = scrapeHistograms(ctx, httpAddr)
 	})
 	if driveErr != nil {
 		return res, driveErr
@@ -202,7 +186,7 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 	if err := p.stop(syscall.SIGTERM, 30*time.Second); err != nil {
 		return res, fmt.Errorf("stopping walrelay: %w\n%s", err, p.logTail(20))
 	}
-	if _, confirmed, _, _, _, werr := w.snapshot(); werr == nil && confirmed <= start {
+	if v := w.snapshot(); v.err == nil && v.confirmed <= start {
 		return res, fmt.Errorf("walrelay never confirmed anything past %s", start)
 	}
 
@@ -229,7 +213,7 @@ func (e *env) runLive(ctx context.Context, name string, l Live, agg string) (Liv
 func (e *env) schedOf(p *proc, w *slotWatch) [3]schedStat {
 	pids := [3]int{p.pid(), 0, 0}
 	if e.local {
-		pids[1] = w.walsender()
+		pids[1] = w.snapshot().activePID
 	}
 	if e.broker != nil {
 		pids[2] = e.broker.p.pid()
@@ -247,19 +231,18 @@ func (e *env) schedOf(p *proc, w *slotWatch) [3]schedStat {
 func waitActive(ctx context.Context, w *slotWatch, p *proc) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	for {
-		if activeAt, _, _, _, _, err := w.snapshot(); err != nil {
+	select {
+	case <-w.active:
+		return nil
+	case <-w.done: // the watcher failed, or ctx's parent is done
+		if err := w.snapshot().err; err != nil {
 			return err
-		} else if !activeAt.IsZero() {
-			return nil
 		}
-		select {
-		case <-p.done:
-			return fmt.Errorf("walrelay exited before streaming: %v\n%s", p.waitErr, p.logTail(20))
-		case <-ctx.Done():
-			return fmt.Errorf("walrelay did not start streaming: %w\n%s", ctx.Err(), p.logTail(20))
-		case <-time.After(10 * time.Millisecond):
-		}
+		return fmt.Errorf("walrelay did not start streaming: %w", context.Cause(ctx))
+	case <-p.done:
+		return fmt.Errorf("walrelay exited before streaming: %v\n%s", p.waitErr, p.logTail(20))
+	case <-ctx.Done():
+		return fmt.Errorf("walrelay did not start streaming: %w\n%s", ctx.Err(), p.logTail(20))
 	}
 }
 
@@ -288,10 +271,10 @@ func (d *driver) run(parent context.Context, warmEnd, end time.Time, atWarmEnd f
 		return fmt.Errorf("parsing the writers' DSN: %w", err)
 	}
 	// The INSERT's row count comes from its parameters (generate_series),
-	// so Postgres's plan cache keeps choosing a custom plan and plans
-	// every transaction again: with generic plans the writers' backends
-	// spent a fifth less CPU at 20k events/s. An application's INSERT ...
-	// VALUES is planned once.
+	// so Postgres's plan cache would keep choosing a custom plan and plan
+	// every transaction again, CPU the writers' backends take from the
+	// machine walrelay is measured on (docs/benchmarks.md, Live). An
+	// application's INSERT ... VALUES is planned once.
 	cc.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	conns := make([]*pgx.Conn, d.writers)
 	for i := range conns {
@@ -487,184 +470,4 @@ func payloadTS(v []byte) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(string(rest[:j]), 10, 64)
 	return n, err == nil
-}
-
-// quantiles of µs samples, in ms (nearest rank).
-func quantiles(us []int64) Quantiles {
-	q := Quantiles{Samples: len(us)}
-	if len(us) == 0 {
-		return q
-	}
-	slices.Sort(us)
-	at := func(p float64) float64 {
-		i := int(math.Ceil(p*float64(len(us)))) - 1
-		return float64(us[max(0, min(i, len(us)-1))]) / 1000
-	}
-	var sum float64
-	for _, v := range us {
-		sum += float64(v)
-	}
-	q.P50, q.P99, q.P999 = at(0.50), at(0.99), at(0.999)
-	q.Max = float64(us[len(us)-1]) / 1000
-	q.Mean = sum / float64(len(us)) / 1000
-	return q
-}
-
-// walrelay's latency histograms, as its HTTP listener exports them.
-const (
-	histEndToEnd     = "walrelay_end_to_end_latency_seconds"
-	histCommitRead   = "walrelay_commit_read_latency_seconds"
-	histProduceAck   = "walrelay_produce_ack_latency_seconds"
-	histKafkaRequest = "walrelay_kafka_request_duration_e2e_seconds"
-	histGoSched      = "go_sched_latencies_seconds"
-)
-
-// Waits are the share of a histogram's observations between two scrapes
-// above the bucket bounds nearest 1ms and 10ms (Go's scheduler histogram
-// has few buckets: 0.92ms and 10.5ms there).
-type Waits struct {
-	Samples uint64 `json:"samples"`
-	// Over1 is the share above Bound1 (seconds), Over10 above Bound10.
-	Over1   float64 `json:"share_over_bound1"`
-	Bound1  float64 `json:"bound1_seconds"`
-	Over10  float64 `json:"share_over_bound10"`
-	Bound10 float64 `json:"bound10_seconds"`
-}
-
-// waitsOf computes Waits from two scrapes of a histogram's cumulative
-// buckets; nil when either is missing or nothing was observed.
-func waitsOf(before, after map[float64]uint64) *Waits {
-	if before == nil || after == nil {
-		return nil
-	}
-	total := after[math.Inf(1)] - before[math.Inf(1)]
-	if total == 0 {
-		return nil
-	}
-	nearest := func(want float64) float64 {
-		best := math.Inf(1)
-		for b := range after {
-			if !math.IsInf(b, 1) && math.Abs(math.Log(b/want)) < math.Abs(math.Log(best/want)) {
-				best = b
-			}
-		}
-		return best
-	}
-	over := func(bound float64) float64 {
-		return float64(total-(after[bound]-before[bound])) / float64(total)
-	}
-	w := &Waits{Samples: total, Bound1: nearest(0.001), Bound10: nearest(0.010)}
-	w.Over1, w.Over10 = over(w.Bound1), over(w.Bound10)
-	return w
-}
-
-// histograms are a scrape's cumulative bucket counts by upper bound, per
-// histogram name (summed over label sets).
-type histograms map[string]map[float64]uint64
-
-// quantiles estimates the quantiles of name's observations since before,
-// or nil when either scrape lacks it or nothing was observed in between.
-func (h histograms) quantiles(before histograms, name string) *Quantiles {
-	b, a := before[name], h[name]
-	if b == nil || a == nil {
-		return nil
-	}
-	q, ok := histogramQuantiles(b, a)
-	if !ok {
-		return nil
-	}
-	return &q
-}
-
-// scrapeHistograms reads every histogram from walrelay's /metrics; nil
-// when the scrape fails.
-func scrapeHistograms(ctx context.Context, addr string) histograms {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return nil
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return nil
-	}
-	return histogramsOf(fams)
-}
-
-// histogramsOf collects the histogram families' buckets.
-func histogramsOf(fams map[string]*dto.MetricFamily) histograms {
-	out := make(histograms)
-	for name, fam := range fams {
-		buckets := make(map[float64]uint64)
-		for _, m := range fam.GetMetric() {
-			h := m.GetHistogram()
-			if h == nil {
-				continue
-			}
-			// The text format lists the +Inf bucket; the count stands in
-			// for it if a scrape does not.
-			hasInf := false
-			for _, b := range h.GetBucket() {
-				buckets[b.GetUpperBound()] += b.GetCumulativeCount()
-				hasInf = hasInf || math.IsInf(b.GetUpperBound(), 1)
-			}
-			if !hasInf {
-				buckets[math.Inf(1)] += h.GetSampleCount()
-			}
-		}
-		if len(buckets) > 0 {
-			out[name] = buckets
-		}
-	}
-	return out
-}
-
-// histogramQuantiles estimates quantiles of the observations between two
-// scrapes, interpolating linearly inside a bucket (as histogram_quantile).
-func histogramQuantiles(before, after map[float64]uint64) (Quantiles, bool) {
-	bounds := make([]float64, 0, len(after))
-	for b := range after {
-		bounds = append(bounds, b)
-	}
-	slices.Sort(bounds)
-	counts := make([]float64, len(bounds))
-	for i, b := range bounds {
-		counts[i] = float64(after[b] - before[b])
-	}
-	total := counts[len(counts)-1]
-	if total <= 0 {
-		return Quantiles{}, false
-	}
-	at := func(p float64) float64 {
-		rank := p * total
-		for i, c := range counts {
-			if c < rank {
-				continue
-			}
-			lo, prev := 0.0, 0.0
-			if i > 0 {
-				lo, prev = bounds[i-1], counts[i-1]
-			}
-			hi := bounds[i]
-			if math.IsInf(hi, 1) {
-				return lo * 1000 // beyond the last bucket: its lower bound
-			}
-			if c == prev {
-				return hi * 1000
-			}
-			return (lo + (hi-lo)*(rank-prev)/(c-prev)) * 1000
-		}
-		return bounds[len(bounds)-1] * 1000
-	}
-	return Quantiles{Samples: int(total), P50: at(0.5), P99: at(0.99), P999: at(0.999)}, true
 }

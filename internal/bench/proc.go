@@ -1,22 +1,16 @@
 package bench
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
-)
 
-// userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on
-// every Linux architecture walrelay runs on).
-const userHZ = 100
+	"github.com/walrelay/walrelay/pkg/localpg"
+)
 
 // proc is a child process in its own process group. It is killed (the
 // whole group) by stop, and by the kernel when this process dies
@@ -123,138 +117,7 @@ func (p *proc) rusage() (cpu time.Duration, maxRSS int64, ok bool) {
 }
 
 // logTail returns the last n lines of the child's log.
-func (p *proc) logTail(n int) string {
-	if p.logPath == "" {
-		return ""
-	}
-	b, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// SelfCPU returns the CPU time (user + system, all threads) this process
-// has used, to the microsecond (getrusage; ProcessCPU's /proc counts
-// 10 ms ticks): for the Go benchmarks that measure their own process.
-// getrusage fails only on a bad pointer or a bad "who", neither possible
-// here.
-func SelfCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// ProcessCPU returns the CPU time (user + system, all threads) pid has
-// used, from /proc/<pid>/stat, which is readable for any process (a
-// walsender's too). Its resolution is 1/userHZ s.
-func ProcessCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	st, err := parseStat(b)
-	if err != nil {
-		return 0, fmt.Errorf("parsing /proc/%d/stat: %w", pid, err)
-	}
-	return st.self, nil
-}
-
-// schedStat is a process's scheduler accounting summed over its threads:
-// time on a CPU and time runnable but waiting for one. pid 0 is no reading.
-type schedStat struct {
-	pid       int
-	run, wait time.Duration
-}
-
-// waitPerRun is the time spent waiting for a CPU per second on one, from
-// a to b (readings of one process); -1 when unknown.
-func waitPerRun(a, b schedStat) float64 {
-	run := b.run - a.run
-	if a.pid == 0 || a.pid != b.pid || run <= 0 {
-		return -1
-	}
-	return float64(b.wait-a.wait) / float64(run)
-}
-
-// processSched reads pid's threads' /proc/<pid>/task/<tid>/schedstat (ns on
-// a CPU, ns waiting on a run queue, time slices). A thread that exits
-// between two readings takes its share with it, which Go's long-lived
-// threads rarely do.
-func processSched(pid int) (schedStat, error) {
-	dir := "/proc/" + strconv.Itoa(pid) + "/task"
-	tasks, err := os.ReadDir(dir)
-	if err != nil {
-		return schedStat{}, err
-	}
-	st := schedStat{pid: pid}
-	for _, t := range tasks {
-		b, err := os.ReadFile(dir + "/" + t.Name() + "/schedstat")
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // the thread exited
-		}
-		if err != nil {
-			return schedStat{}, err
-		}
-		run, wait, err := parseSchedstat(b)
-		if err != nil {
-			return schedStat{}, fmt.Errorf("parsing %s/%s/schedstat: %w", dir, t.Name(), err)
-		}
-		st.run += run
-		st.wait += wait
-	}
-	return st, nil
-}
-
-// parseSchedstat parses a schedstat line: "<run ns> <wait ns> <slices>".
-func parseSchedstat(b []byte) (run, wait time.Duration, err error) {
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return 0, 0, fmt.Errorf("%q: want at least 2 fields", b)
-	}
-	r, err := strconv.ParseInt(f[0], 10, 64)
-	if err != nil {
-		return 0, 0, err
-	}
-	w, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil {
-		return 0, 0, err
-	}
-	return time.Duration(r), time.Duration(w), nil
-}
-
-// procHWM returns pid's peak resident set size (VmHWM) in bytes.
-func procHWM(pid int) (int64, error) {
-	return procKB("/proc/"+strconv.Itoa(pid)+"/status", "VmHWM")
-}
-
-// procKB reads key's "key: N kB" line from a /proc file (status,
-// meminfo), in bytes.
-func procKB(path, key string) (int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), key+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("parsing %s in %s: %w", key, path, err)
-			}
-			return kb * 1024, nil
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	return 0, fmt.Errorf("no %s in %s", key, path)
-}
+func (p *proc) logTail(n int) string { return localpg.TailFile(p.logPath, n) }
 
 // childEnv returns the environment for a child: this process's, without
 // any WALRELAY_* variable (walrelay rejects unknown ones), plus extra.

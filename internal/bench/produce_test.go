@@ -47,7 +47,7 @@ func BenchmarkProduce(b *testing.B) {
 		b.Skip("starts a broker process")
 	}
 	ctx := b.Context()
-	brk, err := startBroker(ctx, []string{os.Args[0], "kfake"}, KfakeOptions{HeapMiB: defaultKfakeHeapMiB()}, b.TempDir())
+	brk, err := startBroker(ctx, []string{os.Args[0], "kfake"}, KfakeOptions{}, defaultKfakeHeapMiB(), b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func BenchmarkProduce(b *testing.B) {
 		Done:                   done,
 		Brokers:                brk.addrs,
 		CreateTopics:           true,
-		TopicPartitions:        int32(Default().Partitions),
+		TopicPartitions:        topicPartitions,
 		TopicReplicationFactor: -1,
 		Linger:                 defaults.Kafka.Linger,
 		BatchMaxBytes:          defaults.Kafka.BatchMaxBytes,

@@ -4,23 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 )
 
-// profiling says whether this run captures walrelay CPU profiles: asked
-// for, and the binary serves Go's profiler (http.pprof).
-func (e *env) profiling() bool {
-	return e.cfg.ProfileDir != "" && e.walrelayEnvKnown["WALRELAY_HTTP_PPROF"] && e.hasHTTP()
-}
-
 // startProfile fetches a CPU profile of `seconds` from walrelay's listener
 // at addr once start is closed, into ProfileDir/<name>.cpu.pprof. wait
 // blocks until the fetch ended (bounded); failures are logged, not fatal.
 func (e *env) startProfile(ctx context.Context, addr, name string, seconds int, start <-chan struct{}) (wait func()) {
-	if !e.profiling() {
+	if e.cfg.ProfileDir == "" {
 		return func() {}
 	}
 	done := make(chan struct{})
@@ -54,21 +47,14 @@ func (e *env) startProfile(ctx context.Context, addr, name string, seconds int, 
 	}
 }
 
+// fetchProfile saves a CPU profile of `seconds` from walrelay's listener at
+// addr into path.
 func fetchProfile(ctx context.Context, addr string, seconds int, path string) error {
-	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := get(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, seconds))
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s: %s: %s", url, resp.Status, b)
-	}
+	defer body.Close()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -76,7 +62,7 @@ func fetchProfile(ctx context.Context, addr string, seconds int, path string) er
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
+	if _, err := io.Copy(f, body); err != nil {
 		f.Close()
 		return err
 	}

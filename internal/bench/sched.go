@@ -16,12 +16,13 @@ import (
 // Without root or CAP_SYS_NICE the first switch fails with EPERM, and
 // nothing is changed.
 //
-// The harness switches kfake before its live runs (KfakeOptions.Realtime):
+// The harness switches kfake before its live runs (Config.KfakeRealtime):
 // a real-time thread runs as soon as it wakes, so the stand-in broker
 // answers without waiting behind the load it is measuring on the
-// machine's few CPUs, as a broker on its own machines would. kfake's CPU
-// is about 1-2 µs per event, and the kernel caps real-time threads at 95%
-// of each second (kernel.sched_rt_runtime_us) in any case.
+// machine's few CPUs, as a broker on its own machines would. kfake uses
+// little CPU per event (the reports' kfake column), and the kernel caps
+// real-time threads at 95% of each second (kernel.sched_rt_runtime_us)
+// in any case.
 func setFIFO(pid int) error {
 	fifo := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}
 	for pass := 0; pass < 10; pass++ {

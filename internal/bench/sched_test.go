@@ -14,10 +14,10 @@ import (
 // after (or, where this process may not use it, EPERM and every thread
 // still normal). No thread of the harness itself is switched.
 func TestKfakeRealtime(t *testing.T) {
-	if !Default().Kfake.Realtime {
+	if !Default().KfakeRealtime {
 		t.Error("the harness's default leaves kfake under the normal policy in live runs, want real-time")
 	}
-	b, err := startBroker(t.Context(), []string{os.Args[0], "kfake"}, KfakeOptions{}, t.TempDir())
+	b, err := startBroker(t.Context(), []string{os.Args[0], "kfake"}, KfakeOptions{}, 0, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -323,20 +323,7 @@ func (c *Cluster) Close() error {
 
 // LogTail returns the last n lines of the server log, or "" when there is
 // no log yet.
-func (c *Cluster) LogTail(n int) string {
-	if c.logFile == "" || n <= 0 {
-		return ""
-	}
-	b, err := os.ReadFile(c.logFile)
-	if err != nil {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (c *Cluster) LogTail(n int) string { return TailFile(c.logFile, n) }
 
 // ping connects once, proving the server accepts connections over TCP.
 func (c *Cluster) ping(ctx context.Context) error {

@@ -1,0 +1,155 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Shape is how a workload groups outbox rows into transactions.
+type Shape struct {
+	// RowsPerTx is the number of rows per transaction; 0 means all rows
+	// of the backlog in one transaction.
+	RowsPerTx int
+}
+
+// String is the shape's name: "single", "txK" or "onetx".
+func (s Shape) String() string {
+	switch s.RowsPerTx {
+	case 0:
+		return "onetx"
+	case 1:
+		return "single"
+	default:
+		return "tx" + strconv.Itoa(s.RowsPerTx)
+	}
+}
+
+// parseShape reads a shape name: single (tx1), txK (K rows per
+// transaction) or onetx (the whole backlog in one transaction).
+func parseShape(s string) (Shape, error) {
+	switch s {
+	case "single", "tx1":
+		return Shape{RowsPerTx: 1}, nil
+	case "onetx":
+		return Shape{}, nil
+	}
+	if k, ok := strings.CutPrefix(s, "tx"); ok {
+		n, err := strconv.Atoi(k)
+		if err == nil && n >= 1 && n <= 100000 {
+			return Shape{RowsPerTx: n}, nil
+		}
+	}
+	return Shape{}, fmt.Errorf("unknown shape %q (want single, txK with 1<=K<=100000, or onetx)", s)
+}
+
+// Backlog is one backlog-drain measurement: N rows written in the given
+// shape before any consumer runs.
+type Backlog struct {
+	Shape Shape
+	N     int
+}
+
+func (b Backlog) String() string { return b.Shape.String() + ":" + strconv.Itoa(b.N) }
+
+// Live is one live measurement: rows inserted at a steady rate while
+// walrelay runs.
+type Live struct {
+	Shape Shape // RowsPerTx >= 1
+	// Rate is the target in events (rows) per second; 0 means as fast as
+	// the writers can go ("max").
+	Rate int
+}
+
+func (l Live) String() string {
+	rate := "max"
+	if l.Rate > 0 {
+		rate = strconv.Itoa(l.Rate)
+	}
+	return l.Shape.String() + "@" + rate
+}
+
+// FormatList joins backlogs or live runs with commas: the inverse of
+// ParseBacklogs and ParseLives.
+func FormatList[T fmt.Stringer](items []T) string {
+	parts := make([]string, len(items))
+	for i, it := range items {
+		parts[i] = it.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseBacklogs reads "shape:N,shape:N,...", e.g. "single:200000,tx100:500k".
+func ParseBacklogs(s string) ([]Backlog, error) {
+	return parseList(s, ":", "N", func(shape Shape, n string) (Backlog, error) {
+		count, err := parseCount(n)
+		if err != nil || count < 1 {
+			return Backlog{}, errors.New("the count N must be a positive number (e.g. 200000 or 200k)")
+		}
+		return Backlog{Shape: shape, N: count}, nil
+	})
+}
+
+// ParseLives reads "shape@rate,...", e.g. "single@2000,tx10@20k,single@max";
+// rates are events per second.
+func ParseLives(s string) ([]Live, error) {
+	return parseList(s, "@", "rate", func(shape Shape, r string) (Live, error) {
+		if shape.RowsPerTx == 0 {
+			return Live{}, errors.New("onetx has no steady rate; use single or txK")
+		}
+		if r == "max" {
+			return Live{Shape: shape}, nil
+		}
+		rate, err := parseCount(r)
+		if err != nil || rate < 1 {
+			return Live{}, errors.New("rate must be a positive number of events/s or max")
+		}
+		return Live{Shape: shape, Rate: rate}, nil
+	})
+}
+
+// parseList reads comma-separated items "shape<sep><value>" (value named
+// what in errors), each made into a T by parse; an error names the item.
+func parseList[T any](s, sep, what string, parse func(Shape, string) (T, error)) ([]T, error) {
+	var out []T
+	for _, item := range splitList(s) {
+		name, value, ok := strings.Cut(item, sep)
+		if !ok {
+			return nil, fmt.Errorf("%q: want shape%s%s", item, sep, what)
+		}
+		shape, err := parseShape(name)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", item, err)
+		}
+		v, err := parse(shape, value)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", item, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// parseCount reads 2000, 2k or 1m.
+func parseCount(s string) (int, error) {
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "k"):
+		mult, s = 1000, strings.TrimSuffix(s, "k")
+	case strings.HasSuffix(s, "m"):
+		mult, s = 1000000, strings.TrimSuffix(s, "m")
+	}
+	n, err := strconv.Atoi(s)
+	return n * mult, err
+}

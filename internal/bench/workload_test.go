@@ -1,0 +1,79 @@
+package bench
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseBacklogs(t *testing.T) {
+	cases := []struct {
+		name    string
+		in      string
+		want    []Backlog
+		wantErr string
+	}{
+		{"default set", "single:200k,tx100:500k,onetx:1m", []Backlog{{Shape{1}, 200000}, {Shape{100}, 500000}, {Shape{0}, 1000000}}, ""},
+		{"tx1 is single", "tx1:10", []Backlog{{Shape{1}, 10}}, ""},
+		{"spaces and empty items", " single:5 , ,tx10:20", []Backlog{{Shape{1}, 5}, {Shape{10}, 20}}, ""},
+		{"missing count", "single", nil, "want shape:N"},
+		{"bad shape", "batch:10", nil, "unknown shape"},
+		{"tx0", "tx0:10", nil, "unknown shape"},
+		{"zero count", "single:0", nil, "positive"},
+		{"bad count", "single:ten", nil, "positive"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseBacklogs(tc.in)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ParseBacklogs(%q) error = %v, want one containing %q", tc.in, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("ParseBacklogs(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseLives(t *testing.T) {
+	cases := []struct {
+		name    string
+		in      string
+		want    []Live
+		wantErr string
+	}{
+		{"rates and max", "single@2000,tx10@20k,single@max", []Live{{Shape{1}, 2000}, {Shape{10}, 20000}, {Shape{1}, 0}}, ""},
+		{"onetx has no rate", "onetx@100", nil, "no steady rate"},
+		{"missing rate", "single", nil, "want shape@rate"},
+		{"zero rate", "single@0", nil, "positive"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseLives(tc.in)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ParseLives(%q) error = %v, want one containing %q", tc.in, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("ParseLives(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestFormatRoundTrip(t *testing.T) {
+	d := Default()
+	bs, err := ParseBacklogs(FormatList(d.Backlogs))
+	if err != nil || !reflect.DeepEqual(bs, d.Backlogs) {
+		t.Errorf("backlogs %q parse back as %v, %v", FormatList(d.Backlogs), bs, err)
+	}
+	ls, err := ParseLives(FormatList(append(d.Lives, Live{Shape{1}, 0})))
+	if err != nil || !reflect.DeepEqual(ls, append(d.Lives, Live{Shape{1}, 0})) {
+		t.Errorf("lives %q parse back as %v, %v", FormatList(d.Lives), ls, err)
+	}
+}
