@@ -44,14 +44,6 @@ func kfakeChild(args []string) int {
 	return 0
 }
 
-// testWriter sends progress lines to the test log.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
 // TestSmoke runs one small backlog measurement and one short live
 // measurement end to end (private broker process, real walrelay binary)
 // and checks the results are complete and consistent. It asserts nothing
@@ -78,7 +70,7 @@ func TestSmoke(t *testing.T) {
 		Writers:       2,
 		StepTimeout:   2 * time.Minute,
 		KfakeRealtime: true,
-		Progress:      testWriter{t},
+		Progress:      t.Output(),
 	}
 	r, err := Run(ctx, cfg)
 	if err != nil {
