@@ -1,0 +1,95 @@
+package publisher
+
+// Helpers shared by the publisher tests: TestMain, Done outcomes, test publishers, request counts, logging.
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/walrelay/walrelay/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// results collects what Done reports, per record.
+type results struct {
+	mu   sync.Mutex
+	errs map[*kgo.Record]error
+	n    atomic.Int64
+}
+
+func newResults() *results { return &results{errs: make(map[*kgo.Record]error)} }
+
+func (rs *results) done(r *kgo.Record, err error) {
+	rs.mu.Lock()
+	if _, dup := rs.errs[r]; dup {
+		panic(fmt.Sprintf("Done called twice for record %q", r.Value))
+	}
+	rs.errs[r] = err
+	rs.mu.Unlock()
+	rs.n.Add(1)
+}
+
+// wait waits until n records have their outcome.
+func (rs *results) wait(t *testing.T, n int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for rs.n.Load() < int64(n) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d records answered within %s", rs.n.Load(), n, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (rs *results) err(r *kgo.Record) error {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.errs[r]
+}
+
+// newPublisher returns a publisher on broker reporting to rs, closed at
+// cleanup.
+func newPublisher(t *testing.T, broker *testenv.Broker, rs *results, mutate func(*Config)) *Publisher {
+	t.Helper()
+	cfg := Config{Brokers: broker.Addrs(), Done: rs.done, CreateTopics: true, TopicPartitions: 5, TopicReplicationFactor: 1, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	p, err := New(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// countRequests counts the requests of one kind the kfake broker sees.
+func countRequests(b *testenv.Broker, key kmsg.Key) *atomic.Int64 {
+	var n atomic.Int64
+	b.Cluster.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
+		n.Add(1)
+		return nil, nil, false // observe only
+	})
+	return &n
+}
+
+// testLogger writes the publisher's log to the test's log.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
