@@ -193,7 +193,7 @@ func peekTxs(ctx context.Context, conn *pgx.Conn, slot string, req PeekRequest, 
 		case *pglogrepl.BeginMessage:
 			cur = &tx{xid: m.Xid, commitTime: m.CommitTime}
 		case *pglogrepl.RelationMessage:
-			rel := relationOf(m)
+			rel := router.RelationOf(m)
 			plan, err := req.Router.Bind(rel)
 			plans[m.RelationID], bind[m.RelationID] = plan, err
 		case *pglogrepl.InsertMessage:
@@ -249,15 +249,6 @@ func route(plan *router.Plan, bindErr error, m *pglogrepl.InsertMessage, lsn pgl
 	}
 	ev.PayloadBytes = len(msg.Value)
 	return ev
-}
-
-// relationOf converts a pgoutput Relation message for the router.
-func relationOf(rel *pglogrepl.RelationMessage) router.Relation {
-	cols := make([]router.Column, len(rel.Columns))
-	for i, c := range rel.Columns {
-		cols[i] = router.Column{Name: c.Name, TypeOID: c.DataType}
-	}
-	return router.Relation{ID: rel.RelationID, Namespace: rel.Namespace, Name: rel.RelationName, Columns: cols}
 }
 
 // AdvanceRequest says where to move a slot: To, or past the transaction

@@ -55,7 +55,7 @@ func benchPlan(tb testing.TB) *router.Plan {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	plan, err := rt.Bind(relationOf(benchRel))
+	plan, err := rt.Bind(router.RelationOf(benchRel))
 	if err != nil {
 		tb.Fatal(err)
 	}

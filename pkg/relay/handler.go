@@ -164,7 +164,7 @@ func (h *handler) resetHistory(ctx context.Context, s, prev replication.Session,
 }
 
 func (h *handler) Relation(_ context.Context, rel *pglogrepl.RelationMessage) error {
-	plan, err := h.r.router.Bind(relationOf(rel))
+	plan, err := h.r.router.Bind(router.RelationOf(rel))
 	if err != nil {
 		return fmt.Errorf("outbox table changed: %w", err)
 	}
@@ -296,13 +296,4 @@ func (h *handler) Message(_ context.Context, m *pglogrepl.LogicalDecodingMessage
 	}
 	h.log.Debug("logical decoding message", "lsn", lsn.String(), "prefix", m.Prefix, "transactional", m.Transactional)
 	return nil
-}
-
-// relationOf converts a pgoutput Relation message for the router.
-func relationOf(rel *pglogrepl.RelationMessage) router.Relation {
-	cols := make([]router.Column, len(rel.Columns))
-	for i, c := range rel.Columns {
-		cols[i] = router.Column{Name: c.Name, TypeOID: c.DataType}
-	}
-	return router.Relation{ID: rel.RelationID, Namespace: rel.Namespace, Name: rel.RelationName, Columns: cols}
 }

@@ -1,6 +1,10 @@
 package router
 
-import "time"
+import (
+	"time"
+
+	"github.com/jackc/pglogrepl"
+)
 
 // Column describes one column of a table as a pgoutput Relation message does.
 type Column struct {
@@ -18,6 +22,15 @@ type Relation struct {
 	Name      string
 	// Columns are in tuple order.
 	Columns []Column
+}
+
+// RelationOf converts a pgoutput Relation message.
+func RelationOf(rel *pglogrepl.RelationMessage) Relation {
+	cols := make([]Column, len(rel.Columns))
+	for i, c := range rel.Columns {
+		cols[i] = Column{Name: c.Name, TypeOID: c.DataType}
+	}
+	return Relation{ID: rel.RelationID, Namespace: rel.Namespace, Name: rel.RelationName, Columns: cols}
 }
 
 // Header is one Kafka record header.
