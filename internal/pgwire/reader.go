@@ -31,6 +31,8 @@ import (
 // safe because it never blocks (the socket is non-blocking; waits go
 // through the network poller), and which spares the scheduler's monitor
 // thread wake-ups and P hand-offs each time the stream returns from idle.
+// (In -race builds it is a read through package syscall, so that the race
+// detector sees what it writes into the receive buffers.)
 // A read that follows no wait (the stream is behind) goes through
 // net.Conn, so the scheduler can hand the P to other goroutines (the
 // producer's) while the stream works flat out.

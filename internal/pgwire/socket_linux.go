@@ -69,8 +69,9 @@ func setRcvLowat(rc syscall.RawConn, n int) error {
 }
 
 // rawRead reads the socket like net.Conn's Read (deadlines included, and
-// io.EOF at the end of the stream), calling readOnce (rawread_linux.go)
-// when the socket is readable.
+// io.EOF at the end of the stream), calling readOnce when the socket is
+// readable. readOnce is a raw read(2) in normal builds (rawread_linux.go)
+// and one the race detector sees in -race builds (rawread_race_linux.go).
 func rawRead(rc syscall.RawConn, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
