@@ -56,9 +56,9 @@ func (r *reporter) plan(now time.Time, cp Checkpointer) {
 // loop reads messages until ctx is done (returns nil) or an error.
 func (s *Stream) loop(ctx context.Context, w *pgwire.Conn) error {
 	rep := reporter{interval: s.cfg.StatusInterval}
-	// The clock is read every clockEvery messages, not for each: a message
-	// from the read buffer takes well under a microsecond to handle, a
-	// clock read 50 ns. It is read, and the reporter's plan made afresh,
+	// The clock is read every clockEvery messages, not for each: a clock
+	// read costs a good part of handling a message already buffered. It
+	// is read, and the reporter's plan made afresh,
 	// before a receive that needs the socket (and may wait there), so that
 	// the wait ends in time for a position an ack moves meanwhile. Waits
 	// end at rep.due (the receive's deadline, WaitRoom's).
