@@ -29,6 +29,10 @@
 // confirmed position. On shutdown it stops reading, waits (bounded) for the
 // Checkpointer to drain, reports the final confirmed position and closes.
 //
+// The bytes of the replication connection (the hijacked socket, framing,
+// receive buffers, batched reads) are internal/pgwire's; this package
+// connects, identifies the server, decodes pgoutput and dispatches.
+//
 // It does not route, publish or track acknowledgements: that is the
 // Handler's and the Checkpointer's job. It does not create slots or
 // publications.

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/walrelay/walrelay/internal/pgwire"
 	"github.com/walrelay/walrelay/pkg/router"
 )
 
@@ -24,7 +25,7 @@ import (
 //   - frames/in-place: the stream's frame reader; the message's bytes stay
 //     in the receive buffer, which it holds (the relay's path).
 //   - frames/copy: the frame reader; the bytes are copied into a recycled
-//     per-row buffer (the relay's path once the stream keeps maxLiveBuffers).
+//     per-row buffer (the relay's path once the stream keeps pgwire.MaxLiveBuffers).
 //   - pgproto3/copy: the path before the frame reader: pgproto3's frontend
 //     over a 256 KiB bufio.Reader, and the bytes copied.
 //
@@ -113,9 +114,9 @@ func (r *loopReader) Read(p []byte) (int, error) {
 // through pgproto3).
 func ingestReader(b *testing.B, in *loopReader, frames bool) func() ([]byte, *Buffer) {
 	if frames {
-		f := newFrameReader(in)
+		f := pgwire.NewFrameReader(in, nil)
 		return func() ([]byte, *Buffer) {
-			typ, body, buf, err := f.next()
+			typ, body, buf, err := f.Next()
 			if err != nil || typ != 'd' {
 				b.Fatalf("frame %q: %v", typ, err)
 			}

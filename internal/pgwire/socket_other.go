@@ -1,6 +1,6 @@
 //go:build !linux
 
-package replication
+package pgwire
 
 import (
 	"errors"

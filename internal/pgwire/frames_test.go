@@ -1,4 +1,4 @@
-package replication
+package pgwire
 
 import (
 	"bytes"
@@ -55,9 +55,9 @@ func TestFrameReaderSplitsMessages(t *testing.T) {
 	}
 	for _, step := range []int{1, 7, 4096, 1 << 20} {
 		src := &trickle{data: bytes.Clone(stream), step: step, err: io.EOF}
-		f := newFrameReader(src)
+		f := NewFrameReader(src, nil)
 		for i, n := range sizes {
-			typ, got, buf, err := f.next()
+			typ, got, buf, err := f.Next()
 			if err != nil {
 				t.Fatalf("step %d, message %d: %v", step, i, err)
 			}
@@ -65,7 +65,7 @@ func TestFrameReaderSplitsMessages(t *testing.T) {
 				t.Fatalf("step %d, message %d: type %q, %d bytes (want %d), buffer %p", step, i, typ, len(got), n, buf)
 			}
 		}
-		if _, _, _, err := f.next(); !errors.Is(err, io.EOF) {
+		if _, _, _, err := f.Next(); !errors.Is(err, io.EOF) {
 			t.Fatalf("step %d: after the last message: %v, want io.EOF", step, err)
 		}
 		for _, room := range src.rooms {
@@ -85,7 +85,7 @@ func TestFrameReaderKeepsHeldBytes(t *testing.T) {
 	for i := range n {
 		stream = append(stream, frame('d', body(i, 1000))...)
 	}
-	f := newFrameReader(&trickle{data: stream, step: 64 << 10, err: io.EOF})
+	f := NewFrameReader(&trickle{data: stream, step: 64 << 10, err: io.EOF}, nil)
 	type kept struct {
 		b   []byte
 		buf *Buffer
@@ -93,7 +93,7 @@ func TestFrameReaderKeepsHeldBytes(t *testing.T) {
 	var held []kept
 	bufs := map[*Buffer]bool{}
 	for i := range n {
-		_, b, buf, err := f.next()
+		_, b, buf, err := f.Next()
 		if err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
@@ -111,7 +111,7 @@ func TestFrameReaderKeepsHeldBytes(t *testing.T) {
 		}
 	}
 	if len(held) == n/2 {
-		t.Fatalf("held all %d messages; want Hold to refuse once %d buffers are kept", len(held), maxLiveBuffers)
+		t.Fatalf("held all %d messages; want Hold to refuse once %d buffers are kept", len(held), MaxLiveBuffers)
 	}
 	// Released, a buffer the reader has left is reused for new reads; the
 	// one it reads into is not released by its holders alone.
@@ -133,7 +133,7 @@ func TestFrameReaderKeepsHeldBytes(t *testing.T) {
 	}
 }
 
-// Holders keep at most maxLiveBuffers buffers: once that many are live, a
+// Holders keep at most MaxLiveBuffers buffers: once that many are live, a
 // Hold that would keep one more refuses, and the reader reads on in the
 // buffer it has. Released buffers are read into again, not made anew.
 func TestFrameReaderBoundsHeldBuffers(t *testing.T) {
@@ -142,13 +142,13 @@ func TestFrameReaderBoundsHeldBuffers(t *testing.T) {
 	for i := range 2 * n {
 		stream = append(stream, frame('d', body(i, 1000))...)
 	}
-	f := newFrameReader(&trickle{data: stream, step: 64 << 10, err: io.EOF})
+	f := NewFrameReader(&trickle{data: stream, step: 64 << 10, err: io.EOF}, nil)
 	made := 0
 	for pass := range 2 {
 		var held []*Buffer
 		refused := 0
 		for i := pass * n; i < (pass+1)*n; i++ {
-			_, b, buf, err := f.next()
+			_, b, buf, err := f.Next()
 			if err != nil {
 				t.Fatalf("message %d: %v", i, err)
 			}
@@ -160,8 +160,8 @@ func TestFrameReaderBoundsHeldBuffers(t *testing.T) {
 			} else {
 				refused++
 			}
-			if live := f.live.Load(); live > maxLiveBuffers {
-				t.Fatalf("message %d: %d buffers live, want at most %d", i, live, maxLiveBuffers)
+			if live := f.live.Load(); live > MaxLiveBuffers {
+				t.Fatalf("message %d: %d buffers live, want at most %d", i, live, MaxLiveBuffers)
 			}
 		}
 		if refused == 0 {
@@ -191,10 +191,10 @@ func TestFrameReaderReusesUnheldBuffer(t *testing.T) {
 		stream = append(stream, frame('d', body(i, size))...)
 	}
 	// Reads of ten whole messages: each read finds every byte read.
-	f := newFrameReader(&trickle{data: stream, step: 10 * (5 + size), err: io.EOF})
+	f := NewFrameReader(&trickle{data: stream, step: 10 * (5 + size), err: io.EOF}, nil)
 	first := f.cur
 	for i := range 3000 {
-		_, b, buf, err := f.next()
+		_, b, buf, err := f.Next()
 		if err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
@@ -212,12 +212,12 @@ func TestFrameReaderReusesUnheldBuffer(t *testing.T) {
 func TestFrameReaderKeepsBytesAcrossErrors(t *testing.T) {
 	msg := frame('d', body(1, 100))
 	src := &trickle{data: bytes.Clone(msg[:50]), step: 1 << 20, err: os.ErrDeadlineExceeded}
-	f := newFrameReader(src)
-	if _, _, _, err := f.next(); !errors.Is(err, os.ErrDeadlineExceeded) {
+	f := NewFrameReader(src, nil)
+	if _, _, _, err := f.Next(); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("next on half a message: %v, want the read's error", err)
 	}
 	src.data = bytes.Clone(msg[50:])
-	typ, b, _, err := f.next()
+	typ, b, _, err := f.Next()
 	if err != nil || typ != 'd' || !bytes.Equal(b, body(1, 100)) {
 		t.Fatalf("next after the rest arrived: %q, %d bytes, %v", typ, len(b), err)
 	}
@@ -227,15 +227,15 @@ func TestFrameReaderRejectsBadLength(t *testing.T) {
 	for _, n := range []uint32{0, 3, maxMessageLen + 1} {
 		b := []byte{'d', 0, 0, 0, 0, 'x'}
 		binary.BigEndian.PutUint32(b[1:], n)
-		f := newFrameReader(&trickle{data: b, step: 100, err: io.EOF})
-		if _, _, _, err := f.next(); err == nil || errors.Is(err, io.EOF) {
+		f := NewFrameReader(&trickle{data: b, step: 100, err: io.EOF}, nil)
+		if _, _, _, err := f.Next(); err == nil || errors.Is(err, io.EOF) {
 			t.Fatalf("length %d: %v, want an invalid length error", n, err)
 		}
 	}
 }
 
 func TestBufferReleasedTooOftenPanics(t *testing.T) {
-	f := newFrameReader(&trickle{err: io.EOF})
+	f := NewFrameReader(&trickle{err: io.EOF}, nil)
 	b := f.cur
 	if !b.Hold() {
 		t.Fatal("Hold refused on a fresh reader")

@@ -1,8 +1,7 @@
-// The stream's socket calls on Linux: waiting for a batch of bytes to be
-// queued, and reading, with system calls the Go scheduler is not told
-// about (see coalescingReader for why).
+// Waiting on the socket for a batch of bytes, on Linux. The socket calls
+// are raw system calls, like rawRead's (see Reader for why).
 
-package replication
+package pgwire
 
 import (
 	"io"
@@ -55,7 +54,7 @@ func waitQueued(rc syscall.RawConn, n int, wakes *int) (waited bool, err error) 
 }
 
 // setRcvLowat sets the socket's receive low-water mark (SO_RCVLOWAT), with
-// a raw system call, like waitQueued's ioctl (see coalescingReader).
+// a raw system call.
 func setRcvLowat(rc syscall.RawConn, n int) error {
 	var serr error
 	if err := rc.Control(func(fd uintptr) {
@@ -69,9 +68,10 @@ func setRcvLowat(rc syscall.RawConn, n int) error {
 	return serr
 }
 
-// rawRead reads the socket like net.Conn's Read (deadlines included),
-// with a raw read(2): a system call the Go scheduler is not told about,
-// which is fine for one that never blocks (see coalescingReader).
+// rawRead reads the socket like net.Conn's Read (deadlines included, and
+// io.EOF at the end of the stream), calling readOnce when the socket is
+// readable. readOnce is a raw read(2) in normal builds (rawread_linux.go)
+// and one the race detector sees in -race builds (rawread_race_linux.go).
 func rawRead(rc syscall.RawConn, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
@@ -80,14 +80,14 @@ func rawRead(rc syscall.RawConn, p []byte) (int, error) {
 	var errno syscall.Errno
 	err := rc.Read(func(fd uintptr) bool {
 		for {
-			r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+			r, e := readOnce(fd, p)
 			switch e {
 			case syscall.EINTR:
 				continue
 			case syscall.EAGAIN:
 				return false
 			}
-			n, errno = int(r), e
+			n, errno = r, e
 			return true
 		}
 	})

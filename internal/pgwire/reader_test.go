@@ -1,4 +1,4 @@
-package replication
+package pgwire
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ func (c *chunks) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func TestCoalescingReaderWaitsOnlyAfterSmallReads(t *testing.T) {
+func TestReaderWaitsOnlyAfterSmallReads(t *testing.T) {
 	big := bytes.Repeat([]byte("x"), smallRead)
 	tests := []struct {
 		name  string
@@ -35,7 +35,7 @@ func TestCoalescingReaderWaitsOnlyAfterSmallReads(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newCoalescingReader(t.Context(), &chunks{parts: tt.parts}, nil, time.Millisecond)
+			r := NewReader(t.Context(), &chunks{parts: tt.parts}, nil, time.Millisecond)
 			if tt.owned {
 				// Not a TCP socket: the wait is a sleep.
 				conn, other := net.Pipe()

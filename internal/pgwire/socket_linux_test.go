@@ -1,4 +1,4 @@
-package replication
+package pgwire
 
 import (
 	"bytes"
@@ -49,11 +49,11 @@ func rcvLowat(t *testing.T, rc syscall.RawConn) int {
 	return v
 }
 
-// ownedReader returns a coalescing reader of client as newReplConn sets it
+// ownedReader returns a Reader of client as Hijack sets it
 // up for plain TCP (own), with the last read small, so the next one
 // waits.
-func ownedReader(ctx context.Context, client *net.TCPConn, wait time.Duration) *coalescingReader {
-	r := newCoalescingReader(ctx, client, client, wait)
+func ownedReader(ctx context.Context, client *net.TCPConn, wait time.Duration) *Reader {
+	r := NewReader(ctx, client, client, wait)
 	r.own(client)
 	r.small = true
 	return r
@@ -104,7 +104,7 @@ func TestRawRead(t *testing.T) {
 
 // readAsync reads once from r in a goroutine; the result arrives on the
 // channel.
-func readAsync(r *coalescingReader, buf []byte) <-chan readResult {
+func readAsync(r *Reader, buf []byte) <-chan readResult {
 	done := make(chan readResult, 1)
 	go func() {
 		n, err := r.Read(buf)
@@ -137,7 +137,7 @@ func await(t *testing.T, done <-chan readResult) readResult {
 // it is back at one byte for the read itself, so a small message arriving
 // while the read blocks is delivered at once, not when smallRead bytes
 // have piled up (which might be never).
-func TestCoalescingReaderLowWaterMark(t *testing.T) {
+func TestReaderLowWaterMark(t *testing.T) {
 	client, server := tcpPair(t)
 	rc, err := client.SyscallConn()
 	if err != nil {
@@ -196,7 +196,7 @@ func TestCoalescingReaderLowWaterMark(t *testing.T) {
 // A wait ends once smallRead bytes are queued, however long it could have
 // lasted, and the messages that arrive before then, one at a time, do not
 // wake it one by one.
-func TestCoalescingReaderWaitEndsWhenBatchQueued(t *testing.T) {
+func TestReaderWaitEndsWhenBatchQueued(t *testing.T) {
 	client, server := tcpPair(t)
 	r := ownedReader(t.Context(), client, time.Hour)
 	const msgs = 64
@@ -227,7 +227,7 @@ func TestCoalescingReaderWaitEndsWhenBatchQueued(t *testing.T) {
 // A wait ends at the stream's read deadline, which the read then reports,
 // as a read without a wait would; the stream's next deadline applies to
 // the next read.
-func TestCoalescingReaderWaitEndsAtStreamDeadline(t *testing.T) {
+func TestReaderWaitEndsAtStreamDeadline(t *testing.T) {
 	client, server := tcpPair(t)
 	r := ownedReader(t.Context(), client, time.Hour)
 	if _, err := server.Write([]byte("small")); err != nil {
@@ -255,7 +255,7 @@ func TestCoalescingReaderWaitEndsAtStreamDeadline(t *testing.T) {
 // behind reads through net.Conn, so that the scheduler, which sees that
 // system call, can hand its P to the producer's goroutines and poll the
 // network while the stream works flat out.
-func TestCoalescingReaderReadsRawOnlyAfterWaiting(t *testing.T) {
+func TestReaderReadsRawOnlyAfterWaiting(t *testing.T) {
 	client, server := tcpPair(t)
 	r := ownedReader(t.Context(), client, 200*time.Millisecond)
 	if !r.raw {
@@ -295,9 +295,9 @@ func TestCoalescingReaderReadsRawOnlyAfterWaiting(t *testing.T) {
 
 // A wait ends when the session's context is done, and the read does not
 // block afterwards: the context's wake-up (a read deadline of now, as
-// newReplConn sets it) was overwritten by the wait putting back the
+// Hijack sets it) was overwritten by the wait putting back the
 // stream's deadline.
-func TestCoalescingReaderWaitEndsWhenContextDone(t *testing.T) {
+func TestReaderWaitEndsWhenContextDone(t *testing.T) {
 	client, _ := tcpPair(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	r := ownedReader(ctx, client, time.Hour)

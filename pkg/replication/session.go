@@ -1,0 +1,220 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/walrelay/walrelay/internal/pgwire"
+)
+
+// session runs one connection. streamed reports whether START_REPLICATION
+// succeeded, which resets the backoff.
+func (s *Stream) session(ctx context.Context) (streamed bool, err error) {
+	conn, in, err := s.connect(ctx)
+	if err != nil {
+		return false, err
+	}
+	sess, err := s.identify(ctx, conn)
+	if err == nil {
+		err = s.start(ctx, sess)
+	}
+	if err != nil {
+		_ = conn.Close(context.Background())
+		return false, err
+	}
+	// The stream owns the connection outright from here (pgwire.Conn): it
+	// starts replication and reads the copy-both stream into buffers whose
+	// bytes handlers may keep.
+	w, err := pgwire.Hijack(ctx, conn, in, s.cfg.LargeMessage)
+	if err != nil {
+		_ = conn.Close(context.Background())
+		return false, fmt.Errorf("taking over the replication connection: %w", err)
+	}
+	defer w.Close()
+	if err := w.StartReplication(ctx, startReplicationSQL(s.cfg.Slot, s.cfg.Publications)); err != nil {
+		return false, fmt.Errorf("starting replication on slot %q: %w", s.cfg.Slot, err)
+	}
+	s.log.Info("streaming from slot", "slot", s.cfg.Slot, "publications", s.cfg.Publications, "confirmed", s.cp.Confirmed().String())
+	s.streaming.Store(true)
+	defer s.streaming.Store(false)
+
+	err = s.loop(ctx, w)
+	if ctx.Err() != nil && err == nil {
+		s.shutdown(w)
+	}
+	return true, err
+}
+
+// identify reads, on the session's connection, what identifies the
+// server (IDENTIFY_SYSTEM) and where the slot stands. A replication
+// connection to a database runs SQL too. A slot held by another process
+// fails the session now (as START_REPLICATION would), so that the
+// position read is not one its holder moves on before this session takes
+// the slot.
+func (s *Stream) identify(ctx context.Context, conn *pgconn.PgConn) (Session, error) {
+	id, err := pglogrepl.IdentifySystem(ctx, conn)
+	if err != nil {
+		return Session{}, fmt.Errorf("identifying the server (IDENTIFY_SYSTEM): %w", err)
+	}
+	sess := Session{SystemID: id.SystemID, Timeline: id.Timeline, XLogPos: id.XLogPos}
+	results, err := conn.Exec(ctx, "SELECT confirmed_flush_lsn, active_pid FROM pg_catalog.pg_replication_slots WHERE slot_name = "+quoteLiteral(s.cfg.Slot)).ReadAll()
+	if err != nil {
+		return Session{}, fmt.Errorf("reading replication slot %q: %w", s.cfg.Slot, err)
+	}
+	if len(results) != 1 || len(results[0].Rows) == 0 {
+		return Session{}, permanent(fmt.Errorf("%w: %q", ErrSlotMissing, s.cfg.Slot))
+	}
+	row := results[0].Rows[0]
+	if len(row) != 2 {
+		return Session{}, fmt.Errorf("reading replication slot %q: %d columns", s.cfg.Slot, len(row))
+	}
+	if row[0] != nil { // NULL for a slot not yet consistent
+		if sess.SlotConfirmed, err = pglogrepl.ParseLSN(string(row[0])); err != nil {
+			return Session{}, fmt.Errorf("parsing confirmed_flush_lsn %q of slot %q: %w", row[0], s.cfg.Slot, err)
+		}
+	}
+	if row[1] != nil {
+		return Session{}, fmt.Errorf("%w: slot %q, walsender pid %s", ErrSlotActive, s.cfg.Slot, row[1])
+	}
+	return sess, nil
+}
+
+// start hands a session's identity to the Handler. A server with another
+// identity than the last session's starts the received position anew.
+func (s *Stream) start(ctx context.Context, sess Session) error {
+	if prev := s.server; prev.SystemID != "" && (prev.SystemID != sess.SystemID || prev.Timeline != sess.Timeline) {
+		s.log.Info("the server is another system or on another timeline than in the last session",
+			"slot", s.cfg.Slot, "server", sess.String(), "previous", prev.String())
+		s.received.Store(0)
+	}
+	s.server = sess
+	if err := s.handler.SessionStart(ctx, sess); err != nil {
+		return permanent(fmt.Errorf("starting a session on slot %q (%s): %w", s.cfg.Slot, sess, err))
+	}
+	return nil
+}
+
+// connect opens a replication connection, read through the returned
+// pgwire.Reader.
+func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, *pgwire.Reader, error) {
+	cfg, err := pgconn.ParseConfig(s.cfg.DSN)
+	if err != nil {
+		// pgconn's parse errors never include the password.
+		return nil, nil, permanent(fmt.Errorf("parsing postgres DSN: %w", err))
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	cfg.RuntimeParams["application_name"] = "walrelay"
+	// pgoutput formats values with the walsender's output functions; pin
+	// the settings the router parses (timestamps, bytea).
+	cfg.RuntimeParams["DateStyle"] = "ISO"
+	cfg.RuntimeParams["TimeZone"] = "UTC"
+	cfg.RuntimeParams["bytea_output"] = "hex"
+	cfg.RuntimeParams["extra_float_digits"] = "3"
+	// Everything is read through a pgwire.Reader: pgconn's frontend while
+	// connecting, the pgwire.Conn once the stream owns the connection. pgconn dials, then builds the frontend, one address at a
+	// time: the socket dialed last is the one read (through TLS, when used).
+	var dialed net.Conn
+	dial := cfg.DialFunc
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		dialed = c
+		return c, err
+	}
+	var in *pgwire.Reader
+	cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+		in = pgwire.NewReader(ctx, r, dialed, s.cfg.ReadWait)
+		return pgproto3.NewFrontend(in, w)
+	}
+	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting for replication to %s: %w", describe(cfg), err)
+	}
+	return conn, in, nil
+}
+
+// shutdown waits (bounded) for in-flight records, keeps the walsender
+// informed while it waits (a position that moved soon, as the loop does,
+// and one update every StatusInterval), then reports the final confirmed
+// position.
+func (s *Stream) shutdown(w *pgwire.Conn) {
+	deadline := time.Now().Add(s.cfg.ShutdownTimeout)
+	// Not a position Confirmed can take: the first step reports, whatever
+	// the loop last did.
+	sent := ^pglogrepl.LSN(0)
+	next := time.Now().Add(s.cfg.StatusInterval)
+	for {
+		step := time.Now().Add(confirmEvery)
+		if step.After(deadline) {
+			step = deadline
+		}
+		waitCtx, cancel := context.WithDeadline(context.Background(), step)
+		err := s.cp.WaitDrained(waitCtx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if !time.Now().Before(deadline) {
+			s.log.Warn("shutdown timeout reached with records in flight; they will be re-sent after restart", "err", err)
+			break
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			s.log.Warn("not waiting for in-flight records", "err", err)
+			break
+		}
+		if now := time.Now(); s.cp.Confirmed() != sent || !now.Before(next) {
+			if sent, err = s.sendStatus(w); err != nil {
+				s.log.Warn("reporting position during shutdown", "err", err)
+				return
+			}
+			next = now.Add(s.cfg.StatusInterval)
+		}
+	}
+	if _, err := s.sendStatus(w); err != nil {
+		s.log.Warn("reporting final position", "err", err)
+		return
+	}
+	s.log.Info("stopped streaming", "slot", s.cfg.Slot, "confirmed", s.cp.Confirmed().String())
+}
+
+// startReplicationSQL starts logical replication from the slot's
+// confirmed position (0/0 asks for it) with pgoutput's options.
+func startReplicationSQL(slot string, pubs []string) string {
+	return "START_REPLICATION SLOT " + quoteIdent(slot) + " LOGICAL 0/0 (" + strings.Join(pluginArgs(pubs), ", ") + ")"
+}
+
+// pluginArgs are pgoutput's options. Publication names are quoted as
+// identifiers (pgoutput splits the list with SplitIdentifierString) and the
+// whole value as a string literal.
+func pluginArgs(pubs []string) []string {
+	names := make([]string, len(pubs))
+	for i, p := range pubs {
+		names[i] = quoteIdent(p)
+	}
+	return []string{
+		"proto_version '1'",
+		"publication_names " + quoteLiteral(strings.Join(names, ",")),
+		"messages 'true'",
+	}
+}
+
+func quoteIdent(s string) string {
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
+func quoteLiteral(s string) string {
+	return `'` + strings.ReplaceAll(s, `'`, `''`) + `'`
+}
+
+// describe names a connection target without its password.
+func describe(cfg *pgconn.Config) string {
+	return fmt.Sprintf("host=%s port=%d user=%s database=%s", cfg.Host, cfg.Port, cfg.User, cfg.Database)
+}
