@@ -98,8 +98,8 @@ func TestDeployDoc(t *testing.T) {
 
 	// Quoted messages and tests exist.
 	quotes := map[string]string{
-		"is held by another process (pid %d); waiting for it":      filepath.Join(repoRoot, "pkg", "relay", "monitor.go"),
-		"emitting heartbeat (pg_logical_emit_message); will retry": filepath.Join(repoRoot, "pkg", "relay", "heartbeat.go"),
+		"is held by another process (pid %d); waiting for it":      filepath.Join(repoRoot, "pkg", "relay", "status.go"),
+		"emitting heartbeat (pg_logical_emit_message); will retry": filepath.Join(repoRoot, "pkg", "heartbeat", "heartbeat.go"),
 	}
 	for q, file := range quotes {
 		if !strings.Contains(readFile(t, file), q) {
