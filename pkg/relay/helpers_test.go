@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/walrelay/walrelay/internal/testenv"
 
 	"github.com/walrelay/walrelay/pkg/config"
@@ -83,7 +84,14 @@ func (f *fixture) start(t *testing.T) *running {
 	t.Helper()
 	f.reg = prometheus.NewRegistry() // each relay gets its own
 	f.metrics = metrics.New(f.reg, "test", f.cfg.Postgres.Slot)
-	r, err := relay.New(f.cfg, f.logs.logger(), f.metrics)
+	return runRelay(t, f.cfg, f.logs, f.metrics)
+}
+
+// runRelay runs a relay with cfg, logging to logs, in the background. It
+// is stopped at cleanup if the test did not stop it.
+func runRelay(t *testing.T, cfg config.Config, logs *logBuffer, m *metrics.Metrics) *running {
+	t.Helper()
+	r, err := relay.New(cfg, logs.logger(), m)
 	if err != nil {
 		t.Fatalf("relay.New: %v", err)
 	}

@@ -13,32 +13,20 @@ import (
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/metrics"
-	"github.com/walrelay/walrelay/pkg/relay"
 )
 
 // A standby relay taking over the slot when the active one stops.
 
-// startRelay runs a relay with cfg, logging to logs, in the background;
-// it is stopped at cleanup if the test did not stop it.
+// startRelay runs a relay with cfg, logging to logs, in the background
+// (runRelay); its log is in the test's output if the test fails.
 func startRelay(t *testing.T, cfg config.Config, logs *logBuffer) *running {
 	t.Helper()
-	r, err := relay.New(cfg, logs.logger(), metrics.New(prometheus.NewRegistry(), "test", cfg.Postgres.Slot))
-	if err != nil {
-		t.Fatalf("relay.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	run := &running{relay: r, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		run.err = r.Run(ctx)
-		close(run.done)
-	}()
-	t.Cleanup(func() {
-		_ = run.stop()
+	t.Cleanup(func() { // after runRelay's, which stops the relay
 		if t.Failed() {
 			t.Logf("log of the relay started with startRelay:\n%s", logs.String())
 		}
 	})
-	return run
+	return runRelay(t, cfg, logs, metrics.New(prometheus.NewRegistry(), "test", cfg.Postgres.Slot))
 }
 
 // slotWatch polls a slot's confirmed_flush_lsn, the flush position its
