@@ -21,11 +21,13 @@ package slotmon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walrelay/walrelay/pkg/admin"
@@ -126,9 +128,9 @@ func (sm *Monitor) Current() Status {
 // own.
 func read(ctx context.Context, dsn, slot string) (Status, error) {
 	st := Status{Slot: slot}
-	conn, err := admin.Connect(ctx, dsn)
+	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		return st, err
+		return st, fmt.Errorf("connecting to postgres: %w", admin.ExplainConnectError(err))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	s, err := admin.InspectSlot(ctx, conn, slot)
