@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/deadletter"
 	"github.com/walrelay/walrelay/pkg/relay"
@@ -94,7 +95,7 @@ func TestRelayBatchRefusalDeliversRecordsThatFit(t *testing.T) {
 				// Which mechanism delivered them: batches sized to the
 				// learned limit (nothing refused), or the records of the
 				// refused batches sent again one at a time.
-				retried := metricValue(t, f.reg, "walrelay_records_retried_alone_total", nil)
+				retried := testenv.MetricValue(t, f.reg, "walrelay_records_retried_alone_total", nil)
 				if tc.existingRefused != (retried > 0) {
 					t.Errorf("%v records retried alone; the topic's limit was learned: %t", retried, !tc.existingRefused)
 				}

@@ -228,7 +228,7 @@ func TestRelayResumesTransactionAfterReconnect(t *testing.T) {
 		SELECT 'order', 'o-' || (i % 17), 'T', jsonb_build_object('i', i) FROM generate_series(1, 30000) i`)
 	// Terminate the walsender once part of the transaction is published.
 	published := func() float64 {
-		v, _ := findMetric(t, f.reg, "walrelay_events_published_total", map[string]string{"topic": "outbox.event.order"})
+		v, _ := testenv.FindMetric(t, f.reg, "walrelay_events_published_total", map[string]string{"topic": "outbox.event.order"})
 		return v
 	}
 	deadline := time.Now().Add(30 * time.Second)

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/config"
 )
 
@@ -29,7 +30,7 @@ func TestHeartbeatsMoveIdleSlot(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if sent := metricValue(t, f.reg, "walrelay_heartbeats_sent_total", nil); sent < 5 {
+	if sent := testenv.MetricValue(t, f.reg, "walrelay_heartbeats_sent_total", nil); sent < 5 {
 		t.Errorf("heartbeats_sent_total = %v", sent)
 	}
 	if len(f.logs.lines("heartbeats are not coming back")) != 0 {

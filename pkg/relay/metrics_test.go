@@ -16,17 +16,6 @@ import (
 	"github.com/walrelay/walrelay/internal/testenv"
 )
 
-// metricValue gathers reg and returns the value of the series name{labels},
-// failing the test when there is no such series.
-func metricValue(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
-	t.Helper()
-	v, ok := findMetric(t, reg, name, labels)
-	if !ok {
-		t.Fatalf("no series %s%v", name, labels)
-	}
-	return v
-}
-
 // histogramSum is the sum of h's observations.
 func histogramSum(t *testing.T, h prometheus.Histogram) float64 {
 	t.Helper()
@@ -37,51 +26,12 @@ func histogramSum(t *testing.T, h prometheus.Histogram) float64 {
 	return m.GetHistogram().GetSampleSum()
 }
 
-func findMetric(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) (float64, bool) {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gathering metrics: %v", err)
-	}
-	for _, mf := range families {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue series
-				}
-			}
-			return value(m), true
-		}
-	}
-	return 0, false
-}
-
-func value(m *dto.Metric) float64 {
-	switch {
-	case m.Counter != nil:
-		return m.Counter.GetValue()
-	case m.Gauge != nil:
-		return m.Gauge.GetValue()
-	case m.Histogram != nil:
-		return float64(m.Histogram.GetSampleCount())
-	}
-	return 0
-}
-
 // waitMetric waits until name{labels} satisfies ok.
 func waitMetric(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string, what string, ok func(float64) bool) float64 {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		v, found := findMetric(t, reg, name, labels)
+		v, found := testenv.FindMetric(t, reg, name, labels)
 		if found && ok(v) {
 			return v
 		}
@@ -124,7 +74,7 @@ func TestMetricsAfterKnownWorkload(t *testing.T) {
 		{"walrelay_build_info", map[string]string{"version": "test"}, 1},
 	}
 	for _, c := range checks {
-		if got := metricValue(t, reg, c.name, c.labels); got != c.want {
+		if got := testenv.MetricValue(t, reg, c.name, c.labels); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
@@ -165,16 +115,16 @@ walrelay_transactions_total 2
 	// polled lag reaches 0 with wal_status reserved.
 	confirmed, _ := f.slot(t)
 	waitMetric(t, reg, "walrelay_confirmed_lsn_bytes", nil, confirmed.String(), func(v float64) bool { return uint64(v) >= uint64(confirmed) })
-	if got := metricValue(t, reg, "walrelay_received_lsn_bytes", nil); uint64(got) < uint64(confirmed) {
+	if got := testenv.MetricValue(t, reg, "walrelay_received_lsn_bytes", nil); uint64(got) < uint64(confirmed) {
 		t.Errorf("received LSN %v behind confirmed %s", got, confirmed)
 	}
 	waitMetric(t, reg, "walrelay_slot_lag_bytes", map[string]string{"position": "confirmed_flush"}, "0", func(v float64) bool { return v == 0 })
 	waitMetric(t, reg, "walrelay_slot_wal_status", map[string]string{"status": "reserved"}, "1", func(v float64) bool { return v == 1 })
 	waitMetric(t, reg, "walrelay_slot_active", nil, "1", func(v float64) bool { return v == 1 })
-	if v := metricValue(t, reg, "walrelay_slot_lag_bytes", map[string]string{"position": "restart"}); v <= 0 {
+	if v := testenv.MetricValue(t, reg, "walrelay_slot_lag_bytes", map[string]string{"position": "restart"}); v <= 0 {
 		t.Errorf("restart lag %v, want > 0 (restart_lsn trails the confirmed position)", v)
 	}
-	if v := metricValue(t, reg, "walrelay_slot_safe_wal_size_bytes", nil); v <= 0 {
+	if v := testenv.MetricValue(t, reg, "walrelay_slot_safe_wal_size_bytes", nil); v <= 0 {
 		t.Errorf("safe_wal_size %v, want +Inf (unlimited) or positive", v)
 	}
 
@@ -198,7 +148,7 @@ walrelay_transactions_total 2
 	if err := run.stop(); err != nil {
 		t.Fatal(err)
 	}
-	if got := metricValue(t, reg, "walrelay_slot_held", nil); got != 0 {
+	if got := testenv.MetricValue(t, reg, "walrelay_slot_held", nil); got != 0 {
 		t.Errorf("slot_held = %v after stop, want 0", got)
 	}
 }
@@ -216,7 +166,7 @@ func TestMetricsStall(t *testing.T) {
 	fault := f.broker.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotEnoughReplicas, Count: -1})
 	execTx(t, f.dsn, insertEvent("order", "stuck"))
 	waitMetric(t, f.reg, "walrelay_slot_stall_seconds", nil, "> 1s", func(v float64) bool { return v > 1 })
-	if v := metricValue(t, f.reg, "walrelay_in_flight_records", nil); v != 1 {
+	if v := testenv.MetricValue(t, f.reg, "walrelay_in_flight_records", nil); v != 1 {
 		t.Errorf("in_flight_records = %v while the broker refuses, want 1", v)
 	}
 	fault.Remove()

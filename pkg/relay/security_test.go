@@ -112,7 +112,7 @@ func TestRelayKafkaMutualTLSRequired(t *testing.T) {
 	run := f.start(t)
 	execTx(t, f.dsn, insertEvent("order", "o-1"))
 	deadline := time.Now().Add(20 * time.Second)
-	for v, _ := findMetric(t, f.reg, "walrelay_events_published_total", map[string]string{"topic": "outbox.event.order"}); v != 1; v, _ = findMetric(t, f.reg, "walrelay_events_published_total", map[string]string{"topic": "outbox.event.order"}) {
+	for v, _ := testenv.FindMetric(t, f.reg, "walrelay_events_published_total", map[string]string{"topic": "outbox.event.order"}); v != 1; v, _ = testenv.FindMetric(t, f.reg, "walrelay_events_published_total", map[string]string{"topic": "outbox.event.order"}) {
 		if run.exited() || time.Now().After(deadline) {
 			t.Fatalf("with a client certificate the event was not published (relay exited: %v, err: %v)", run.exited(), run.err)
 		}

@@ -64,7 +64,7 @@ func TestRelayResumesTransactionAfterTwoBreaks(t *testing.T) {
 	f.broker.ReadAll(t, []string{"outbox.event.order"}, 1, 30*time.Second)
 	admin := testenv.Connect(t, f.dsn) // open already: a break costs one round trip
 	published := func() float64 {
-		v, _ := findMetric(t, f.reg, "walrelay_events_published_total", map[string]string{"topic": "outbox.event.order"})
+		v, _ := testenv.FindMetric(t, f.reg, "walrelay_events_published_total", map[string]string{"topic": "outbox.event.order"})
 		return v
 	}
 	// drained waits until nothing is in flight and returns what was

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/deadletter"
 	"github.com/walrelay/walrelay/pkg/relay"
@@ -124,7 +125,7 @@ func TestRelayTransientAdminErrorsDoNotStallTheStream(t *testing.T) {
 	h.Remove()
 	f.broker.ReadAll(t, []string{slow}, 1, 60*time.Second)
 	f.waitCaughtUp(t, 15*time.Second)
-	if n := metricValue(t, f.reg, "walrelay_reconnects_total", nil); n != 0 {
+	if n := testenv.MetricValue(t, f.reg, "walrelay_reconnects_total", nil); n != 0 {
 		t.Errorf("%v reconnects: the stream stalled while the topic was prepared", n)
 	}
 	if run.exited() {
@@ -163,7 +164,7 @@ func TestRelayBoundsRoutedTopics(t *testing.T) {
 	}
 	f.waitCaughtUp(t, 15*time.Second)
 	for _, topic := range []string{"outbox.event.invoice", "outbox.event.Order"} {
-		if _, ok := findMetric(t, f.reg, "walrelay_events_published_total", map[string]string{"topic": topic}); ok {
+		if _, ok := testenv.FindMetric(t, f.reg, "walrelay_events_published_total", map[string]string{"topic": topic}); ok {
 			t.Errorf("a series for refused topic %s", topic)
 		}
 	}

@@ -33,10 +33,10 @@ func TestPollAndStall(t *testing.T) {
 	if !st.Exists || st.Active || st.WALStatus != "reserved" || st.ConfirmedFlushLSN == "" || st.CurrentLSN == "" || st.Error != "" {
 		t.Fatalf("first poll: %+v", st)
 	}
-	if got := gaugeValue(t, reg, "walrelay_slot_wal_status", "status", "reserved"); got != 1 {
+	if got := testenv.MetricValue(t, reg, "walrelay_slot_wal_status", map[string]string{"status": "reserved"}); got != 1 {
 		t.Errorf("slot_wal_status{status=reserved} = %v, want 1", got)
 	}
-	if got := gaugeValue(t, reg, "walrelay_slot_safe_wal_size_bytes", "", ""); !math.IsInf(got, 1) {
+	if got := testenv.MetricValue(t, reg, "walrelay_slot_safe_wal_size_bytes", nil); !math.IsInf(got, 1) {
 		t.Errorf("slot_safe_wal_size_bytes = %v, want +Inf (max_slot_wal_keep_size unlimited)", got)
 	}
 
@@ -48,7 +48,7 @@ func TestPollAndStall(t *testing.T) {
 	if st.ConfirmedLagBytes <= 0 || st.StallSeconds < 0.3 {
 		t.Errorf("behind and not moving: lag %d bytes, stall %.2fs; want lag > 0 and stall >= 0.3s", st.ConfirmedLagBytes, st.StallSeconds)
 	}
-	if got := gaugeValue(t, reg, "walrelay_slot_stall_seconds", "", ""); got != st.StallSeconds {
+	if got := testenv.MetricValue(t, reg, "walrelay_slot_stall_seconds", nil); got != st.StallSeconds {
 		t.Errorf("slot_stall_seconds = %v, want %v", got, st.StallSeconds)
 	}
 
@@ -81,28 +81,4 @@ func TestPollErrorKeepsLastReadings(t *testing.T) {
 	if got := testutil.ToFloat64(m.SlotPollErrors); got != 1 {
 		t.Errorf("slot_poll_errors_total = %v, want 1", got)
 	}
-}
-
-// gaugeValue gathers reg and returns the value of gauge name (with label
-// set to value, when label is not "").
-func gaugeValue(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, mt := range mf.GetMetric() {
-			for _, lp := range mt.GetLabel() {
-				if label == "" || (lp.GetName() == label && lp.GetValue() == value) {
-					return mt.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no metric %s{%s=%q}", name, label, value)
-	return 0
 }
