@@ -244,7 +244,7 @@ asks (y/N) when it is.`, cobra.ExactArgs(1),
 
 // peekRequest is a PeekRequest from the config.
 func peekRequest(cfg config.Config, slot string) (admin.PeekRequest, error) {
-	rt, err := router.New(cfg.Router)
+	rt, err := router.New(cfg.Router, cfg.Converter)
 	if err != nil {
 		return admin.PeekRequest{}, cli.UsageError{Err: fmt.Errorf("config router: %w", err)}
 	}

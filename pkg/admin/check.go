@@ -30,7 +30,7 @@ type Item struct {
 // stops early on a failed item, except that Postgres items after a failed
 // connection are not run.
 func Check(ctx context.Context, cfg config.Config) []Item {
-	rt, err := router.New(cfg.Router)
+	rt, err := router.New(cfg.Router, cfg.Converter)
 	if err != nil { // validated by config
 		return []Item{{Name: "router config", Status: Fail, Detail: err.Error(), Fix: "fix the router options"}}
 	}

@@ -30,13 +30,14 @@ import (
 
 // Config is everything walrelay run needs.
 type Config struct {
-	Postgres Postgres      `yaml:"postgres"`
-	Kafka    Kafka         `yaml:"kafka"`
-	Router   router.Config `yaml:"router"`
-	Relay    Relay         `yaml:"relay"`
-	HTTP     HTTP          `yaml:"http"`
-	Metrics  Metrics       `yaml:"metrics"`
-	Log      Log           `yaml:"log"`
+	Postgres  Postgres          `yaml:"postgres"`
+	Kafka     Kafka             `yaml:"kafka"`
+	Router    router.Config     `yaml:"router"`
+	Converter router.Converters `yaml:"converter"`
+	Relay     Relay             `yaml:"relay"`
+	HTTP      HTTP              `yaml:"http"`
+	Metrics   Metrics           `yaml:"metrics"`
+	Log       Log               `yaml:"log"`
 }
 
 // Postgres is where events come from.
@@ -189,7 +190,8 @@ func Default() Config {
 			Linger:                 5 * time.Millisecond,
 			BatchMaxBytes:          1 << 20,
 		},
-		Router: router.DefaultConfig(),
+		Router:    router.DefaultConfig(),
+		Converter: router.DefaultConverters(),
 		Relay: Relay{
 			MaxInFlightRecords: 4096,
 			MaxInFlightBytes:   4 << 20,

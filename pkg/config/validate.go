@@ -133,7 +133,7 @@ func (c *Config) validate(sources map[string]string) error {
 	if c.Kafka.Linger < 0 {
 		bad("kafka.linger", c.Kafka.Linger.String(), "must not be negative")
 	}
-	if _, err := router.New(c.Router); err != nil {
+	if _, err := router.New(c.Router, c.Converter); err != nil {
 		errs = append(errs, fmt.Errorf("config router: %w", err))
 	}
 	if c.Relay.MaxInFlightRecords < 1 {

@@ -51,7 +51,7 @@ var benchCommitTime = time.Date(2026, 11, 21, 10, 0, 0, 123456000, time.UTC)
 
 func benchPlan(tb testing.TB) *router.Plan {
 	tb.Helper()
-	rt, err := router.New(router.DefaultConfig())
+	rt, err := router.New(router.DefaultConfig(), router.DefaultConverters())
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -117,7 +117,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	rt, err := router.New(cfg.Router)
+	rt, err := router.New(cfg.Router, cfg.Converter)
 	if err != nil {
 		return nil, fmt.Errorf("configuring router: %w", err)
 	}

@@ -154,7 +154,7 @@ type ingestRecord struct {
 }
 
 func newIngestHandler(b *testing.B, hold bool) *ingestHandler {
-	rt, err := router.New(router.DefaultConfig())
+	rt, err := router.New(router.DefaultConfig(), router.DefaultConverters())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,7 +19,21 @@ const (
 	optRouteTopicReplace   = "route.topic.replacement"
 	optAdditionalPlacement = "table.fields.additional.placement"
 	optInvalidOpBehavior   = "table.op.invalid.behavior"
+	optFieldEventType      = "table.field.event.type"
+	optSchemaVersion       = "table.field.event.schema.version"
+	optAdditionalMissing   = "table.field.additional.missing"
+	optExpandJSONPayload   = "table.expand.json.payload"
+	optJSONNullBehavior    = "table.json.payload.null.behavior"
+	optJSONEmptyArray      = "table.json.payload.empty.array.behavior"
+	optTracingField        = "tracing.span.context.field"
+	optTracingOperation    = "tracing.operation.name"
+	optTracingFieldOnly    = "tracing.with.context.field.only"
+	optType                = "type"
 )
+
+// EventRouterClass is the class name Kafka Connect's transforms.<name>.type
+// gives Debezium's Outbox Event Router.
+const EventRouterClass = "io.debezium.transforms.outbox.EventRouter"
 
 // Config holds the Debezium Outbox Event Router options, with Debezium's
 // names as YAML keys so users can copy settings. Start from DefaultConfig;
@@ -56,6 +70,43 @@ type Config struct {
 	// "warn" (skip, log a warning), "error" (skip, log an error) or "fatal"
 	// (stop). Case-insensitive. Default "warn".
 	InvalidOpBehavior string `yaml:"table.op.invalid.behavior" help:"an UPDATE of the outbox: warn or error (skip and log) or fatal (stop); DELETEs are ignored"`
+	// FieldEventType is accepted because Debezium defines it (default
+	// "type"), but Debezium's router does not read it, and neither does
+	// walrelay: a type header is the placement type:header:eventType.
+	FieldEventType string `yaml:"table.field.event.type" help:"accepted for Debezium compatibility and unused, as in Debezium (put the type in a header with table.fields.additional.placement type:header:eventType)"`
+	// FieldEventSchemaVersion is an integer column whose value becomes the
+	// version of the envelope's Connect schema (JsonConverter with schemas,
+	// envelope placements only, as in Debezium). Default "".
+	FieldEventSchemaVersion string `yaml:"table.field.event.schema.version" help:"int column giving the version of the envelope's Connect schema (json converter with schemas and envelope placements only, as in Debezium)"`
+	// AdditionalMissing is what to do when a table.fields.additional.placement
+	// column is not in the table: "error" (the default: the relay does not
+	// start) or "ignore" (the placement is skipped). Case-insensitive.
+	AdditionalMissing string `yaml:"table.field.additional.missing" help:"a table.fields.additional.placement column the table lacks: error (refuse to start) or ignore (skip that placement)"`
+	// ExpandJSONPayload turns a payload whose text starts with { or [ into
+	// Connect data with a schema inferred from it, as Debezium's
+	// table.expand.json.payload does; it changes what the json converter
+	// writes. Default false.
+	ExpandJSONPayload bool `yaml:"table.expand.json.payload" help:"with the json converter, send a JSON payload as a JSON structure with an inferred schema instead of a JSON string (Debezium's JsonSchemaData)"`
+	// JSONPayloadNullBehavior is how table.expand.json.payload treats JSON
+	// nulls: "ignore" (drop the field) or "optional_bytes". Default "ignore".
+	JSONPayloadNullBehavior string `yaml:"table.json.payload.null.behavior" help:"table.expand.json.payload and JSON nulls: ignore (drop the field) or optional_bytes (keep it as optional bytes)"`
+	// JSONPayloadEmptyArrayBehavior is how table.expand.json.payload treats
+	// empty arrays: "ignore" (drop the field) or "optional_string". Default
+	// "ignore".
+	JSONPayloadEmptyArrayBehavior string `yaml:"table.json.payload.empty.array.behavior" help:"table.expand.json.payload and empty arrays: ignore (drop the field) or optional_string (keep it as an array of optional strings)"`
+	// TracingSpanContextField is the column holding a serialized span
+	// context (java.util.Properties text, e.g. traceparent=00-...). Its
+	// W3C entries are sent as headers. Default "tracingspancontext".
+	TracingSpanContextField string `yaml:"tracing.span.context.field" help:"column holding the writer's span context as java.util.Properties text; its traceparent and tracestate are sent as headers"`
+	// TracingOperationName is accepted for Debezium compatibility: Debezium
+	// names the span it creates with it, and walrelay creates no spans.
+	TracingOperationName string `yaml:"tracing.operation.name" help:"accepted for Debezium compatibility; walrelay creates no spans of its own, so nothing is named with it"`
+	// TracingWithContextFieldOnly is accepted for Debezium compatibility:
+	// walrelay only ever forwards a span context the row carries.
+	TracingWithContextFieldOnly bool `yaml:"tracing.with.context.field.only" help:"accepted for Debezium compatibility; walrelay only ever forwards a span context the row carries"`
+	// Type is the transform's class, as Kafka Connect's
+	// transforms.<name>.type gives it; empty or Debezium's EventRouter.
+	Type string `yaml:"type" help:"transform class as pasted from transforms.<name>.type; empty or io.debezium.transforms.outbox.EventRouter"`
 }
 
 // DefaultConfig returns Debezium's defaults.
@@ -68,6 +119,13 @@ func DefaultConfig() Config {
 		RouteTopicRegex:       "(?<routedByValue>.*)",
 		RouteTopicReplacement: "outbox.event.${routedByValue}",
 		InvalidOpBehavior:     "warn",
+
+		FieldEventType:                "type",
+		AdditionalMissing:             "error",
+		JSONPayloadNullBehavior:       "ignore",
+		JSONPayloadEmptyArrayBehavior: "ignore",
+		TracingSpanContextField:       "tracingspancontext",
+		TracingOperationName:          "debezium-read",
 	}
 }
 
@@ -123,17 +181,30 @@ type replPart struct {
 // Router is a compiled Config. It is immutable and safe for concurrent use.
 type Router struct {
 	cfg        Config
+	conv       Converters
+	keyConv    convSpec
+	valueConv  convSpec
+	headerConv HeaderConverter
 	whole      *regexp.Regexp // route.topic.regex anchored at both ends (Matcher.matches)
 	find       *regexp.Regexp // route.topic.regex as written (Matcher.replaceFirst)
 	repl       []replPart
 	additional []additional
 	opBehavior OpBehavior
 	envelope   bool // some placement is "envelope"
+
+	ignoreMissing bool // table.field.additional.missing=ignore
+	jsonNulls     bool // table.json.payload.null.behavior=optional_bytes
+	emptyArrays   bool // table.json.payload.empty.array.behavior=optional_string
 }
 
-// New validates cfg and compiles it. Errors name the option and its value.
-func New(cfg Config) (*Router, error) {
-	r := &Router{cfg: cfg}
+// New validates cfg and conv and compiles them. Errors name the option and
+// its value.
+func New(cfg Config, conv Converters) (*Router, error) {
+	r := &Router{cfg: cfg, conv: conv}
+	var err error
+	if r.keyConv, r.valueConv, r.headerConv, err = parseConverters(conv); err != nil {
+		return nil, err
+	}
 	for _, req := range [...]struct{ opt, val string }{
 		{optFieldEventID, cfg.FieldEventID},
 		{optFieldEventPayload, cfg.FieldEventPayload},
@@ -180,6 +251,27 @@ func New(cfg Config) (*Router, error) {
 	default:
 		return nil, fmt.Errorf("%s %q: want warn, error or fatal", optInvalidOpBehavior, cfg.InvalidOpBehavior)
 	}
+
+	for _, e := range [...]struct {
+		opt, val, no, yes string
+		dst               *bool
+	}{
+		{optAdditionalMissing, cfg.AdditionalMissing, "error", "ignore", &r.ignoreMissing},
+		{optJSONNullBehavior, cfg.JSONPayloadNullBehavior, "ignore", "optional_bytes", &r.jsonNulls},
+		{optJSONEmptyArray, cfg.JSONPayloadEmptyArrayBehavior, "ignore", "optional_string", &r.emptyArrays},
+	} {
+		// Debezium's enums trim and ignore case; an empty value takes the default.
+		switch v := strings.ToLower(strings.TrimSpace(e.val)); v {
+		case e.no, "":
+		case e.yes:
+			*e.dst = true
+		default:
+			return nil, fmt.Errorf("%s %q: want %s or %s", e.opt, e.val, e.no, e.yes)
+		}
+	}
+	if t := strings.TrimSpace(cfg.Type); t != "" && t != EventRouterClass {
+		return nil, fmt.Errorf("%s %q: walrelay implements %s only", optType, cfg.Type, EventRouterClass)
+	}
 	return r, nil
 }
 
@@ -188,6 +280,9 @@ func (r *Router) InvalidOpBehavior() OpBehavior { return r.opBehavior }
 
 // Config returns the configuration r was built from.
 func (r *Router) Config() Config { return r.cfg }
+
+// Converters returns the converter options r was built from.
+func (r *Router) Converters() Converters { return r.conv }
 
 // parsePlacements parses table.fields.additional.placement.
 func parsePlacements(s string) ([]additional, error) {

@@ -21,13 +21,24 @@ func TestDefaultConfigMatchesDebezium(t *testing.T) {
 		AdditionalPlacement:     "",
 		TombstoneOnEmptyPayload: false,
 		InvalidOpBehavior:       "warn",
+		// EventRouterConfigDefinition.FIELD_EVENT_TYPE, FIELDS_ADDITIONAL_MISSING,
+		// TABLE_JSON_PAYLOAD_*; ActivateTracingSpan's DEFAULT_TRACING_*.
+		FieldEventType:                "type",
+		FieldEventSchemaVersion:       "",
+		AdditionalMissing:             "error",
+		ExpandJSONPayload:             false,
+		JSONPayloadNullBehavior:       "ignore",
+		JSONPayloadEmptyArrayBehavior: "ignore",
+		TracingSpanContextField:       "tracingspancontext",
+		TracingOperationName:          "debezium-read",
+		TracingWithContextFieldOnly:   false,
 	}
 	if got := DefaultConfig(); got != want {
 		t.Errorf("DefaultConfig() = %+v, want %+v", got, want)
 	}
-	r, err := New(DefaultConfig())
+	r, err := New(DefaultConfig(), DefaultConverters())
 	if err != nil {
-		t.Fatalf("New(DefaultConfig()): %v", err)
+		t.Fatalf("New(DefaultConfig(), DefaultConverters()): %v", err)
 	}
 	if r.InvalidOpBehavior() != OpWarn || r.Config() != want {
 		t.Errorf("router from defaults: behavior %v, config %+v", r.InvalidOpBehavior(), r.Config())
@@ -46,6 +57,17 @@ func TestConfigYAMLKeysAreDebeziumNames(t *testing.T) {
 		"AdditionalPlacement":     "table.fields.additional.placement",
 		"TombstoneOnEmptyPayload": "route.tombstone.on.empty.payload",
 		"InvalidOpBehavior":       "table.op.invalid.behavior",
+
+		"FieldEventType":                "table.field.event.type",
+		"FieldEventSchemaVersion":       "table.field.event.schema.version",
+		"AdditionalMissing":             "table.field.additional.missing",
+		"ExpandJSONPayload":             "table.expand.json.payload",
+		"JSONPayloadNullBehavior":       "table.json.payload.null.behavior",
+		"JSONPayloadEmptyArrayBehavior": "table.json.payload.empty.array.behavior",
+		"TracingSpanContextField":       "tracing.span.context.field",
+		"TracingOperationName":          "tracing.operation.name",
+		"TracingWithContextFieldOnly":   "tracing.with.context.field.only",
+		"Type":                          "type",
 	}
 	typ := reflect.TypeFor[Config]()
 	if typ.NumField() != len(want) {
@@ -115,12 +137,20 @@ func TestNewErrors(t *testing.T) {
 			wantErr: `table.op.invalid.behavior "ignore": want warn, error or fatal`},
 		{name: "empty op behavior", cfg: func(c *Config) { c.InvalidOpBehavior = "" },
 			wantErr: `table.op.invalid.behavior "": want warn, error or fatal`},
+		{name: "unknown additional missing", cfg: func(c *Config) { c.AdditionalMissing = "warn" },
+			wantErr: `table.field.additional.missing "warn": want error or ignore`},
+		{name: "unknown json null behavior", cfg: func(c *Config) { c.JSONPayloadNullBehavior = "keep" },
+			wantErr: `table.json.payload.null.behavior "keep": want ignore or optional_bytes`},
+		{name: "unknown empty array behavior", cfg: func(c *Config) { c.JSONPayloadEmptyArrayBehavior = "optional_bytes" },
+			wantErr: `table.json.payload.empty.array.behavior "optional_bytes": want ignore or optional_string`},
+		{name: "another transform class", cfg: func(c *Config) { c.Type = "org.apache.kafka.connect.transforms.RegexRouter" },
+			wantErr: `type "org.apache.kafka.connect.transforms.RegexRouter": walrelay implements io.debezium.transforms.outbox.EventRouter only`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultConfig()
 			tc.cfg(&cfg)
-			r, err := New(cfg)
+			r, err := New(cfg, DefaultConverters())
 			if err == nil {
 				t.Fatalf("New succeeded (%+v), want error %q", r, tc.wantErr)
 			}
@@ -165,7 +195,7 @@ func TestNewAccepts(t *testing.T) {
 			if tc.cfg != nil {
 				tc.cfg(&cfg)
 			}
-			r, err := New(cfg)
+			r, err := New(cfg, DefaultConverters())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -214,7 +244,7 @@ func TestTopicFor(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.RouteTopicRegex, cfg.RouteTopicReplacement = tc.regex, tc.repl
-			r, err := New(cfg)
+			r, err := New(cfg, DefaultConverters())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -296,7 +326,7 @@ func TestBindMissingColumn(t *testing.T) {
 			if tc.cfg != nil {
 				tc.cfg(&cfg)
 			}
-			r, err := New(cfg)
+			r, err := New(cfg, DefaultConverters())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -364,6 +394,60 @@ func TestErrValueTruncates(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := errValue([]byte(tc.in)); got != tc.want {
 				t.Errorf("errValue = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestConverterNames(t *testing.T) {
+	tests := []struct {
+		name    string
+		conv    func(*Converters)
+		key     convSpec
+		value   convSpec
+		header  HeaderConverter
+		wantErr string
+	}{
+		{name: "defaults", key: convSpec{conv: ConvRaw, schemas: true}, value: convSpec{conv: ConvRaw, schemas: true}, header: HeaderRaw},
+		{name: "connect class names", conv: func(c *Converters) {
+			c.Key = "org.apache.kafka.connect.storage.StringConverter"
+			c.Value = " org.apache.kafka.connect.json.JsonConverter "
+			c.ValueSchemasEnable = false
+			c.Header = "org.apache.kafka.connect.storage.SimpleHeaderConverter"
+		}, key: convSpec{conv: ConvString, schemas: true}, value: convSpec{conv: ConvJSON}, header: HeaderSimple},
+		{name: "byte array and binary with delegate", conv: func(c *Converters) {
+			c.Key = "org.apache.kafka.connect.converters.ByteArrayConverter"
+			c.Value = "io.debezium.converters.BinaryDataConverter"
+			c.ValueDelegate = "org.apache.kafka.connect.json.JsonConverter"
+			c.Header = "string"
+		}, key: convSpec{conv: ConvBytes, schemas: true}, value: convSpec{conv: ConvBinary, schemas: true, delegate: ConvJSON}, header: HeaderString},
+		{name: "unknown key converter", conv: func(c *Converters) { c.Key = "io.confluent.connect.avro.AvroConverter" },
+			wantErr: `converter key "io.confluent.connect.avro.AvroConverter": want raw, string, json, bytes or binary, or a Kafka Connect converter class walrelay implements`},
+		{name: "delegate without binary", conv: func(c *Converters) { c.Value = "json"; c.ValueDelegate = "string" },
+			wantErr: `converter value.delegate.converter.type "string": only the binary converter takes a delegate`},
+		{name: "binary delegating to binary", conv: func(c *Converters) { c.Key = "binary"; c.KeyDelegate = "binary" },
+			wantErr: `converter key.delegate.converter.type "binary": want string, json or bytes, or their Kafka Connect class`},
+		{name: "json header converter", conv: func(c *Converters) { c.Header = "json" },
+			wantErr: `converter header "json": want raw, simple or string, or org.apache.kafka.connect.storage.SimpleHeaderConverter`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			conv := DefaultConverters()
+			if tc.conv != nil {
+				tc.conv(&conv)
+			}
+			r, err := New(DefaultConfig(), conv)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("New error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			if r.keyConv != tc.key || r.valueConv != tc.value || r.headerConv != tc.header {
+				t.Errorf("converters %+v %+v %v, want %+v %+v %v", r.keyConv, r.valueConv, r.headerConv, tc.key, tc.value, tc.header)
 			}
 		})
 	}

@@ -118,7 +118,7 @@ func tuple(row []col) []*pglogrepl.TupleDataColumn {
 // mustPlan builds a Router from cfg and binds it to row's relation.
 func mustPlan(t testing.TB, cfg Config, row []col) *Plan {
 	t.Helper()
-	r, err := New(cfg)
+	r, err := New(cfg, DefaultConverters())
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

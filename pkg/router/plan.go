@@ -1,6 +1,7 @@
 package router
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/jackc/pglogrepl"
@@ -130,6 +131,10 @@ func (r *Router) Bind(rel Relation) (*Plan, error) {
 	p.part.idx = -1
 	for _, a := range r.additional {
 		f, err := lookup(optAdditionalPlacement, a.column)
+		var missing *MissingColumnError
+		if errors.As(err, &missing) && r.ignoreMissing {
+			continue // table.field.additional.missing=ignore: Debezium skips the placement
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -71,7 +71,7 @@ func TestRouteAllocs(t *testing.T) {
 // RouteTo reuses the caller's Message: no allocation when its Buf has room,
 // one (the bytes) when the caller moved Buf away to keep the last message.
 func TestRouteToAllocs(t *testing.T) {
-	r, err := New(DefaultConfig())
+	r, err := New(DefaultConfig(), DefaultConverters())
 	if err != nil {
 		t.Fatal(err)
 	}
