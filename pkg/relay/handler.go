@@ -164,7 +164,7 @@ func (h *handler) resetHistory(ctx context.Context, s, prev replication.Session,
 }
 
 func (h *handler) Relation(_ context.Context, rel *pglogrepl.RelationMessage) error {
-	plan, err := h.r.router.Bind(router.RelationOf(rel))
+	plan, err := h.r.router.Bind(h.r.relationOf(rel))
 	if err != nil {
 		return fmt.Errorf("outbox table changed: %w", err)
 	}

@@ -130,7 +130,7 @@ func (r *Relay) checkPublications(ctx context.Context, conn *pgx.Conn) error {
 	}
 	for _, t := range tables {
 		rows, err := conn.Query(ctx, `
-			SELECT attname, atttypid::int8 FROM pg_attribute
+			SELECT attname, atttypid::int8, atttypmod, attnotnull FROM pg_attribute
 			WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, t.oid)
 		if err != nil {
 			return fmt.Errorf("reading columns of %s.%s: %w", t.schema, t.name, err)
@@ -140,7 +140,7 @@ func (r *Relay) checkPublications(ctx context.Context, conn *pgx.Conn) error {
 				c   router.Column
 				oid int64
 			)
-			err := row.Scan(&c.Name, &oid)
+			err := row.Scan(&c.Name, &oid, &c.TypeModifier, &c.NotNull)
 			c.TypeOID = uint32(oid)
 			return c, err
 		})
@@ -150,6 +150,31 @@ func (r *Relay) checkPublications(ctx context.Context, conn *pgx.Conn) error {
 		if _, err := r.router.Bind(router.Relation{ID: uint32(t.oid), Namespace: t.schema, Name: t.name, Columns: cols}); err != nil {
 			return fmt.Errorf("checking outbox table against the router config: %w", err)
 		}
+		r.notNull[uint32(t.oid)] = notNullColumns(cols)
 	}
 	return nil
+}
+
+// notNullColumns returns the names of cols declared NOT NULL.
+func notNullColumns(cols []router.Column) map[string]bool {
+	m := make(map[string]bool)
+	for _, c := range cols {
+		if c.NotNull {
+			m[c.Name] = true
+		}
+	}
+	return m
+}
+
+// relationOf converts a Relation message for the router, with the NOT NULL
+// flags read from the catalog at startup (pgoutput does not carry them). A
+// column added since is taken as nullable, as Debezium would until it
+// re-reads the schema.
+func (r *Relay) relationOf(rel *pglogrepl.RelationMessage) router.Relation {
+	out := router.RelationOf(rel)
+	notNull := r.notNull[rel.RelationID]
+	for i := range out.Columns {
+		out.Columns[i].NotNull = notNull[out.Columns[i].Name]
+	}
+	return out
 }

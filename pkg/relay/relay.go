@@ -89,6 +89,9 @@ type Relay struct {
 	records              recordPool
 	clock                monoClock   // stamps records handed to the producer
 	abandoned            abandonment // records a timed-out shutdown gave up on
+	// notNull holds, per published table's OID, its NOT NULL columns, read
+	// at startup (prepare) and only read afterwards.
+	notNull map[uint32]map[string]bool
 }
 
 // Option configures a Relay beyond its config.
@@ -124,6 +127,9 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	for _, in := range rt.Inert() {
+		log.Warn("router option has no effect in walrelay", "option", in.Option, "value", in.Value, "why", in.Reason)
+	}
 	if m == nil {
 		m = metrics.New(prometheus.NewRegistry(), "unknown", cfg.Postgres.Slot)
 	}
@@ -131,6 +137,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		cfg:     cfg,
 		log:     log,
 		router:  rt,
+		notNull: make(map[uint32]map[string]bool),
 		metrics: m,
 		tracker: checkpoint.New(checkpoint.Limits{
 			MaxRecords: cfg.Relay.MaxInFlightRecords,

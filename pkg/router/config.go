@@ -465,3 +465,38 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 func isASCIIAlnum(c byte) bool {
 	return isDigit(c) || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
 }
+
+// Inert is an option walrelay accepts, as Debezium does, but that changes
+// nothing in what walrelay sends, with the reason.
+type Inert struct {
+	Option, Value, Reason string
+}
+
+// Inert lists the options set to something other than their default that
+// have no effect, so the caller can say so once at startup rather than let
+// a pasted Debezium setting pass unnoticed.
+func (r *Router) Inert() []Inert {
+	def := DefaultConfig()
+	var out []Inert
+	if c := r.cfg.FieldEventType; c != def.FieldEventType {
+		out = append(out, Inert{optFieldEventType, c,
+			"Debezium's router does not read it either; to send the type as a header, add type:header:eventType to " + optAdditionalPlacement})
+	}
+	if c := r.cfg.TracingOperationName; c != def.TracingOperationName {
+		out = append(out, Inert{optTracingOperation, c,
+			"it names the span Debezium starts; walrelay starts no spans and forwards the row's own trace context"})
+	}
+	if r.cfg.TracingWithContextFieldOnly != def.TracingWithContextFieldOnly {
+		out = append(out, Inert{optTracingFieldOnly, "true",
+			"walrelay only ever forwards a trace context the row carries, which is what this setting asks"})
+	}
+	if r.cfg.FieldEventSchemaVersion != "" && (r.valueConv.conv != ConvJSON || !r.valueConv.schemas || !r.envelope) {
+		out = append(out, Inert{optSchemaVersion, r.cfg.FieldEventSchemaVersion,
+			"it sets the version of the envelope's Connect schema, which only the json value converter with schemas and envelope placements writes"})
+	}
+	if r.cfg.ExpandJSONPayload && r.valueConv.conv == ConvRaw {
+		out = append(out, Inert{optExpandJSONPayload, "true",
+			"the raw value converter already sends a JSON payload as JSON; the option changes what the json and string converters write"})
+	}
+	return out
+}

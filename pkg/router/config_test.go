@@ -452,3 +452,54 @@ func TestConverterNames(t *testing.T) {
 		})
 	}
 }
+
+func TestInertOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  func(*Config)
+		conv func(*Converters)
+		want []string // options reported
+	}{
+		{name: "defaults", want: nil},
+		{name: "event type and tracing", cfg: func(c *Config) {
+			c.FieldEventType = "kind"
+			c.TracingOperationName = "outbox-read"
+			c.TracingWithContextFieldOnly = true
+		}, want: []string{optFieldEventType, optTracingOperation, optTracingFieldOnly}},
+		{name: "schema version without envelope", cfg: func(c *Config) { c.FieldEventSchemaVersion = "v" },
+			conv: func(c *Converters) { c.Value = "json" }, want: []string{optSchemaVersion}},
+		{name: "schema version with json envelope", cfg: func(c *Config) {
+			c.FieldEventSchemaVersion = "v"
+			c.AdditionalPlacement = "type:envelope"
+		}, conv: func(c *Converters) { c.Value = "json" }, want: nil},
+		{name: "schema version, envelope, no schemas", cfg: func(c *Config) {
+			c.FieldEventSchemaVersion = "v"
+			c.AdditionalPlacement = "type:envelope"
+		}, conv: func(c *Converters) { c.Value = "json"; c.ValueSchemasEnable = false }, want: []string{optSchemaVersion}},
+		{name: "expand with raw", cfg: func(c *Config) { c.ExpandJSONPayload = true }, want: []string{optExpandJSONPayload}},
+		{name: "expand with json", cfg: func(c *Config) { c.ExpandJSONPayload = true },
+			conv: func(c *Converters) { c.Value = "json" }, want: nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, conv := DefaultConfig(), DefaultConverters()
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			if tc.conv != nil {
+				tc.conv(&conv)
+			}
+			r, err := New(cfg, conv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, in := range r.Inert() {
+				got = append(got, in.Option)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("Inert() options %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -13,6 +13,14 @@ type Column struct {
 	Name string
 	// TypeOID is the column's type OID; it selects how values are decoded.
 	TypeOID uint32
+	// TypeModifier is the type's modifier (pg_attribute.atttypmod, as the
+	// Relation message carries it; -1 for none): a timestamp's precision,
+	// which Debezium's Connect schema for the column depends on.
+	TypeModifier int32
+	// NotNull is pg_attribute.attnotnull. pgoutput does not send it: the
+	// relay reads it from the catalog. Debezium's Connect schema of a
+	// column is optional unless it is NOT NULL.
+	NotNull bool
 }
 
 // Relation describes a table as a pgoutput Relation message does.
@@ -28,7 +36,7 @@ type Relation struct {
 func RelationOf(rel *pglogrepl.RelationMessage) Relation {
 	cols := make([]Column, len(rel.Columns))
 	for i, c := range rel.Columns {
-		cols[i] = Column{Name: c.Name, TypeOID: c.DataType}
+		cols[i] = Column{Name: c.Name, TypeOID: c.DataType, TypeModifier: c.TypeModifier}
 	}
 	return Relation{ID: rel.RelationID, Namespace: rel.Namespace, Name: rel.RelationName, Columns: cols}
 }

@@ -77,6 +77,7 @@ type Plan struct {
 	ts        field
 	route     field
 	part      field
+	trace     field // tracing.span.context.field, when the table has it
 	headers   []extra
 	envFields []extra
 
@@ -129,6 +130,14 @@ func (r *Router) Bind(rel Relation) (*Plan, error) {
 		}
 	}
 	p.part.idx = -1
+	// The span context column is optional: Debezium looks for it in every
+	// row and traces only rows of tables that have it.
+	p.trace.idx = -1
+	if tf := cfg.TracingSpanContextField; tf != "" {
+		if f, err := lookup(optTracingField, tf); err == nil {
+			p.trace = f
+		}
+	}
 	for _, a := range r.additional {
 		f, err := lookup(optAdditionalPlacement, a.column)
 		var missing *MissingColumnError

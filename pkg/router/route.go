@@ -163,8 +163,14 @@ func (p *Plan) routeTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTi
 		}
 	}
 
+	msg.Headers = msg.Headers[:0]
+	if p.trace.idx >= 0 {
+		if msg.Headers, err = p.traceHeaders(msg.Headers, cols); err != nil {
+			return err
+		}
+	}
 	i := 0
-	msg.Headers = append(msg.Headers[:0], Header{Key: "id", Value: pcs[i].out})
+	msg.Headers = append(msg.Headers, Header{Key: "id", Value: pcs[i].out})
 	i++
 	if p.key.idx >= 0 {
 		msg.Key = pcs[i].out
@@ -239,4 +245,24 @@ func payloadEmpty(d []byte, k kind) bool {
 		}
 	}
 	return true
+}
+
+// traceHeaders appends the traceparent and tracestate headers of the row's
+// span context column, as Debezium's ActivateTracingSpan adds them before
+// the EventRouter's own headers (see tracing.go). Their values are new
+// allocations: tracing is rare and the values are short.
+func (p *Plan) traceHeaders(hs []Header, cols []*pglogrepl.TupleDataColumn) ([]Header, error) {
+	d, null, err := columnData(cols, &p.trace)
+	if err != nil || null {
+		return hs, err
+	}
+	tp, ts := traceContext(d)
+	if tp == "" {
+		return hs, nil
+	}
+	hs = append(hs, Header{Key: "traceparent", Value: []byte(tp)})
+	if ts != "" {
+		hs = append(hs, Header{Key: "tracestate", Value: []byte(ts)})
+	}
+	return hs, nil
 }

@@ -56,6 +56,21 @@ var routeCases = []struct {
 		text("occurred_at", oidTimestamptz, "2026-01-02 03:04:05.678+00"),
 	}},
 
+	// tracing.span.context.field (tracing.go): the writer's W3C context is
+	// forwarded before "id", as Debezium's ActivateTracingSpan adds it.
+	{name: "tracing_context_forwarded", row: with(baseRow(), text("tracingspancontext", oidText,
+		"#Sat Nov 21 09:30:00 UTC 2026\ntraceparent=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\ntracestate = congo\\=t61rcWkgMzE\n"))},
+	{name: "tracing_context_invalid_ignored", row: with(baseRow(), text("tracingspancontext", oidText, "traceparent=00-xyz-01"))},
+	{name: "tracing_context_null", row: with(baseRow(), null("tracingspancontext", oidText))},
+	{name: "tracing_custom_column", cfg: func(c *Config) { c.TracingSpanContextField = "trace" }, row: with(baseRow(), text("trace", oidText,
+		"traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"))},
+
+	// table.field.additional.missing.
+	{name: "additional_missing_ignored", cfg: func(c *Config) {
+		c.AdditionalPlacement = "type:header:eventType,nosuch:header,nosuch2:envelope"
+		c.AdditionalMissing = "IGNORE"
+	}, row: baseRow()},
+
 	// Event id.
 	{name: "id_null", row: with(baseRow(), null("id", oidUUID))},
 	{name: "id_text", row: with(baseRow(), text("id", oidText, "evt-42"))},
@@ -206,8 +221,8 @@ func TestRouteGolden(t *testing.T) {
 					t.Errorf("Route error %T is not a *RowError", err)
 				}
 			} else {
-				if len(m.Headers) == 0 || m.Headers[0].Key != "id" {
-					t.Errorf("first header is not \"id\": %+v", m.Headers)
+				if i := idHeader(m.Headers); i < 0 || (i > 0 && m.Headers[0].Key != "traceparent") {
+					t.Errorf("\"id\" is not the first header (or the first after the trace headers): %+v", m.Headers)
 				}
 				if tc.wantJSON && !json.Valid(m.Value) {
 					t.Errorf("value is not valid JSON: %q", m.Value)
@@ -314,5 +329,62 @@ func TestRouteNilColumnIsNull(t *testing.T) {
 	m, err := p.Route(cols, commitTime)
 	if err != nil || m.Key != nil {
 		t.Fatalf("key %q, error %v; want a null key", m.Key, err)
+	}
+}
+
+// idHeader returns the index of the "id" header, or -1.
+func idHeader(hs []Header) int {
+	for i, h := range hs {
+		if h.Key == "id" {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestParseProperties(t *testing.T) {
+	// java.util.Properties.load(Reader) semantics.
+	tests := []struct {
+		in   string
+		want map[string]string
+	}{
+		{"a=1\nb = 2\r\nc:3\rd 4", map[string]string{"a": "1", "b": "2", "c": "3", "d": "4"}},
+		{"# comment\n! other\n   \n  k  =  v w  ", map[string]string{"k": "v w  "}},
+		{"k\\=x=y", map[string]string{"k=x": "y"}},
+		{"long = a\\\n     b\\\n c", map[string]string{"long": "abc"}},
+		{"u=\\u00e9\\t|\\q", map[string]string{"u": "é\t|q"}},
+		{"dup=1\ndup=2", map[string]string{"dup": "2"}},
+		{"empty\nsep=", map[string]string{"empty": "", "sep": ""}},
+		{"a==b", map[string]string{"a": "=b"}},
+	}
+	for _, tc := range tests {
+		got := parseProperties(tc.in)
+		if len(got) != len(tc.want) {
+			t.Errorf("parseProperties(%q) = %q, want %q", tc.in, got, tc.want)
+			continue
+		}
+		for k, v := range tc.want {
+			if got[k] != v {
+				t.Errorf("parseProperties(%q)[%q] = %q, want %q", tc.in, k, got[k], v)
+			}
+		}
+	}
+}
+
+func TestValidTraceparent(t *testing.T) {
+	for s, want := range map[string]bool{
+		"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01":     true,
+		"01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-xyz": true, // a future version may add fields
+		"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-xyz": false,
+		"00-00000000000000000000000000000000-b7ad6b7169203331-01":     false,
+		"00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01":     false,
+		"ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01":     false,
+		"00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01":     false,
+		"00-0af7651916cd43dd8448eb211c80319c-b7ad6b716920333-01":      false,
+		"": false,
+	} {
+		if got := validTraceparent(s); got != want {
+			t.Errorf("validTraceparent(%q) = %v, want %v", s, got, want)
+		}
 	}
 }
