@@ -118,7 +118,9 @@ func TestConverters(t *testing.T) {
 			row:     append(convRow(), text("v", oidInt8, "3")),
 			wantErr: `table.field.event.schema.version column "v": must be of type integer (int4)`},
 		{name: "simple headers",
-			cfg:  func(c *Config) { c.AdditionalPlacement = "type:header:eventType,ok:header,at:header,ts:header,raw:header,n:header" },
+			cfg: func(c *Config) {
+				c.AdditionalPlacement = "type:header:eventType,ok:header,at:header,ts:header,raw:header,n:header"
+			},
 			conv: func(c *Converters) { c.Header = "org.apache.kafka.connect.storage.SimpleHeaderConverter" },
 			row: append(convRow(), text("ok", oidBool, "t"), text("at", oidTimestamptz, "2026-01-02 03:04:05.678+00"),
 				text("ts", oidTimestamp, "2026-01-02 03:04:05.678"), text("raw", oidBytea, `\x00ff10416263`), null("n", oidText)),
