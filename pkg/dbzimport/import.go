@@ -643,7 +643,13 @@ var headerConverterClasses = map[string]string{
 }
 
 // workerDefaults says where the worker defaults the import assumes come
-// from.
+// from: config/connect-distributed.properties in apache/kafka
+// (key.converter and value.converter JsonConverter, their schemas.enable
+// true), connect-base/3.7/docker-entrypoint.sh in debezium/container-images
+// (commit 07fabf0, lines 36-37: KEY_CONVERTER and VALUE_CONVERTER default to
+// JsonConverter; schemas.enable is left at JsonConverter's default, true),
+// and Kafka Connect's WorkerConfig (header.converter defaults to
+// SimpleHeaderConverter).
 const workerDefaults = "Kafka's config/connect-distributed.properties sets key.converter and value.converter to JsonConverter with schemas.enable=true, " +
 	"Debezium's container image (connect-base docker-entrypoint.sh) sets both to JsonConverter, whose schemas.enable defaults to true, " +
 	"and Kafka Connect's header.converter defaults to SimpleHeaderConverter"
