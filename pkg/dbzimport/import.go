@@ -145,6 +145,7 @@ type importer struct {
 	settings []setting
 	header   []string // the document's head comment, one paragraph per entry
 
+	prefix      string // the connector's topic.prefix; "" when not set
 	table       string // postgres.table when mapped
 	routerName  string // the EventRouter transform's name; "" when none
 	routerConf  router.Config
@@ -235,6 +236,8 @@ func (im *importer) connectorComments() {
 	p := prefix
 	if !ok || prefix == "" {
 		p = "<topic.prefix>"
+	} else {
+		im.prefix = prefix
 	}
 	head := fmt.Sprintf("walrelay configuration imported by `walrelay debezium import` from Debezium connector %q. Check it with `walrelay config --config FILE`.", name)
 	if im.name == "" {
@@ -746,6 +749,9 @@ func (im *importer) converters() {
 	}
 	for _, k := range im.keys("header.converter.") {
 		im.drop(k, "a setting of the header converter walrelay does not take")
+	}
+	if im.prefix != "" {
+		im.set("converter.topic.prefix", im.prefix, "topic.prefix: Debezium names an envelope's Connect schema after it.")
 	}
 	if len(assumed) > 0 {
 		// The comment goes on the first converter setting.

@@ -162,6 +162,7 @@ func TestImport(t *testing.T) {
 				want.Postgres.DSN = "host=db.internal port=5433 user=dbz dbname=orders"
 				want.Postgres.Slot, want.Postgres.Publications, want.Postgres.Table = "orders_slot", []string{"orders_pub"}, "public.outbox"
 				want.Converter.Key, want.Converter.Value, want.Converter.ValueSchemasEnable, want.Converter.Header = "string", "json", false, "simple"
+				want.Converter.TopicPrefix = "orders"
 				want.Router.Type = "io.debezium.transforms.outbox.EventRouter"
 				if got := c.String(); got != want.String() {
 					t.Errorf("got\n%s\nwant\n%s", got, want.String())
