@@ -30,7 +30,8 @@
 // identity or a java.util.HashMap's order) or a part of Connect is not
 // implemented, the package returns an error (ErrUnreproducible,
 // ErrUnsupported) instead of bytes that could differ. Errors for data that
-// Connect itself refuses wrap ErrData and carry Connect's message.
+// Connect itself refuses wrap ErrData and carry Connect's message;
+// ExpandJSON's ErrNotExpanded says Debezium would keep the payload string.
 //
 // Sources (apache/kafka at 1eb7644349cb07139d6a3c1ad1986979647cac99,
 // debezium/debezium at aad5519902997a3627fe296f77ea6d3452e9acce) are cited

@@ -15,14 +15,17 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 git --git-dir="$kafka" archive HEAD connect/api/src/main/java connect/json/src/main/java \
-	connect/runtime/src/main/java/org/apache/kafka/connect/converters clients/src/main/java | tar x
-git --git-dir="$debezium" archive HEAD debezium-connect-plugins/src/main/java/io/debezium/converters/BinaryDataConverter.java | tar x
+	connect/runtime/src/main/java/org/apache/kafka/connect/converters clients/src/main/java \
+	connect/transforms/src/main/java/org/apache/kafka/connect/transforms/util/SchemaUtil.java | tar x
+git --git-dir="$debezium" archive HEAD debezium-connect-plugins/src/main/java/io/debezium/converters/BinaryDataConverter.java \
+	debezium-connect-plugins/src/main/java/io/debezium/transforms/outbox/JsonSchemaData.java | tar x
 {
 	echo "# kafka $(git --git-dir="$kafka" rev-parse HEAD)"
 	echo "# debezium $(git --git-dir="$debezium" rev-parse HEAD)"
 } > "$work/header"
 mkdir -p stub/com/fasterxml/jackson/module/afterburner stub/org/apache/kafka/common/utils stub/org/apache/kafka/common/config \
-	stub/io/debezium/config stub/io/debezium/metadata stub/io/debezium
+	stub/io/debezium/config stub/io/debezium/metadata stub/io/debezium stub/io/debezium/schema stub/io/debezium/util \
+	stub/io/debezium/transforms/outbox
 echo 'package com.fasterxml.jackson.module.afterburner; public class AfterburnerModule extends com.fasterxml.jackson.databind.module.SimpleModule {}' \
 	> stub/com/fasterxml/jackson/module/afterburner/AfterburnerModule.java
 echo 'package org.apache.kafka.common.utils; public class AppInfoParser { public static String getVersion() { return "stub"; } public static String getCommitId() { return "stub"; } }' \
@@ -79,6 +82,36 @@ public class Instantiator {
 }
 J
 echo 'package io.debezium; public class Module { public static String version() { return "stub"; } }' > stub/io/debezium/Module.java
+# JsonSchemaData's Debezium helpers, as configured by default
+# (field.name.adjustment.mode=none: field names as they are).
+cat > stub/io/debezium/schema/SchemaNameAdjuster.java <<'J'
+package io.debezium.schema;
+public interface SchemaNameAdjuster {
+    String adjust(String proposedName);
+    SchemaNameAdjuster NO_OP = name -> name;
+}
+J
+cat > stub/io/debezium/schema/FieldNameSelector.java <<'J'
+package io.debezium.schema;
+public class FieldNameSelector {
+    public interface FieldNamer<T> { String fieldNameFor(T column); }
+    public static FieldNamer<String> defaultNonRelationalSelector(SchemaNameAdjuster adjuster) { return adjuster::adjust; }
+}
+J
+cat > stub/io/debezium/util/Strings.java <<'J'
+package io.debezium.util;
+public class Strings {
+    public static boolean isNullOrBlank(String str) { return str == null || str.trim().isEmpty(); }
+}
+J
+git --git-dir="$debezium" show HEAD:debezium-connect-plugins/src/main/java/io/debezium/transforms/outbox/EventRouterConfigDefinition.java |
+	python3 -c '
+import re, sys
+src = sys.stdin.read()
+enums = [m.group(0) for m in re.finditer(r"    public enum (JsonPayloadNullFieldBehavior|JsonPayloadEmptyArrayBehavior) implements EnumeratedValue \{.*?\n    \}\n", src, re.S)]
+assert len(enums) == 2, "enums not found"
+print("package io.debezium.transforms.outbox;\npublic class EventRouterConfigDefinition {\n    public interface EnumeratedValue { String getValue(); }\n" + "".join(enums) + "}")
+' > stub/io/debezium/transforms/outbox/EventRouterConfigDefinition.java
 python3 - <<'PY'
 import re
 src = open('clients/src/main/java/org/apache/kafka/common/utils/Utils.java').read().split('\n')
@@ -109,12 +142,13 @@ open('stub/org/apache/kafka/common/utils/Utils.java', 'w').write(code)
 PY
 J=/usr/share/java
 CP=$J/jackson-core.jar:$J/jackson-databind.jar:$J/jackson-annotations.jar:$J/slf4j-api.jar
-cp "$here/Golden.java" .
+cp "$here/Golden.java" "$here/ExpandGolden.java" .
 javac -nowarn -d out -cp "$CP" \
-	-sourcepath stub:connect/api/src/main/java:connect/json/src/main/java:clients/src/main/java:connect/runtime/src/main/java:debezium-connect-plugins/src/main/java \
-	Golden.java
+	-sourcepath stub:connect/api/src/main/java:connect/json/src/main/java:clients/src/main/java:connect/runtime/src/main/java:connect/transforms/src/main/java:debezium-connect-plugins/src/main/java \
+	Golden.java ExpandGolden.java
 {
 	cat header
 	echo "# java $(java -XshowSettings:properties -version 2>&1 | sed -n 's/.*java.version = //p'), jackson $(basename "$(readlink -f $J/jackson-databind.jar)")"
 	java -cp "out:$CP:$J/slf4j-nop.jar" Golden
 } > "$here/golden.txt"
+java -cp "out:$CP:$J/slf4j-nop.jar" ExpandGolden < "$here/expand.in" > "$here/expand.golden"
