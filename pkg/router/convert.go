@@ -1,6 +1,7 @@
 package router
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pglogrepl"
@@ -150,7 +151,23 @@ func (p *Plan) connectPayload(cols []*pglogrepl.TupleDataColumn) (*connect.Schem
 	if err != nil {
 		return nil, nil, err
 	}
-	return p.payload.typed.s, v, nil
+	s, isString := v.(string)
+	if !p.r.cfg.ExpandJSONPayload || !isString {
+		return p.payload.typed.s, v, nil
+	}
+	es, ev, err := connect.ExpandJSON(p.payload.name, s, connect.ExpandOptions{
+		NullAsOptionalBytes:        p.r.jsonNulls,
+		EmptyArrayAsOptionalString: p.r.emptyArrays,
+	})
+	switch {
+	case errors.Is(err, connect.ErrNotExpanded):
+		// Debezium logs "JSON expansion failed" and sends the string.
+		return p.payload.typed.s, v, nil
+	case err != nil:
+		return nil, nil, &RowError{Class: ClassPayloadInvalid, Column: p.payload.name,
+			Err: fmt.Errorf("%s: %w", optExpandJSONPayload, err)}
+	}
+	return es, ev, nil
 }
 
 // connectEnvelope builds the envelope struct of EventRouterDelegate: a

@@ -132,6 +132,31 @@ func TestConverters(t *testing.T) {
 			row: append(convRow(), text("ok", oidBool, "t"), text("at", oidTimestamptz, "2026-01-02 03:04:05.678+00")),
 			key: `agg-1`, value: `{"a": 1}`,
 			headers: []string{"id=5b1c3f0e-8a9d-4e53-9a51-3f8f5a3e2c11", "ok=t", "at=2026-01-02 03:04:05.678+00"}},
+		// table.expand.json.payload: JsonSchemaData.toConnectSchema (objects
+		// optional structs named after the field, ints INT32, JSON nulls and
+		// empty arrays left out unless the behaviours keep them).
+		{name: "expanded payload",
+			cfg:  func(c *Config) { c.ExpandJSONPayload = true },
+			conv: func(c *Converters) { c.Value = "json" },
+			row:  with(convRow(), text("payload", oidJSONB, `{"a": 1, "b": "x", "n": null, "e": [], "o": {"f": 2.5}}`)),
+			key:  `agg-1`,
+			value: `{"schema":{"type":"struct","fields":[{"type":"int32","optional":true,"field":"a"},{"type":"string","optional":true,"field":"b"},` +
+				`{"type":"struct","fields":[{"type":"double","optional":true,"field":"f"}],"optional":true,"name":"payload.o","field":"o"}],"optional":true,"name":"payload"},` +
+				`"payload":{"a":1,"b":"x","o":{"f":2.5}}}`,
+			headers: []string{"id=5b1c3f0e-8a9d-4e53-9a51-3f8f5a3e2c11"}},
+		{name: "expanded payload keeping nulls and empty arrays",
+			cfg: func(c *Config) {
+				c.ExpandJSONPayload = true
+				c.JSONPayloadNullBehavior, c.JSONPayloadEmptyArrayBehavior = "optional_bytes", "optional_string"
+			},
+			conv: func(c *Converters) { c.Value = "json"; c.ValueSchemasEnable = false },
+			row:  with(convRow(), text("payload", oidJSONB, `{"n": null, "e": []}`)),
+			key:  `agg-1`, value: `{"n":null,"e":[]}`, headers: []string{"id=5b1c3f0e-8a9d-4e53-9a51-3f8f5a3e2c11"}},
+		{name: "expanded payload that is no JSON object stays a string",
+			cfg:  func(c *Config) { c.ExpandJSONPayload = true },
+			conv: func(c *Converters) { c.Value = "json"; c.ValueSchemasEnable = false },
+			row:  with(convRow(), text("payload", oidText, `"just a string"`)),
+			key:  `agg-1`, value: `"\"just a string\""`, headers: []string{"id=5b1c3f0e-8a9d-4e53-9a51-3f8f5a3e2c11"}},
 		{name: "unsupported column type",
 			conv:    func(c *Converters) { c.Key = "json" },
 			row:     with(convRow(), nn(text("aggregateid", oidNumeric, "1.5"))),
