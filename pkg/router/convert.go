@@ -131,7 +131,7 @@ func (p *Plan) convert(msg *Message, cols []*pglogrepl.TupleDataColumn, rv []byt
 	if err != nil {
 		return err
 	}
-	if len(p.envFields) > 0 {
+	if p.r.envelope {
 		if s, v, err = p.connectEnvelope(cols, rv, s, v); err != nil {
 			return err
 		}

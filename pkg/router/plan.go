@@ -204,7 +204,7 @@ func (p *Plan) bindConverters(rel Relation, lookup func(opt, col string) (field,
 	if err := typ(&p.payload, optFieldEventPayload); err != nil {
 		return err
 	}
-	if len(p.envFields) == 0 {
+	if !r.envelope {
 		return nil
 	}
 	for i := range p.envFields {

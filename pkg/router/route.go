@@ -104,7 +104,7 @@ func (p *Plan) routeTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTi
 	if err != nil {
 		return err
 	}
-	tombstone := pnull && len(p.envFields) == 0 // Debezium forwards a null payload as a null value
+	tombstone := pnull && !p.r.envelope // Debezium forwards a null payload as a null value
 	asked := p.r.cfg.TombstoneOnEmptyPayload && (pnull || payloadEmpty(pd, p.payload.kind))
 	if asked {
 		tombstone = true
@@ -117,7 +117,7 @@ func (p *Plan) routeTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTi
 	if p.key.idx >= 0 {
 		pcs = append(pcs, piece{f: &p.key})
 	}
-	rawPayload := !tombstone && len(p.envFields) == 0
+	rawPayload := !tombstone && !p.r.envelope
 	if rawPayload {
 		pcs = append(pcs, piece{f: &p.payload, src: pd, null: pnull})
 	}
@@ -186,7 +186,7 @@ func (p *Plan) routeTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTi
 		i++
 	}
 
-	if !tombstone && len(p.envFields) > 0 && p.r.valueConverter == nil {
+	if !tombstone && p.r.envelope && p.r.valueConverter == nil {
 		if msg.Value, err = p.envelope(cols, pd, pnull); err != nil {
 			return err
 		}
