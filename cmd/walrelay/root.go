@@ -38,6 +38,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		slotCommand(stdout, stderr),
 		statusCommand(stdout),
 		lsnCommand(stdout),
+		debeziumCommand(stdout, stderr, os.Stdin),
 	)
 	for _, sub := range root.Commands() {
 		if check := sub.Args; check != nil {

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/walrelay/walrelay/pkg/connect"
 )
 
 // Debezium option names, used as YAML keys and in error messages.
@@ -192,6 +194,10 @@ type Router struct {
 	opBehavior OpBehavior
 	envelope   bool // some placement is "envelope"
 
+	// The converters other than raw; nil for raw.
+	keyConverter, valueConverter connect.Converter
+	headerConverter              headerConverter
+
 	ignoreMissing bool // table.field.additional.missing=ignore
 	jsonNulls     bool // table.json.payload.null.behavior=optional_bytes
 	emptyArrays   bool // table.json.payload.empty.array.behavior=optional_string
@@ -205,6 +211,8 @@ func New(cfg Config, conv Converters) (*Router, error) {
 	if r.keyConv, r.valueConv, r.headerConv, err = parseConverters(conv); err != nil {
 		return nil, err
 	}
+	r.keyConverter, r.valueConverter = r.keyConv.converter(), r.valueConv.converter()
+	r.headerConverter = r.headerConv.headerFunc()
 	for _, req := range [...]struct{ opt, val string }{
 		{optFieldEventID, cfg.FieldEventID},
 		{optFieldEventPayload, cfg.FieldEventPayload},

@@ -89,6 +89,7 @@ type Converters struct {
 	Value              string `yaml:"value" help:"how values are written: raw (the payload as Postgres holds it), string, json, bytes or binary, or the Kafka Connect class"`
 	ValueSchemasEnable bool   `yaml:"value.schemas.enable" help:"with the json value converter, wrap each value in JsonConverter's {\"schema\":…,\"payload\":…} envelope (Kafka Connect's default)"`
 	ValueDelegate      string `yaml:"value.delegate.converter.type" help:"with the binary value converter, the converter for values that are not bytes (string or json)"`
+	TopicPrefix        string `yaml:"topic.prefix" help:"the Debezium connector's topic.prefix: with the json value converter and envelope placements, the envelope's Connect schema is named <topic.prefix>.<schema>.<table>.<route.by.field value>.Value as Debezium names it (empty: the name starts at <schema>)"`
 	Header             string `yaml:"header" help:"how header values are written: raw (the column's text), simple or string, or the Kafka Connect class (SimpleHeaderConverter, Kafka Connect's default)"`
 }
 

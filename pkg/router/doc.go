@@ -71,16 +71,40 @@
 //   - A NULL timestamp column falls back to the default record timestamp; a
 //     NULL partition column leaves the partition to the producer.
 //
-// # Deliberate differences from Debezium
+// # Converters
+//
+// [Converters] names what writes keys, values and header values. Raw, the
+// default, is walrelay's own format:
 //
 //   - json and jsonb payloads are sent as the raw JSON text Postgres sent,
-//     byte for byte, never re-encoded and never double-encoded as a JSON string;
-//     inside an envelope they are embedded as JSON, not as a string. Text
-//     payloads are sent as their UTF-8 text, bytea payloads as raw bytes (base64
-//     strings inside an envelope, as Kafka's JsonConverter does).
+//     byte for byte, never re-encoded and never double-encoded as a JSON
+//     string; inside an envelope they are embedded as JSON, not as a string.
+//     Text payloads are sent as their UTF-8 text, bytea payloads as raw bytes
+//     (base64 strings inside an envelope, as Kafka's JsonConverter does).
 //   - Keys and header values are the column's Postgres text (StringConverter
-//     style), raw bytes for bytea. Debezium would encode them per Connect
-//     schema and converter (e.g. timestamps as epoch numbers).
+//     style), raw bytes for bytea.
+//
+// The other converters (convert.go) reproduce Kafka Connect's: each column
+// gets the Connect schema and value Debezium's Postgres connector gives it
+// (debezium.go: optional unless NOT NULL, semantic names such as
+// io.debezium.data.Json), the record is built as EventRouterDelegate builds
+// it (the payload with its column's schema, or the envelope struct named
+// <topic.prefix>.<schema>.<table>.<route value>.Value with fields payload
+// and the envelope placements, versioned by
+// table.field.event.schema.version), and pkg/connect writes the bytes.
+// Column types whose Connect form walrelay does not reproduce are refused
+// by Bind.
+//
+// # Deliberate differences from Debezium
+//
+//   - Debezium caches the envelope schema per payload schema (or per
+//     version) for the life of its task, so every envelope carries the name
+//     built from the first route value it saw; walrelay names each
+//     envelope after its own row's route value.
+//   - Debezium sends the __debezium.context.* headers and, with
+//     OpenTelemetry present, a traceparent of a span it starts; walrelay
+//     sends no context headers and forwards the row's own traceparent and
+//     tracestate (tracing.go).
 //   - Without table.field.event.timestamp the record timestamp is the
 //     transaction's commit time, not the time the row was processed, so a
 //     redelivered event carries the same timestamp. The timestamp column may be

@@ -36,6 +36,9 @@ type col struct {
 	dt   byte // pgoutput DataType; 0 means 't', or 'n' when null
 	null bool
 	val  string
+	// notNull marks the column NOT NULL in the relation (Connect schemas
+	// are optional otherwise).
+	notNull bool
 }
 
 func text(name string, oid uint32, v string) col { return col{name: name, oid: oid, val: v} }
@@ -90,7 +93,7 @@ func without(row []col, names ...string) []col {
 func relation(row []col) Relation {
 	rel := Relation{ID: 16384, Namespace: "public", Name: "outbox"}
 	for _, c := range row {
-		rel.Columns = append(rel.Columns, Column{Name: c.name, TypeOID: c.oid})
+		rel.Columns = append(rel.Columns, Column{Name: c.name, TypeOID: c.oid, TypeModifier: -1, NotNull: c.notNull})
 	}
 	return rel
 }
@@ -118,7 +121,13 @@ func tuple(row []col) []*pglogrepl.TupleDataColumn {
 // mustPlan builds a Router from cfg and binds it to row's relation.
 func mustPlan(t testing.TB, cfg Config, row []col) *Plan {
 	t.Helper()
-	r, err := New(cfg, DefaultConverters())
+	return convPlan(t, cfg, DefaultConverters(), row)
+}
+
+// convPlan is mustPlan with converters.
+func convPlan(t testing.TB, cfg Config, conv Converters, row []col) *Plan {
+	t.Helper()
+	r, err := New(cfg, conv)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -201,3 +210,6 @@ func checkGolden(t *testing.T, name, got string) {
 		t.Errorf("output differs from %s (rerun with -update if the change is intended)\n--- got\n%s--- want\n%s", path, got, want)
 	}
 }
+
+// nn marks c NOT NULL.
+func nn(c col) col { c.notNull = true; return c }

@@ -2,6 +2,7 @@ package router
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/jackc/pglogrepl"
@@ -52,6 +53,9 @@ type field struct {
 	idx  int
 	name string
 	kind kind
+	// typed is Debezium's Connect type of the column, set when a converter
+	// other than raw writes it.
+	typed *typed
 }
 
 // extra is a bound additional placement.
@@ -68,18 +72,22 @@ const maxCachedTopics = 4096
 // one when a new Relation message arrives for the table. A Plan is not safe
 // for concurrent use.
 type Plan struct {
-	r         *Router
-	table     string
-	need      int // len(cols) must be at least this
-	id        field
-	key       field
-	payload   field
-	ts        field
-	route     field
-	part      field
-	trace     field // tracing.span.context.field, when the table has it
-	headers   []extra
-	envFields []extra
+	r       *Router
+	table   string
+	need    int // len(cols) must be at least this
+	id      field
+	key     field
+	payload field
+	ts      field
+	route   field
+	part    field
+	trace   field // tracing.span.context.field, when the table has it
+	version field // table.field.event.schema.version, when an envelope schema carries it
+	// schemaPrefix starts the envelope's Connect schema name:
+	// "<topic.prefix>.<schema>.<table>.".
+	schemaPrefix string
+	headers      []extra
+	envFields    []extra
 
 	topics map[string]string // route.by.field value -> valid topic
 	pieces []piece           // scratch: key, id, payload, header placements
@@ -157,8 +165,71 @@ func (r *Router) Bind(rel Relation) (*Plan, error) {
 			p.part = f
 		}
 	}
+	p.version.idx = -1
+	if err := p.bindConverters(rel, lookup); err != nil {
+		return nil, err
+	}
 	p.pieces = make([]piece, 3+len(p.headers))
 	return p, nil
+}
+
+// bindConverters gives the columns the converters other than raw write
+// their Connect types.
+func (p *Plan) bindConverters(rel Relation, lookup func(opt, col string) (field, error)) error {
+	r := p.r
+	typ := func(f *field, opt string) error {
+		if f.idx < 0 {
+			return nil
+		}
+		return bindTyped(f, rel.Columns[f.idx], opt)
+	}
+	if r.keyConverter != nil {
+		if err := typ(&p.key, optFieldEventKey); err != nil {
+			return err
+		}
+	}
+	if r.headerConverter != nil {
+		if err := typ(&p.id, optFieldEventID); err != nil {
+			return err
+		}
+		for i := range p.headers {
+			if err := typ(&p.headers[i].field, optAdditionalPlacement); err != nil {
+				return err
+			}
+		}
+	}
+	if r.valueConverter == nil {
+		return nil
+	}
+	if err := typ(&p.payload, optFieldEventPayload); err != nil {
+		return err
+	}
+	if len(p.envFields) == 0 {
+		return nil
+	}
+	for i := range p.envFields {
+		if err := typ(&p.envFields[i].field, optAdditionalPlacement); err != nil {
+			return err
+		}
+	}
+	if prefix := r.conv.TopicPrefix; prefix != "" {
+		p.schemaPrefix = prefix + "."
+	}
+	p.schemaPrefix += rel.Namespace + "." + rel.Name + "."
+	if vc := r.cfg.FieldEventSchemaVersion; vc != "" {
+		var err error
+		if p.version, err = lookup(optSchemaVersion, vc); err != nil {
+			return err
+		}
+		if c := rel.Columns[p.version.idx]; c.TypeOID != oidInt4 {
+			// EventRouterDelegate reads it with Struct.getInt32.
+			return fmt.Errorf("%s column %q: must be of type integer (int4), as Debezium reads it as an INT32", optSchemaVersion, vc)
+		}
+		if err := typ(&p.version, optSchemaVersion); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Table returns the bound relation as "namespace.name".

@@ -105,7 +105,8 @@ func (p *Plan) routeTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTi
 		return err
 	}
 	tombstone := pnull && len(p.envFields) == 0 // Debezium forwards a null payload as a null value
-	if p.r.cfg.TombstoneOnEmptyPayload && (pnull || payloadEmpty(pd, p.payload.kind)) {
+	asked := p.r.cfg.TombstoneOnEmptyPayload && (pnull || payloadEmpty(pd, p.payload.kind))
+	if asked {
 		tombstone = true
 	}
 
@@ -185,10 +186,13 @@ func (p *Plan) routeTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTi
 		i++
 	}
 
-	if !tombstone && len(p.envFields) > 0 {
+	if !tombstone && len(p.envFields) > 0 && p.r.valueConverter == nil {
 		if msg.Value, err = p.envelope(cols, pd, pnull); err != nil {
 			return err
 		}
+	}
+	if p.r.keyConverter != nil || p.r.valueConverter != nil || p.r.headerConverter != nil {
+		return p.convert(msg, cols, rv, asked)
 	}
 	return nil
 }

@@ -1,0 +1,50 @@
+package connect
+
+import (
+	"bytes"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+)
+
+// appendJSONString writes what Kafka Connect's JsonConverter (Jackson)
+// writes for the same text: testdata/java/strings.golden is Jackson's
+// output for strings.hex, written by WriteStrings.java (the same files as
+// pkg/router/testdata/jackson, whose appendJSONString this one copies).
+func TestAppendJSONStringMatchesJackson(t *testing.T) {
+	hexIn, err := os.ReadFile("testdata/java/strings.hex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden, err := os.ReadFile("testdata/java/strings.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins := strings.Split(strings.TrimSuffix(string(hexIn), "\n"), "\n")
+	wants := strings.Split(strings.TrimSuffix(string(golden), "\n"), "\n")
+	if len(ins) != len(wants) {
+		t.Fatalf("%d inputs, %d golden lines", len(ins), len(wants))
+	}
+	for i, h := range ins {
+		in, err := hex.DecodeString(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := appendJSONString(nil, string(in))
+		if err != nil {
+			t.Fatalf("%q: %v", in, err)
+		}
+		if string(got) != wants[i] {
+			t.Errorf("%q: wrote %s, Jackson writes %s", in, got, wants[i])
+		}
+	}
+	if _, err := appendJSONString(nil, "\xff"); err == nil {
+		t.Error("invalid UTF-8 was written; a Java String cannot hold it")
+	}
+
+	out := runJava(t, "WriteStrings.java", "testdata/java/strings.hex")
+	if !bytes.Equal(out, golden) {
+		t.Errorf("Jackson now writes\n%s\nstrings.golden says\n%s", out, golden)
+	}
+}
