@@ -42,6 +42,7 @@ func converters(s Setting) router.Converters {
 		simple = "org.apache.kafka.connect.storage.SimpleHeaderConverter"
 	)
 	c := router.DefaultConverters()
+	c.TopicPrefix = serverName // Debezium's topic.prefix, for envelope schema names
 	switch s {
 	case SettingString:
 		c.Key, c.Value, c.Header = str, str, simple
@@ -535,7 +536,11 @@ func compare(t *testing.T, c *Case, r *run, xids []uint32, commits map[uint32]co
 		t.Errorf("relay: %v", r.err)
 	}
 	for _, d := range r.dead {
-		t.Errorf("dead letter on %s: headers %s value %s", d.Topic, showHeaders(d.Headers), show(d.Value))
+		// A dead letter names its table; one that names none is charged
+		// to every case of the group.
+		if table := header(d, "walrelay.source.table"); table == "" || table == "public."+c.Table() {
+			t.Errorf("dead letter on %s: headers %s value %s", d.Topic, showHeaders(d.Headers), show(d.Value))
+		}
 	}
 
 	var want []expected
@@ -643,6 +648,15 @@ func diffRecord(t *testing.T, i int, w expected, g *kgo.Record) {
 	if len(diffs) > 0 {
 		t.Errorf("record %d (%s[%d]@%d) differs:\n  %s", i, g.Topic, g.Partition, g.Offset, strings.Join(diffs, "\n  "))
 	}
+}
+
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
 
 // sameBytes distinguishes nil (a Kafka null) from empty.
