@@ -326,6 +326,9 @@ func (s *suite) runGroup(t *testing.T, g *group) {
 					defer s.result(t, c, r.setting)
 					compare(t, c, r, xids[c], commits, stops)
 				})
+				if c.Java == "Issue21.aggOneJsonbA1" {
+					t.Run("kcat-"+string(r.setting), func(t *testing.T) { s.kcatCheck(t, c, r) })
+				}
 			}
 		})
 	}
