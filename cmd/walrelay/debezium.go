@@ -18,11 +18,11 @@ import (
 func debeziumCommand(stdout, stderr io.Writer, stdin io.Reader) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "debezium",
-		Short: "Switch from Debezium's Postgres connector: import its configuration",
+		Short: "Switch from Debezium's Postgres connector: import its configuration, take over its slot",
 		Args:  usageArgs(cobra.NoArgs),
 		RunE:  needsSubcommand,
 	}
-	cmd.AddCommand(debeziumImportCommand(stdout, stderr, stdin))
+	cmd.AddCommand(debeziumImportCommand(stdout, stderr, stdin), debeziumTakeoverCommand(stdout, stderr))
 	return cmd
 }
 

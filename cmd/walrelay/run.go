@@ -45,10 +45,11 @@ in-flight records to be acknowledged, confirms them to Postgres and exits 0.`,
 	return cmd
 }
 
-// runRelay runs the relay and, when http.listen is set, its HTTP listener.
+// runRelay runs the relay (with opts: debezium takeover's) and, when
+// http.listen is set, its HTTP listener.
 // The listener stops when the relay does; a listener that cannot bind
 // stops the relay.
-func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...relay.Option) error {
 	percent, limit := gcPolicy(cfg)
 	log.Debug("set Go's garbage collector", "gogc", percent, "memory_limit_bytes", limit)
 	memLimit := &memoryLimit{base: limit, log: log}
@@ -58,7 +59,7 @@ func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	r, err := relay.New(cfg, log, metrics.New(reg, version, cfg.Postgres.Slot), relay.OnLargeMessage(memLimit.hold))
+	r, err := relay.New(cfg, log, metrics.New(reg, version, cfg.Postgres.Slot), append([]relay.Option{relay.OnLargeMessage(memLimit.hold)}, opts...)...)
 	if err != nil {
 		return cli.UsageError{Err: err}
 	}

@@ -21,7 +21,7 @@ const kafkaTimeout = 5 * time.Second
 // be created.
 func checkKafka(ctx context.Context, cfg config.Config, topics map[string]bool) []Item {
 	brokers := strings.Join(cfg.Kafka.Brokers, ",")
-	opts, err := kafkaOpts(cfg.Kafka)
+	opts, err := KafkaOpts(cfg.Kafka)
 	if err != nil {
 		return []Item{{Name: "kafka brokers", Status: Fail, Detail: err.Error(), Fix: "fix kafka.tls.* / kafka.sasl.*"}}
 	}
@@ -98,9 +98,9 @@ func checkKafka(ctx context.Context, cfg config.Config, topics map[string]bool) 
 	return items
 }
 
-// kafkaOpts are the client options the relay's publisher would connect
+// KafkaOpts are the client options the relay's publisher would connect
 // with: brokers, client id, TLS and SASL.
-func kafkaOpts(k config.Kafka) ([]kgo.Opt, error) {
+func KafkaOpts(k config.Kafka) ([]kgo.Opt, error) {
 	opts := []kgo.Opt{kgo.SeedBrokers(k.Brokers...), kgo.ClientID(k.ClientID), kgo.DialTimeout(3 * time.Second)}
 	if k.TLS.Enabled {
 		tc, err := publisher.TLSConfig(k.TLS.CAFile, k.TLS.CertFile, k.TLS.KeyFile, k.TLS.ServerName)

@@ -48,6 +48,9 @@ type handler struct {
 	resume resume.State
 	// server is the last session's server; zero before the first.
 	server replication.Session
+	// skip passes over the rows a relay taken over had published
+	// (SkipPublished).
+	skip publishedSkip
 }
 
 func newHandler(r *Relay) *handler {
@@ -57,7 +60,11 @@ func newHandler(r *Relay) *handler {
 
 func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
 	open, _ := h.resume.Open()
-	switch h.resume.Begin(m.FinalLSN) {
+	act := h.resume.Begin(m.FinalLSN)
+	if act != resume.BeginReplay {
+		h.skip.begin(h.log, m.Xid, m.FinalLSN)
+	}
+	switch act {
 	case resume.BeginReplay:
 		return nil
 	case resume.BeginResume:
@@ -90,6 +97,7 @@ func (h *handler) Commit(_ context.Context, m *pglogrepl.CommitMessage) error {
 	}
 	h.r.tracker.Commit(h.tx, m.TransactionEndLSN)
 	h.tx = nil
+	h.skip.commit(h.log)
 	return nil
 }
 
@@ -160,6 +168,7 @@ func (h *handler) resetHistory(ctx context.Context, s, prev replication.Session,
 		}
 	}
 	h.r.tracker.Reset(s.SlotConfirmed)
+	h.skip.reset()
 	return nil
 }
 
@@ -179,6 +188,13 @@ func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m 
 	plan := h.plans[rel.RelationID]
 	if plan == nil || h.tx == nil {
 		return fmt.Errorf("insert into %s.%s at %s outside a transaction or before its relation", rel.Namespace, rel.RelationName, lsn)
+	}
+	// Before the resume count: the rows passed over are the same on every
+	// pass, so the count covers only rows this relay handed on.
+	if h.skip.insert(lsn) {
+		h.log.Info("passing over an outbox row the relay taken over had published", "lsn", lsn.String(),
+			"outbox_id", plan.EventID(m.Tuple.Columns), "xid", h.skip.p.Xid)
+		return nil
 	}
 	if !h.resume.Insert() {
 		return nil // handled before the session was lost

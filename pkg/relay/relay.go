@@ -25,6 +25,8 @@
 //   - policy.go: relay.on_error for rows and records walrelay cannot
 //     publish as routed, and the dead-letter worker.
 //   - status.go: /status, readiness and the gauges read at scrape time.
+//   - takeover.go: SkipPublished, for taking over from a relay (Debezium)
+//     that stopped inside a transaction.
 //
 // Rows walrelay cannot publish as routed follow relay.on_error, per class:
 // the router's (routing_value_missing, topic_invalid, payload_invalid),
@@ -99,6 +101,7 @@ type Option func(*options)
 
 type options struct {
 	largeMessage func(n int)
+	published    *Published // SkipPublished
 }
 
 // OnLargeMessage has fn called, on the stream's goroutine, with the size
@@ -178,6 +181,8 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 	if err != nil {
 		return nil, err
 	}
+	h := newHandler(r)
+	h.skip.p = o.published
 	r.stream = replication.New(replication.Config{
 		DSN:             cfg.Postgres.DSN,
 		Slot:            cfg.Postgres.Slot,
@@ -188,7 +193,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		MaxBackoff:      cfg.Postgres.MaxBackoff,
 		ReadWait:        cfg.Postgres.ReadWait,
 		LargeMessage:    o.largeMessage,
-	}, newHandler(r), failureAware{r.tracker, &r.fail}, log)
+	}, h, failureAware{r.tracker, &r.fail}, log)
 	r.monitor = slotmon.New(cfg.Postgres.DSN, cfg.Postgres.Slot, cfg.Metrics.SlotPollInterval, m, log)
 	r.registerGauges()
 	// Create the error series now, at 0, so that increase() sees the

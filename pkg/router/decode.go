@@ -7,8 +7,8 @@ import (
 	"math"
 	"strings"
 	"time"
-	"unicode/utf16"
-	"unicode/utf8"
+
+	"github.com/walrelay/walrelay/pkg/connect"
 )
 
 // This file decodes the Postgres text output walrelay's replication
@@ -246,66 +246,9 @@ func isJSONNumber(b []byte) bool {
 	return i == len(b)
 }
 
-// appendJSONString appends s as a JSON string, byte for byte as Kafka
-// Connect's JsonConverter writes it (a plain Jackson ObjectMapper; see
-// testdata/jackson): only '"', '\\' and control characters are escaped,
-// \b \t \n \f \r in short form and the others as \u00XX with upper-case
-// hex; characters beyond U+FFFF as their UTF-16 surrogate pair, escaped
-// (\uD83D\uDE80); everything else, '<', '>', '&', '/' and U+2028 included,
-// as raw UTF-8. Text that is not valid UTF-8 is an error rather than being
-// silently replaced.
-func appendJSONString(dst, s []byte) ([]byte, error) {
-	if !utf8.Valid(s) {
-		return dst, errors.New("text is not valid UTF-8")
-	}
-	const hexDigits = "0123456789ABCDEF"
-	appendU := func(dst []byte, r rune) []byte {
-		return append(dst, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
-	}
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < 0xf0 {
-			i++
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		n := 1
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		default:
-			if c < 0x20 {
-				dst = appendU(dst, rune(c))
-				break
-			}
-			// A 4-byte sequence: a character beyond U+FFFF.
-			var r rune
-			r, n = utf8.DecodeRune(s[i:])
-			hi, lo := utf16.EncodeRune(r)
-			dst = appendU(appendU(dst, hi), lo)
-		}
-		i += n
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"'), nil
-}
-
 // appendJSONStringLossy appends s as a JSON string, replacing invalid UTF-8
 // with U+FFFD. It is for configuration text (aliases), not row data.
 func appendJSONStringLossy(dst []byte, s string) []byte {
-	out, _ := appendJSONString(dst, []byte(strings.ToValidUTF8(s, "\uFFFD")))
+	out, _ := connect.AppendJSONString(dst, strings.ToValidUTF8(s, "\uFFFD"))
 	return out
 }

@@ -1,12 +1,7 @@
 package router
 
 import (
-	"bytes"
-	"encoding/hex"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 )
@@ -120,38 +115,6 @@ func TestIsJSONNumber(t *testing.T) {
 	}
 }
 
-func TestAppendJSONString(t *testing.T) {
-	tests := []struct {
-		name, in string
-		bad      bool
-	}{
-		{name: "plain", in: "hello"},
-		{name: "quotes and backslash", in: `a"b\c`},
-		{name: "controls", in: "\x00\x01\b\f\n\r\t\x1f"},
-		{name: "unicode", in: "Zoë ☕ 🚀 \u2028"},
-		{name: "html characters kept", in: "<a>&"},
-		{name: "invalid utf8", in: "a\xffb", bad: true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := appendJSONString([]byte("prefix:"), []byte(tc.in))
-			if tc.bad {
-				if err == nil {
-					t.Fatalf("no error for %q", tc.in)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var back string
-			if err := json.Unmarshal(got[len("prefix:"):], &back); err != nil || back != tc.in {
-				t.Errorf("appendJSONString(%q) = %s, decodes to %q, %v", tc.in, got, back, err)
-			}
-		})
-	}
-}
-
 func TestDecodeBytea(t *testing.T) {
 	tests := []struct {
 		name, in string
@@ -178,57 +141,5 @@ func TestDecodeBytea(t *testing.T) {
 				t.Errorf("error %v, want bad=%v", err, tc.bad)
 			}
 		})
-	}
-}
-
-// appendJSONString writes what Kafka Connect's JsonConverter (Jackson)
-// writes for the same text. testdata/jackson/strings.golden is Jackson's
-// output for strings.hex, written by WriteStrings.java; when java and
-// Debian's Jackson jars are here the test runs Jackson again and checks
-// the golden file still says what Jackson says.
-func TestAppendJSONStringMatchesJackson(t *testing.T) {
-	hexIn, err := os.ReadFile("testdata/jackson/strings.hex")
-	if err != nil {
-		t.Fatal(err)
-	}
-	golden, err := os.ReadFile("testdata/jackson/strings.golden")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ins := strings.Split(strings.TrimSuffix(string(hexIn), "\n"), "\n")
-	wants := strings.Split(strings.TrimSuffix(string(golden), "\n"), "\n")
-	if len(ins) != len(wants) {
-		t.Fatalf("%d inputs, %d golden lines", len(ins), len(wants))
-	}
-	for i, h := range ins {
-		in, err := hex.DecodeString(h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := appendJSONString(nil, in)
-		if err != nil {
-			t.Fatalf("%q: %v", in, err)
-		}
-		if string(got) != wants[i] {
-			t.Errorf("%q: wrote %s, Jackson writes %s", in, got, wants[i])
-		}
-	}
-
-	const jars = "/usr/share/java/jackson-core.jar:/usr/share/java/jackson-databind.jar:/usr/share/java/jackson-annotations.jar"
-	if _, err := exec.LookPath("java"); err != nil {
-		t.Skip("no java here: checked against the golden file only")
-	}
-	if _, err := os.Stat("/usr/share/java/jackson-databind.jar"); err != nil {
-		t.Skip("no Jackson jars here (Debian: libjackson2-databind-java): checked against the golden file only")
-	}
-	cmd := exec.Command("java", "-cp", jars, "WriteStrings.java")
-	cmd.Dir = "testdata/jackson"
-	cmd.Stdin = bytes.NewReader(hexIn)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("running Jackson: %v", err)
-	}
-	if !bytes.Equal(out, golden) {
-		t.Errorf("Jackson now writes\n%s\nstrings.golden says\n%s", out, golden)
 	}
 }

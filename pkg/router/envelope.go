@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/walrelay/walrelay/pkg/connect"
 )
 
 // envelopePayloadField is the envelope's payload field name (Debezium's
@@ -77,5 +79,6 @@ func (p *Plan) appendJSON(b, d []byte, null bool, k kind) ([]byte, error) {
 		b = base64.StdEncoding.AppendEncode(b, raw)
 		return append(b, '"'), nil
 	}
-	return appendJSONString(b, d)
+	// Text is written as Kafka Connect's Jackson writes it (pkg/connect).
+	return connect.AppendJSONString(b, string(d))
 }
