@@ -203,22 +203,12 @@ func (c *checker) columns() {
 		c.fail(name, fmt.Sprintf("table %s does not exist", c.cfg.Postgres.Table), "run `walrelay setup`, or fix postgres.table")
 		return
 	}
-	rows, err := c.conn.Query(c.ctx, `SELECT attname::text, atttypid::int8 FROM pg_attribute WHERE attrelid = $1::oid AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, c.tableOID)
+	catalog, err := ReadColumns(c.ctx, c.conn, []uint32{c.tableOID})
 	if err != nil {
 		c.fail(name, queryError("reading columns", "", err).Error(), "")
 		return
 	}
-	cols, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (router.Column, error) {
-		var col router.Column
-		var oid int64
-		err := r.Scan(&col.Name, &oid)
-		col.TypeOID = uint32(oid)
-		return col, err
-	})
-	if err != nil {
-		c.fail(name, queryError("reading columns", "", err).Error(), "")
-		return
-	}
+	cols := catalog[c.tableOID]
 	schema, table, _ := config.SplitTable(c.cfg.Postgres.Table)
 	plan, err := c.rt.Bind(router.Relation{ID: c.tableOID, Namespace: schema, Name: table, Columns: cols})
 	if err != nil {

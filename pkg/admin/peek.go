@@ -160,7 +160,7 @@ func peekTxs(ctx context.Context, conn *pgx.Conn, slot string, req PeekRequest, 
 		uptoArg = upto.String()
 	}
 	what := fmt.Sprintf("peeking at replication slot %q", slot)
-	notNull, err := notNullColumns(ctx, conn)
+	catalog, err := ReadColumns(ctx, conn, nil)
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", what, err)
 	}
@@ -197,11 +197,7 @@ func peekTxs(ctx context.Context, conn *pgx.Conn, slot string, req PeekRequest, 
 		case *pglogrepl.BeginMessage:
 			cur = &tx{xid: m.Xid, commitTime: m.CommitTime}
 		case *pglogrepl.RelationMessage:
-			rel := router.RelationOf(m)
-			for i := range rel.Columns {
-				rel.Columns[i].NotNull = notNull[m.RelationID][rel.Columns[i].Name]
-			}
-			plan, err := req.Router.Bind(rel)
+			plan, err := req.Router.Bind(catalog.Complete(router.RelationOf(m)))
 			plans[m.RelationID], bind[m.RelationID] = plan, err
 		case *pglogrepl.InsertMessage:
 			if cur == nil {
@@ -364,35 +360,4 @@ func Advance(ctx context.Context, conn *pgx.Conn, p AdvancePlan) (string, error)
 		return "", queryError(fmt.Sprintf("advancing replication slot %q to %s", p.Slot, p.To), privilegeFix(ctx, conn), err)
 	}
 	return end, nil
-}
-
-// notNullColumns returns, per table OID, the columns declared NOT NULL, which
-// pgoutput does not send and the converters' Connect schemas depend on (as
-// the relay reads them at startup). It reads every user table's, as peek
-// does not know the publications' tables before it reads the changes.
-func notNullColumns(ctx context.Context, conn *pgx.Conn) (map[uint32]map[string]bool, error) {
-	rows, err := conn.Query(ctx, `
-		SELECT a.attrelid::int8, a.attname::text FROM pg_attribute a
-		JOIN pg_class c ON c.oid = a.attrelid
-		WHERE a.attnotnull AND a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'p')
-		  AND c.relnamespace NOT IN (SELECT oid FROM pg_namespace WHERE nspname IN ('pg_catalog', 'information_schema'))`)
-	if err != nil {
-		return nil, fmt.Errorf("reading NOT NULL columns: %w", err)
-	}
-	out := map[uint32]map[string]bool{}
-	var (
-		oid  int64
-		name string
-	)
-	_, err = pgx.ForEachRow(rows, []any{&oid, &name}, func() error {
-		if out[uint32(oid)] == nil {
-			out[uint32(oid)] = map[string]bool{}
-		}
-		out[uint32(oid)][name] = true
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reading NOT NULL columns: %w", err)
-	}
-	return out, nil
 }

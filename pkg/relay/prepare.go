@@ -128,53 +128,25 @@ func (r *Relay) checkPublications(ctx context.Context, conn *pgx.Conn) error {
 	if len(tables) == 0 {
 		r.log.Warn("the publications contain no table; nothing will be relayed", "publications", pubs)
 	}
+	oids := make([]uint32, len(tables))
+	for i, t := range tables {
+		oids[i] = uint32(t.oid)
+	}
+	cols, err := admin.ReadColumns(ctx, conn, oids)
+	if err != nil {
+		return err
+	}
 	for _, t := range tables {
-		rows, err := conn.Query(ctx, `
-			SELECT attname, atttypid::int8, atttypmod, attnotnull FROM pg_attribute
-			WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, t.oid)
-		if err != nil {
-			return fmt.Errorf("reading columns of %s.%s: %w", t.schema, t.name, err)
-		}
-		cols, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (router.Column, error) {
-			var (
-				c   router.Column
-				oid int64
-			)
-			err := row.Scan(&c.Name, &oid, &c.TypeModifier, &c.NotNull)
-			c.TypeOID = uint32(oid)
-			return c, err
-		})
-		if err != nil {
-			return fmt.Errorf("reading columns of %s.%s: %w", t.schema, t.name, err)
-		}
-		if _, err := r.router.Bind(router.Relation{ID: uint32(t.oid), Namespace: t.schema, Name: t.name, Columns: cols}); err != nil {
+		if _, err := r.router.Bind(router.Relation{ID: uint32(t.oid), Namespace: t.schema, Name: t.name, Columns: cols[uint32(t.oid)]}); err != nil {
 			return fmt.Errorf("checking outbox table against the router config: %w", err)
 		}
-		r.notNull[uint32(t.oid)] = notNullColumns(cols)
 	}
+	r.columns = cols
 	return nil
 }
 
-// notNullColumns returns the names of cols declared NOT NULL.
-func notNullColumns(cols []router.Column) map[string]bool {
-	m := make(map[string]bool)
-	for _, c := range cols {
-		if c.NotNull {
-			m[c.Name] = true
-		}
-	}
-	return m
-}
-
-// relationOf converts a Relation message for the router, with the NOT NULL
-// flags read from the catalog at startup (pgoutput does not carry them). A
-// column added since is taken as nullable, as Debezium would until it
-// re-reads the schema.
+// relationOf converts a Relation message for the router, with what the
+// catalog said at startup and pgoutput does not carry (NOT NULL, DEFAULT).
 func (r *Relay) relationOf(rel *pglogrepl.RelationMessage) router.Relation {
-	out := router.RelationOf(rel)
-	notNull := r.notNull[rel.RelationID]
-	for i := range out.Columns {
-		out.Columns[i].NotNull = notNull[out.Columns[i].Name]
-	}
-	return out
+	return r.columns.Complete(router.RelationOf(rel))
 }

@@ -59,6 +59,7 @@ import (
 	"github.com/twmb/franz-go/plugin/kprom"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/checkpoint"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/heartbeat"
@@ -91,9 +92,9 @@ type Relay struct {
 	records              recordPool
 	clock                monoClock   // stamps records handed to the producer
 	abandoned            abandonment // records a timed-out shutdown gave up on
-	// notNull holds, per published table's OID, its NOT NULL columns, read
-	// at startup (prepare) and only read afterwards.
-	notNull map[uint32]map[string]bool
+	// columns holds the published tables' columns as the catalog described
+	// them at startup (prepare); only read afterwards.
+	columns admin.Columns
 }
 
 // Option configures a Relay beyond its config.
@@ -140,7 +141,6 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		cfg:     cfg,
 		log:     log,
 		router:  rt,
-		notNull: make(map[uint32]map[string]bool),
 		metrics: m,
 		tracker: checkpoint.New(checkpoint.Limits{
 			MaxRecords: cfg.Relay.MaxInFlightRecords,

@@ -63,6 +63,11 @@ func bindTyped(f *field, c Column, opt string) error {
 		return fmt.Errorf("%s column %q: %w", opt, c.Name, err)
 	}
 	f.typed = &typed{t: t, s: t.schema(!c.NotNull)}
+	if c.HasDefault {
+		if v, ok := debeziumDefault(c.TypeOID, t, c.Default); ok {
+			f.typed.s.Default = v
+		}
+	}
 	return nil
 }
 

@@ -157,6 +157,25 @@ func TestConverters(t *testing.T) {
 			conv: func(c *Converters) { c.Value = "json"; c.ValueSchemasEnable = false },
 			row:  with(convRow(), text("payload", oidText, `"just a string"`)),
 			key:  `agg-1`, value: `"\"just a string\""`, headers: []string{"id=5b1c3f0e-8a9d-4e53-9a51-3f8f5a3e2c11"}},
+		// Column defaults (PostgresDefaultValueConverter): in the schema,
+		// and JsonConverter writes a NULL as the default.
+		{name: "envelope column default",
+			cfg:  func(c *Config) { c.AdditionalPlacement = "deleted:envelope" },
+			conv: func(c *Converters) { c.Value = "json"; c.TopicPrefix = "p" },
+			row:  append(convRow(), def(null("deleted", oidBool), "false")),
+			key:  `agg-1`,
+			value: `{"schema":{"type":"struct","fields":[` +
+				`{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},` +
+				`{"type":"boolean","optional":true,"default":false,"field":"deleted"}],` +
+				`"optional":false,"name":"p.public.outbox.order.Value"},` +
+				`"payload":{"payload":"{\"a\": 1}","deleted":false}}`,
+			headers: []string{"id=5b1c3f0e-8a9d-4e53-9a51-3f8f5a3e2c11"}},
+		{name: "key with a function default",
+			conv:    func(c *Converters) { c.Key = "json" },
+			row:     with(convRow(), def(nn(text("aggregateid", oidUUID, "0d9e3b3c-4d2a-4f55-8f0c-1e2d3c4b5a69")), "gen_random_uuid()")),
+			key:     `{"schema":{"type":"string","optional":false,"name":"io.debezium.data.Uuid","version":1,"default":"00000000-0000-0000-0000-000000000000"},"payload":"0d9e3b3c-4d2a-4f55-8f0c-1e2d3c4b5a69"}`,
+			value:   `{"a": 1}`,
+			headers: []string{"id=5b1c3f0e-8a9d-4e53-9a51-3f8f5a3e2c11"}},
 		{name: "unsupported column type",
 			conv:    func(c *Converters) { c.Key = "json" },
 			row:     with(convRow(), nn(text("aggregateid", oidNumeric, "1.5"))),
@@ -213,5 +232,52 @@ func TestConverters(t *testing.T) {
 				t.Errorf("headers\n got: %q\nwant: %q", hs, tc.headers)
 			}
 		})
+	}
+}
+
+// TestDebeziumDefault reads DEFAULT expressions as pg_get_expr prints them
+// the way PostgresDefaultValueConverter does.
+func TestDebeziumDefault(t *testing.T) {
+	tests := []struct {
+		oid  uint32
+		expr string
+		want any // nil: no default
+	}{
+		{oidBool, "false", false},
+		{oidBool, " true ", true},
+		{oidBool, "NULL::boolean", nil},
+		{oidInt4, "nextval('outbox_id_seq'::regclass)", int32(0)},
+		{oidInt4, "'-1'::integer", int32(-1)},
+		{oidInt4, "'x'::integer", nil}, // Integer.parseInt fails: no default
+		{oidInt8, "42", int64(42)},
+		{oidInt2, "'7'::smallint", int16(7)},
+		{oidFloat8, "1.5", 1.5},
+		{oidTextT, "'it''s'::text", "it's"},
+		{oidVarcharT, "'DRAFT'::character varying", "DRAFT"},
+		{oidVarcharT, "NULL::character varying", nil},
+		{oidJSONB, "'{}'::jsonb", "{}"},
+		{oidJSONB, "jsonb_build_object('a', 1)", "{}"},
+		{oidUUIDT, "gen_random_uuid()", "00000000-0000-0000-0000-000000000000"},
+		{oidUUIDT, "'0D9E3B3C-4D2A-4F55-8F0C-1E2D3C4B5A69'::uuid", "0d9e3b3c-4d2a-4f55-8f0c-1e2d3c4b5a69"},
+		{oidTimestamptzT, "now()", "1970-01-01T00:00:00.000000Z"},
+		{oidTimestamptzT, "CURRENT_TIMESTAMP", "1970-01-01T00:00:00.000000Z"},
+		{oidTimestamptzT, "'2026-01-02 03:04:05+00'::timestamp with time zone", "2026-01-02T03:04:05.000000Z"},
+		{oidTimestampT, "'2026-01-02 03:04:05'::timestamp without time zone", int64(1767323045000000)},
+		{oidDateT, "CURRENT_DATE", int32(0)},
+		{oidDateT, "'2026-01-02'::date", int32(20455)},
+		{oidBytea, "'\\x00'::bytea", nil}, // no mapper for bytea
+	}
+	for _, tc := range tests {
+		ct, err := debeziumType(tc.oid, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := debeziumDefault(tc.oid, ct, tc.expr)
+		if !ok {
+			got = nil
+		}
+		if got != tc.want {
+			t.Errorf("debeziumDefault(%d, %q) = %#v, want %#v", tc.oid, tc.expr, got, tc.want)
+		}
 	}
 }

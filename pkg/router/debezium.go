@@ -4,7 +4,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/walrelay/walrelay/pkg/connect"
@@ -214,4 +216,95 @@ func zonedTimestamp(t time.Time, prec int) (string, error) {
 	}
 	layout := "2006-01-02T15:04:05." + "000000000"[:prec] + "Z"
 	return t.Format(layout), nil
+}
+
+// Column defaults, as Debezium's PostgresDefaultValueConverter reads the
+// DEFAULT expression the JDBC driver reports (pg_get_expr's text):
+// debezium-connector-postgres/src/main/java/io/debezium/connector/postgresql/connection/PostgresDefaultValueConverter.java.
+var (
+	// literalDefault is LITERAL_DEFAULT_PATTERN: the first quoted literal.
+	literalDefault = regexp.MustCompile(`'([^']*(?:''[^']*)*)'`)
+	// functionDefault is FUNCTION_DEFAULT_PATTERN (found, not matched whole).
+	functionDefault = regexp.MustCompile(`^[(]?[A-Za-z0-9_.]+\((?:.+(?:, ?.+)*)?\)`)
+)
+
+// currentDateTimes is CURRENT_DATE_TIMES, compared in lower case.
+var currentDateTimes = map[string]bool{"current_timestamp": true, "current_time": true, "current_date": true, "localtime": true, "localtimestamp": true}
+
+// defaultPlaceholders holds, per column type OID Debezium has a default
+// mapper for (createDefaultValueMappers), the value it takes for a default
+// a function computes (now(), gen_random_uuid(), nextval(...)); it has
+// none for the other types (bytea, name, ...), whose columns get no
+// default.
+var defaultPlaceholders = map[uint32]string{
+	oidBool: "false", oidBPChar: "", oidVarcharT: "", oidTextT: "",
+	oidFloat4: "0.0", oidFloat8: "0.0", oidInt2: "0", oidInt4: "0", oidInt8: "0",
+	oidJSON: "{}", oidJSONB: "{}", oidUUIDT: "00000000-0000-0000-0000-000000000000",
+	oidDateT: "1970-01-01", oidTimestampT: "1970-01-01", oidTimestamptzT: "1970-01-01",
+}
+
+// trimmedDefaults are the TRIM_DATA_TYPES walrelay handles: their
+// expression is trimmed before it is read.
+var trimmedDefaults = map[uint32]bool{
+	oidBool: true, oidFloat4: true, oidFloat8: true, oidInt2: true, oidInt4: true, oidInt8: true,
+	oidUUIDT: true, oidDateT: true, oidTimestampT: true, oidTimestamptzT: true,
+}
+
+// debeziumDefault returns the Connect default value Debezium gives a
+// column of type oid (Connect type t) whose DEFAULT expression is expr,
+// and false when it gives none: no mapper for the type, a NULL default
+// (NULL::type), or an expression it cannot parse (Debezium logs "Cannot
+// parse column default value" and goes on without one).
+func debeziumDefault(oid uint32, t colType, expr string) (any, bool) {
+	placeholder, ok := defaultPlaceholders[oid]
+	if !ok {
+		return nil, false
+	}
+	if trimmedDefaults[oid] {
+		expr = strings.TrimSpace(expr)
+	}
+	text, null := expr, false
+	switch {
+	case functionDefault.MatchString(expr) || currentDateTimes[strings.ToLower(expr)]:
+		text = placeholder
+	case !strings.Contains(expr, "'"):
+		// A raw value (1234, true), or NULL::type.
+		null = strings.HasPrefix(expr, "NULL::")
+	default:
+		m := literalDefault.FindStringSubmatch(expr)
+		if m == nil {
+			return nil, false
+		}
+		text = strings.ReplaceAll(m[1], "''", "'")
+	}
+	if null {
+		return nil, false
+	}
+	var (
+		v   any
+		err error
+	)
+	switch oid {
+	case oidBool:
+		v = strings.EqualFold(text, "true") // Boolean.parseBoolean
+	case oidUUIDT:
+		// UUID.fromString then toString: lower case.
+		if len(text) != 36 || text[8] != '-' || text[13] != '-' || text[18] != '-' || text[23] != '-' {
+			return nil, false
+		}
+		if _, err := hex.DecodeString(strings.ReplaceAll(text, "-", "")); err != nil {
+			return nil, false
+		}
+		v = strings.ToLower(text)
+	case oidFloat4, oidFloat8, oidInt2, oidInt4, oidInt8, oidDateT, oidTimestampT, oidTimestamptzT:
+		// Parsed as the column's own text would be (Short.parseShort, …,
+		// TimestampUtils), then converted by the column's converter.
+		v, err = debeziumValue(t, []byte(text))
+	default: // text types, json, jsonb: the text itself
+		v = text
+	}
+	if err != nil {
+		return nil, false
+	}
+	return v, true
 }

@@ -87,7 +87,8 @@
 // The other converters (convert.go) reproduce Kafka Connect's: each column
 // gets the Connect schema and value Debezium's Postgres connector gives it
 // (debezium.go: optional unless NOT NULL, semantic names such as
-// io.debezium.data.Json), the record is built as EventRouterDelegate builds
+// io.debezium.data.Json, the DEFAULT as PostgresDefaultValueConverter
+// reads it), the record is built as EventRouterDelegate builds
 // it (the payload with its column's schema, or the envelope struct named
 // <topic.prefix>.<schema>.<table>.<route value>.Value with fields payload
 // and the envelope placements, versioned by

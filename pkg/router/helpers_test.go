@@ -39,6 +39,9 @@ type col struct {
 	// notNull marks the column NOT NULL in the relation (Connect schemas
 	// are optional otherwise).
 	notNull bool
+	// deflt is the column's DEFAULT expression as pg_get_expr prints it
+	// ("" for none).
+	deflt string
 }
 
 func text(name string, oid uint32, v string) col { return col{name: name, oid: oid, val: v} }
@@ -93,7 +96,8 @@ func without(row []col, names ...string) []col {
 func relation(row []col) Relation {
 	rel := Relation{ID: 16384, Namespace: "public", Name: "outbox"}
 	for _, c := range row {
-		rel.Columns = append(rel.Columns, Column{Name: c.name, TypeOID: c.oid, TypeModifier: -1, NotNull: c.notNull})
+		rel.Columns = append(rel.Columns, Column{Name: c.name, TypeOID: c.oid, TypeModifier: -1, NotNull: c.notNull,
+			Default: c.deflt, HasDefault: c.deflt != ""})
 	}
 	return rel
 }
@@ -213,3 +217,6 @@ func checkGolden(t *testing.T, name, got string) {
 
 // nn marks c NOT NULL.
 func nn(c col) col { c.notNull = true; return c }
+
+// def gives c a DEFAULT expression.
+func def(c col, expr string) col { c.deflt = expr; return c }

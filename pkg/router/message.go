@@ -21,6 +21,11 @@ type Column struct {
 	// relay reads it from the catalog. Debezium's Connect schema of a
 	// column is optional unless it is NOT NULL.
 	NotNull bool
+	// Default is the column's DEFAULT expression as pg_get_expr prints
+	// it, when HasDefault; Debezium puts its value into the column's
+	// Connect schema. Also read from the catalog.
+	Default    string
+	HasDefault bool
 }
 
 // Relation describes a table as a pgoutput Relation message does.
