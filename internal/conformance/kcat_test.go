@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/walrelay/walrelay/internal/testenv"
 )
 
 // kcat is librdkafka's command line client, which nobody here wrote: its
@@ -75,8 +77,8 @@ func TestLibrdkafkaMurmur2(t *testing.T) {
 		got[k] = int32(n)
 	}
 	for _, k := range keys {
-		if p, ok := got[k]; !ok || p != partitionForKey([]byte(k), partitions) {
-			t.Errorf("librdkafka put key %s on partition %d (found %v), murmur2 says %d", k, p, ok, partitionForKey([]byte(k), partitions))
+		if p, ok := got[k]; !ok || p != testenv.KafkaPartition([]byte(k), partitions) {
+			t.Errorf("librdkafka put key %s on partition %d (found %v), murmur2 says %d", k, p, ok, testenv.KafkaPartition([]byte(k), partitions))
 		}
 	}
 }
@@ -90,7 +92,7 @@ func (s *suite) kcatCheck(t *testing.T, c *Case, r *run) {
 		if !ok || key == nil {
 			continue
 		}
-		want := fmt.Sprintf("%d\t%s", partitionForKey(key, partitions), key)
+		want := fmt.Sprintf("%d\t%s", testenv.KafkaPartition(key, partitions), key)
 		lines := kcatRead(t, bin, s.clusters[r.setting].ListenAddrs()[0], w.Topic)
 		if len(lines) != 1 || lines[0] != want {
 			t.Errorf("kcat reads %q from %s, want [%q]", lines, w.Topic, want)

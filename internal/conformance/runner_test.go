@@ -565,7 +565,7 @@ func compare(t *testing.T, c *Case, r *run, xids []uint32, commits map[uint32]co
 			if p, ok := c.Topics[w.Topic]; ok {
 				n = p
 			}
-			e.partition = partitionForKey(key, n)
+			e.partition = testenv.KafkaPartition(key, n)
 		}
 		if e.tsMillis == 0 {
 			e.tsMillis = commits[xids[w.Step]].time.UnixMilli()
