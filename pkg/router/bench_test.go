@@ -13,6 +13,7 @@ func BenchmarkRoute(b *testing.B) {
 	benches := []struct {
 		name string
 		cfg  func(*Config)
+		conv func(*Converters)
 		row  []col
 	}{
 		{name: "defaults", row: with(baseRow(), text("payload", oidJSONB, benchPayload))},
@@ -24,10 +25,21 @@ func BenchmarkRoute(b *testing.B) {
 			text("tenant", oidText, "acme"), text("shard", oidInt4, "3"))},
 		{name: "envelope", cfg: func(c *Config) { c.AdditionalPlacement = "type:envelope:eventType,tenant:envelope" },
 			row: with(baseRow(), text("payload", oidJSONB, benchPayload), text("tenant", oidText, "acme"))},
+		// Kafka Connect's default converters: JsonConverter with schemas for
+		// key and value, SimpleHeaderConverter.
+		{name: "json_converters", conv: func(c *Converters) { c.Key, c.Value, c.Header = "json", "json", "simple" },
+			row: with(baseRow(), text("payload", oidJSONB, benchPayload))},
 	}
 	for _, bc := range benches {
 		b.Run(bc.name, func(b *testing.B) {
-			p := editedPlan(b, bc.cfg, bc.row)
+			cfg, conv := DefaultConfig(), DefaultConverters()
+			if bc.cfg != nil {
+				bc.cfg(&cfg)
+			}
+			if bc.conv != nil {
+				bc.conv(&conv)
+			}
+			p := convPlan(b, cfg, conv, bc.row)
 			cols := tuple(bc.row)
 			b.ReportAllocs()
 			b.SetBytes(int64(len(benchPayload)))

@@ -90,7 +90,6 @@ func connectValue(cols []*pglogrepl.TupleDataColumn, f *field) (any, error) {
 func (p *Plan) convert(msg *Message, cols []*pglogrepl.TupleDataColumn, rv []byte, tombstone bool) error {
 	r := p.r
 	if r.keyConverter != nil {
-		msg.Key = nil
 		var ks *connect.Schema
 		var kv any
 		if p.key.idx >= 0 {
@@ -128,7 +127,6 @@ func (p *Plan) convert(msg *Message, cols []*pglogrepl.TupleDataColumn, rv []byt
 	if r.valueConverter == nil {
 		return nil
 	}
-	msg.Value = nil
 	if tombstone {
 		return nil // Debezium's null schema and value: a Kafka null
 	}

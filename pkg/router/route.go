@@ -110,19 +110,27 @@ func (p *Plan) routeTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTi
 		tombstone = true
 	}
 
-	// Collect every slice the message returns, size them, then copy them all
-	// (in place: those that need decoding) into one allocation.
+	// Collect every slice the message returns in the raw format, size them,
+	// then copy them all (in place: those that need decoding) into one
+	// allocation. What another converter writes is left to convert.
+	r := p.r
+	rawHeaders := r.headerConverter == nil
+	rawKey := p.key.idx >= 0 && r.keyConverter == nil
+	rawPayload := !tombstone && !r.envelope && r.valueConverter == nil
 	pcs := p.pieces[:0]
-	pcs = append(pcs, piece{f: &p.id})
-	if p.key.idx >= 0 {
+	if rawHeaders {
+		pcs = append(pcs, piece{f: &p.id})
+	}
+	if rawKey {
 		pcs = append(pcs, piece{f: &p.key})
 	}
-	rawPayload := !tombstone && !p.r.envelope
 	if rawPayload {
 		pcs = append(pcs, piece{f: &p.payload, src: pd, null: pnull})
 	}
-	for i := range p.headers {
-		pcs = append(pcs, piece{f: &p.headers[i].field})
+	if rawHeaders {
+		for i := range p.headers {
+			pcs = append(pcs, piece{f: &p.headers[i].field})
+		}
 	}
 	defer clear(pcs) // drop references to the caller's and the message's buffers
 	total := 0
@@ -171,27 +179,26 @@ func (p *Plan) routeTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTi
 		}
 	}
 	i := 0
-	msg.Headers = append(msg.Headers, Header{Key: "id", Value: pcs[i].out})
-	i++
-	if p.key.idx >= 0 {
-		msg.Key = pcs[i].out
+	next := func(raw bool) []byte { // the next piece's bytes, when collected
+		if !raw {
+			return nil
+		}
 		i++
+		return pcs[i-1].out
 	}
-	if rawPayload {
-		msg.Value = pcs[i].out
-		i++
-	}
+	msg.Headers = append(msg.Headers, Header{Key: "id", Value: next(rawHeaders)})
+	msg.Key = next(rawKey)
+	msg.Value = next(rawPayload)
 	for h := range p.headers {
-		msg.Headers = append(msg.Headers, Header{Key: p.headers[h].alias, Value: pcs[i].out})
-		i++
+		msg.Headers = append(msg.Headers, Header{Key: p.headers[h].alias, Value: next(rawHeaders)})
 	}
 
-	if !tombstone && p.r.envelope && p.r.valueConverter == nil {
+	if !tombstone && r.envelope && r.valueConverter == nil {
 		if msg.Value, err = p.envelope(cols, pd, pnull); err != nil {
 			return err
 		}
 	}
-	if p.r.keyConverter != nil || p.r.valueConverter != nil || p.r.headerConverter != nil {
+	if r.keyConverter != nil || r.valueConverter != nil || r.headerConverter != nil {
 		return p.convert(msg, cols, rv, asked)
 	}
 	return nil
