@@ -186,7 +186,6 @@ type Router struct {
 	conv       Converters
 	keyConv    convSpec
 	valueConv  convSpec
-	headerConv HeaderConverter
 	whole      *regexp.Regexp // route.topic.regex anchored at both ends (Matcher.matches)
 	find       *regexp.Regexp // route.topic.regex as written (Matcher.replaceFirst)
 	repl       []replPart
@@ -208,11 +207,12 @@ type Router struct {
 func New(cfg Config, conv Converters) (*Router, error) {
 	r := &Router{cfg: cfg, conv: conv}
 	var err error
-	if r.keyConv, r.valueConv, r.headerConv, err = parseConverters(conv); err != nil {
+	var headerConv HeaderConverter
+	if r.keyConv, r.valueConv, headerConv, err = parseConverters(conv); err != nil {
 		return nil, err
 	}
 	r.keyConverter, r.valueConverter = r.keyConv.converter(), r.valueConv.converter()
-	r.headerConverter = r.headerConv.headerFunc()
+	r.headerConverter = headerConv.headerFunc()
 	for _, req := range [...]struct{ opt, val string }{
 		{optFieldEventID, cfg.FieldEventID},
 		{optFieldEventPayload, cfg.FieldEventPayload},
@@ -289,8 +289,12 @@ func (r *Router) InvalidOpBehavior() OpBehavior { return r.opBehavior }
 // Config returns the configuration r was built from.
 func (r *Router) Config() Config { return r.cfg }
 
-// Converters returns the converter options r was built from.
-func (r *Router) Converters() Converters { return r.conv }
+// NeedsCatalog reports whether Bind uses what only the catalog knows of a
+// column (NOT NULL, DEFAULT): true when a converter other than raw writes
+// Connect schemas.
+func (r *Router) NeedsCatalog() bool {
+	return r.keyConverter != nil || r.valueConverter != nil || r.headerConverter != nil
+}
 
 // parsePlacements parses table.fields.additional.placement.
 func parsePlacements(s string) ([]additional, error) {

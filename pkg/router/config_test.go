@@ -436,7 +436,7 @@ func TestConverterNames(t *testing.T) {
 			if tc.conv != nil {
 				tc.conv(&conv)
 			}
-			r, err := New(DefaultConfig(), conv)
+			_, err := New(DefaultConfig(), conv)
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("New error %v, want %q", err, tc.wantErr)
@@ -446,8 +446,9 @@ func TestConverterNames(t *testing.T) {
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
-			if r.keyConv != tc.key || r.valueConv != tc.value || r.headerConv != tc.header {
-				t.Errorf("converters %+v %+v %v, want %+v %+v %v", r.keyConv, r.valueConv, r.headerConv, tc.key, tc.value, tc.header)
+			key, value, header, _ := parseConverters(conv)
+			if key != tc.key || value != tc.value || header != tc.header {
+				t.Errorf("converters %+v %+v %v, want %+v %+v %v", key, value, header, tc.key, tc.value, tc.header)
 			}
 		})
 	}

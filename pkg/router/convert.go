@@ -71,11 +71,13 @@ func bindTyped(f *field, c Column, opt string) error {
 	return nil
 }
 
-// connectValue returns column f's Connect value: nil for NULL.
+// connectValue returns column f's Connect value as EventRouterDelegate
+// reads it, with Struct.get: a NULL is the schema's default when the column
+// has one, else nil.
 func connectValue(cols []*pglogrepl.TupleDataColumn, f *field) (any, error) {
 	d, null, err := columnData(cols, f)
 	if err != nil || null {
-		return nil, err
+		return f.typed.s.Default, err
 	}
 	v, err := debeziumValue(f.typed.t, d)
 	if err != nil {
@@ -210,4 +212,16 @@ func (p *Plan) connectEnvelope(cols []*pglogrepl.TupleDataColumn, rv []byte, ps 
 		return nil, nil, &RowError{Class: ClassPayloadInvalid, Err: fmt.Errorf("building the envelope: %w", err)}
 	}
 	return s, st, nil
+}
+
+// nullPayloadDefault reports, for a NULL payload, whether a converter
+// other than raw reads a default in its place (Struct.get), and if so
+// whether route.tombstone.on.empty.payload counts it as empty
+// (payload.toString().trim().isEmpty(): only a string default can be).
+func (p *Plan) nullPayloadDefault() (has, empty bool) {
+	if p.payload.typed == nil || p.payload.typed.s.Default == nil {
+		return false, false
+	}
+	s, isString := p.payload.typed.s.Default.(string)
+	return true, isString && payloadEmpty([]byte(s), kindText)
 }

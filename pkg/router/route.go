@@ -104,8 +104,13 @@ func (p *Plan) routeTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTi
 	if err != nil {
 		return err
 	}
-	tombstone := pnull && !p.r.envelope // Debezium forwards a null payload as a null value
 	asked := p.r.cfg.TombstoneOnEmptyPayload && (pnull || payloadEmpty(pd, p.payload.kind))
+	if pnull {
+		if has, empty := p.nullPayloadDefault(); has {
+			pnull, asked = false, asked && empty // a converter reads the column's default (Struct.get)
+		}
+	}
+	tombstone := pnull && !p.r.envelope // Debezium forwards a null payload as a null value
 	if asked {
 		tombstone = true
 	}
