@@ -128,9 +128,13 @@ func Peek(ctx context.Context, conn *pgx.Conn, req PeekRequest) (PeekResult, err
 // a larger change budget, so a long backlog costs a few passes, not one
 // unbounded one.
 func scan(ctx context.Context, conn *pgx.Conn, slot string, req PeekRequest, upto *pglogrepl.LSN, fn func(t tx, last bool) bool) error {
+	catalog, err := publishedColumns(ctx, conn, req.Publications)
+	if err != nil {
+		return fmt.Errorf("peeking at replication slot %q: %w", slot, err)
+	}
 	seen := 0 // transactions already handed to fn
 	for budget := 1000; ; budget *= 8 {
-		txs, exhausted, err := peekTxs(ctx, conn, slot, req, upto, budget)
+		txs, exhausted, err := peekTxs(ctx, conn, slot, req, catalog, upto, budget)
 		if err != nil {
 			return err
 		}
@@ -150,7 +154,7 @@ func scan(ctx context.Context, conn *pgx.Conn, slot string, req PeekRequest, upt
 // budget changes (Postgres always finishes the transaction it is in) and
 // decodes the pgoutput messages. exhausted is true when the peek returned
 // fewer rows than the budget: nothing more is pending.
-func peekTxs(ctx context.Context, conn *pgx.Conn, slot string, req PeekRequest, upto *pglogrepl.LSN, budget int) (txs []tx, exhausted bool, err error) {
+func peekTxs(ctx context.Context, conn *pgx.Conn, slot string, req PeekRequest, catalog Columns, upto *pglogrepl.LSN, budget int) (txs []tx, exhausted bool, err error) {
 	names := make([]string, len(req.Publications))
 	for i, p := range req.Publications {
 		names[i] = pgx.Identifier{p}.Sanitize()
@@ -160,10 +164,6 @@ func peekTxs(ctx context.Context, conn *pgx.Conn, slot string, req PeekRequest, 
 		uptoArg = upto.String()
 	}
 	what := fmt.Sprintf("peeking at replication slot %q", slot)
-	catalog, err := ReadColumns(ctx, conn, nil)
-	if err != nil {
-		return nil, false, fmt.Errorf("%s: %w", what, err)
-	}
 	rows, err := conn.Query(ctx, `
 		SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes($1, $2::pg_lsn, $3,
 			'proto_version', '1', 'publication_names', $4)`,
@@ -360,4 +360,17 @@ func Advance(ctx context.Context, conn *pgx.Conn, p AdvancePlan) (string, error)
 		return "", queryError(fmt.Sprintf("advancing replication slot %q to %s", p.Slot, p.To), privilegeFix(ctx, conn), err)
 	}
 	return end, nil
+}
+
+// publishedColumns reads the columns of the publications' tables, which
+// the router needs beyond what the Relation messages carry.
+func publishedColumns(ctx context.Context, conn *pgx.Conn, pubs []string) (Columns, error) {
+	var oids []uint32
+	err := conn.QueryRow(ctx, `
+		SELECT coalesce(array_agg(DISTINCT (quote_ident(schemaname) || '.' || quote_ident(tablename))::regclass::oid), '{}')
+		FROM pg_publication_tables WHERE pubname = ANY($1)`, pubs).Scan(&oids)
+	if err != nil {
+		return nil, fmt.Errorf("reading the publications' tables: %w", err)
+	}
+	return ReadColumns(ctx, conn, oids)
 }

@@ -172,8 +172,8 @@ func (h *handler) resetHistory(ctx context.Context, s, prev replication.Session,
 	return nil
 }
 
-func (h *handler) Relation(_ context.Context, rel *pglogrepl.RelationMessage) error {
-	plan, err := h.r.router.Bind(h.r.relationOf(rel))
+func (h *handler) Relation(ctx context.Context, rel *pglogrepl.RelationMessage) error {
+	plan, err := h.r.router.Bind(h.r.relationOf(ctx, rel))
 	if err != nil {
 		return fmt.Errorf("outbox table changed: %w", err)
 	}

@@ -146,7 +146,41 @@ func (r *Relay) checkPublications(ctx context.Context, conn *pgx.Conn) error {
 }
 
 // relationOf converts a Relation message for the router, with what the
-// catalog said at startup and pgoutput does not carry (NOT NULL, DEFAULT).
-func (r *Relay) relationOf(rel *pglogrepl.RelationMessage) router.Relation {
-	return r.columns.Complete(router.RelationOf(rel))
+// catalog says and pgoutput does not carry (NOT NULL, DEFAULT), when the
+// router's converters use it. Like Debezium's PgOutputMessageDecoder, which
+// reads them again on every Relation message, it reads the table's columns
+// afresh (Postgres sends a Relation message at each session's start and
+// after every ALTER TABLE), so schemas follow the table; if that read
+// fails, it keeps what it read last and says so.
+func (r *Relay) relationOf(ctx context.Context, rel *pglogrepl.RelationMessage) router.Relation {
+	out := router.RelationOf(rel)
+	if !r.router.NeedsCatalog() {
+		return out
+	}
+	if err := r.rereadColumns(ctx, rel.RelationID); err != nil {
+		r.log.Warn("could not read the outbox table's columns again; Connect schemas keep the NOT NULL and DEFAULT read before",
+			"table", rel.Namespace+"."+rel.RelationName, "err", err)
+	}
+	return r.columns.Complete(out)
+}
+
+// rereadColumns reads one table's columns into r.columns, on a connection
+// of its own.
+func (r *Relay) rereadColumns(ctx context.Context, relid uint32) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, r.cfg.Postgres.DSN)
+	if err != nil {
+		return admin.ExplainConnectError(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	cols, err := admin.ReadColumns(ctx, conn, []uint32{relid})
+	if err != nil {
+		return err
+	}
+	if r.columns == nil {
+		r.columns = admin.Columns{}
+	}
+	r.columns[relid] = cols[relid]
+	return nil
 }

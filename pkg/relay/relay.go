@@ -92,8 +92,9 @@ type Relay struct {
 	records              recordPool
 	clock                monoClock   // stamps records handed to the producer
 	abandoned            abandonment // records a timed-out shutdown gave up on
-	// columns holds the published tables' columns as the catalog described
-	// them at startup (prepare); only read afterwards.
+	// columns holds the published tables' columns as the catalog describes
+	// them: read at startup (prepare), then, table by table, on the
+	// stream's goroutine at each Relation message (relationOf).
 	columns admin.Columns
 }
 
