@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/pkg/config"
 )
 
 var aggregateTypes = []string{"order", "customer", "invoice"}
@@ -287,6 +288,39 @@ func TestRelayPayloadIsNotDoubleEncoded(t *testing.T) {
 	}
 	if got := string(recs[0].Value); got != `{"a": [1, 2], "b": "x"}` {
 		t.Errorf("value = %s", got)
+	}
+	if err := run.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With a converter other than raw, a column's NOT NULL and DEFAULT come
+// from the catalog (pgoutput does not carry them): read at startup, and
+// read again at the Relation message Postgres sends after an ALTER TABLE,
+// as Debezium's decoder does, so the key's Connect schema follows the
+// table.
+func TestRelayConnectSchemasFollowTheCatalog(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Converter.Key = "json" })
+	run := f.start(t)
+	testenv.Exec(t, f.dsn, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', 'o-1', 'Created', '{}')`)
+	// The catalog is read when the Relation message is: as for Debezium,
+	// rows still in the slot when the table changes get the new schema.
+	f.broker.ReadAll(t, []string{"outbox.event.order"}, 1, 30*time.Second)
+	testenv.Exec(t, f.dsn, `ALTER TABLE outbox ALTER COLUMN aggregateid DROP NOT NULL, ALTER COLUMN aggregateid SET DEFAULT 'none'`)
+	testenv.Exec(t, f.dsn, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', 'o-2', 'Created', '{}')`)
+	recs := f.broker.ReadAll(t, []string{"outbox.event.order"}, 2, 30*time.Second)
+	want := []string{
+		`{"schema":{"type":"string","optional":false},"payload":"o-1"}`,
+		`{"schema":{"type":"string","optional":true,"default":"none"},"payload":"o-2"}`,
+	}
+	got := map[string]bool{}
+	for _, r := range recs {
+		got[string(r.Key)] = true
+	}
+	for _, w := range want {
+		if !got[w] {
+			t.Errorf("no record with key %s; keys: %v", w, got)
+		}
 	}
 	if err := run.stop(); err != nil {
 		t.Fatal(err)
