@@ -342,35 +342,6 @@ func idHeader(hs []Header) int {
 	return -1
 }
 
-func TestParseProperties(t *testing.T) {
-	// java.util.Properties.load(Reader) semantics.
-	tests := []struct {
-		in   string
-		want map[string]string
-	}{
-		{"a=1\nb = 2\r\nc:3\rd 4", map[string]string{"a": "1", "b": "2", "c": "3", "d": "4"}},
-		{"# comment\n! other\n   \n  k  =  v w  ", map[string]string{"k": "v w  "}},
-		{"k\\=x=y", map[string]string{"k=x": "y"}},
-		{"long = a\\\n     b\\\n c", map[string]string{"long": "abc"}},
-		{"u=\\u00e9\\t|\\q", map[string]string{"u": "é\t|q"}},
-		{"dup=1\ndup=2", map[string]string{"dup": "2"}},
-		{"empty\nsep=", map[string]string{"empty": "", "sep": ""}},
-		{"a==b", map[string]string{"a": "=b"}},
-	}
-	for _, tc := range tests {
-		got := parseProperties(tc.in)
-		if len(got) != len(tc.want) {
-			t.Errorf("parseProperties(%q) = %q, want %q", tc.in, got, tc.want)
-			continue
-		}
-		for k, v := range tc.want {
-			if got[k] != v {
-				t.Errorf("parseProperties(%q)[%q] = %q, want %q", tc.in, k, got[k], v)
-			}
-		}
-	}
-}
-
 func TestValidTraceparent(t *testing.T) {
 	for s, want := range map[string]bool{
 		"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01":     true,

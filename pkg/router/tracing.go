@@ -2,7 +2,8 @@ package router
 
 import (
 	"strings"
-	"unicode/utf8"
+
+	"github.com/walrelay/walrelay/internal/javaprops"
 )
 
 // This file maps Debezium's tracing options (ActivateTracingSpan, which the
@@ -28,7 +29,12 @@ import (
 // W3C traceparent (OpenTelemetry's propagator ignores such a context too);
 // tracestate is returned only with a valid traceparent.
 func traceContext(text []byte) (traceparent, tracestate string) {
-	props := parseProperties(string(text))
+	props, err := javaprops.Parse(string(text))
+	if err != nil {
+		// Debezium's task fails on a malformed \uXXXX escape (Properties.load
+		// throws); walrelay sends the row without trace headers.
+		return "", ""
+	}
 	tp := props["traceparent"]
 	if !validTraceparent(tp) {
 		return "", ""
@@ -61,143 +67,4 @@ func validTraceparent(s string) bool {
 		}
 	}
 	return true
-}
-
-// parseProperties parses the line-oriented format of
-// java.util.Properties.load(Reader): comment lines start with # or !; a key
-// ends at the first unescaped '=', ':' or white space, which with the white
-// space around it separates it from the value; a backslash escapes the next
-// character (\t \n \f \r and \uXXXX as in Java), and at the end of a line
-// continues the entry on the next one, whose leading white space is dropped.
-// A later key replaces an earlier one.
-func parseProperties(s string) map[string]string {
-	props := make(map[string]string)
-	// Join continuation lines first: a line ending in an odd number of
-	// backslashes continues.
-	var logical []string
-	var cur strings.Builder
-	cont := false
-	for _, line := range splitLines(s) {
-		if cont {
-			line = strings.TrimLeft(line, " \t\f")
-		} else if t := strings.TrimLeft(line, " \t\f"); t == "" || t[0] == '#' || t[0] == '!' {
-			continue
-		}
-		n := 0
-		for i := len(line) - 1; i >= 0 && line[i] == '\\'; i-- {
-			n++
-		}
-		if n%2 == 1 {
-			cur.WriteString(line[:len(line)-1])
-			cont = true
-			continue
-		}
-		cur.WriteString(line)
-		logical = append(logical, cur.String())
-		cur.Reset()
-		cont = false
-	}
-	if cont {
-		logical = append(logical, cur.String())
-	}
-	for _, line := range logical {
-		line = strings.TrimLeft(line, " \t\f")
-		i := 0
-		for i < len(line) {
-			c := line[i]
-			if c == '\\' {
-				i += 2
-				continue
-			}
-			if c == '=' || c == ':' || c == ' ' || c == '\t' || c == '\f' {
-				break
-			}
-			i++
-		}
-		key, rest := line[:min(i, len(line))], ""
-		if i < len(line) {
-			// The separator: white space, then at most one '=' or ':',
-			// then white space.
-			rest = strings.TrimLeft(line[i:], " \t\f")
-			if rest != "" && (rest[0] == '=' || rest[0] == ':') {
-				rest = strings.TrimLeft(rest[1:], " \t\f")
-			}
-		}
-		props[unescapeProperty(key)] = unescapeProperty(rest)
-	}
-	return props
-}
-
-// splitLines splits on \n, \r and \r\n, as Properties.load does.
-func splitLines(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\n':
-			out = append(out, s[start:i])
-			start = i + 1
-		case '\r':
-			out = append(out, s[start:i])
-			if i+1 < len(s) && s[i+1] == '\n' {
-				i++
-			}
-			start = i + 1
-		}
-	}
-	return append(out, s[start:])
-}
-
-// unescapeProperty resolves Properties escapes.
-func unescapeProperty(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '\\' || i+1 == len(s) {
-			b.WriteByte(c)
-			continue
-		}
-		i++
-		switch c = s[i]; c {
-		case 't':
-			b.WriteByte('\t')
-		case 'n':
-			b.WriteByte('\n')
-		case 'f':
-			b.WriteByte('\f')
-		case 'r':
-			b.WriteByte('\r')
-		case 'u':
-			r, ok := rune(0), i+4 < len(s)
-			if ok {
-				for _, h := range s[i+1 : i+5] {
-					switch {
-					case '0' <= h && h <= '9':
-						r = r<<4 | (h - '0')
-					case 'a' <= h && h <= 'f':
-						r = r<<4 | (h - 'a' + 10)
-					case 'A' <= h && h <= 'F':
-						r = r<<4 | (h - 'A' + 10)
-					default:
-						ok = false
-					}
-				}
-			}
-			if !ok { // Java throws "Malformed \uxxxx encoding"; keep the text
-				b.WriteString(`\u`)
-				continue
-			}
-			b.WriteRune(r)
-			i += 4
-		default:
-			b.WriteByte(c)
-		}
-	}
-	if !utf8.ValidString(b.String()) {
-		return strings.ToValidUTF8(b.String(), "\uFFFD")
-	}
-	return b.String()
 }
