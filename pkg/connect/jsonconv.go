@@ -107,7 +107,7 @@ func (c JSONConverter) appendSchemaField(dst []byte, s *Schema, field string) ([
 	}
 	if s.Name != "" {
 		dst = append(dst, `,"name":`...)
-		if dst, err = appendJSONString(dst, s.Name); err != nil {
+		if dst, err = AppendJSONString(dst, s.Name); err != nil {
 			return dst, err
 		}
 	}
@@ -117,7 +117,7 @@ func (c JSONConverter) appendSchemaField(dst []byte, s *Schema, field string) ([
 	}
 	if s.Doc != "" {
 		dst = append(dst, `,"doc":`...)
-		if dst, err = appendJSONString(dst, s.Doc); err != nil {
+		if dst, err = AppendJSONString(dst, s.Doc); err != nil {
 			return dst, err
 		}
 	}
@@ -127,11 +127,11 @@ func (c JSONConverter) appendSchemaField(dst []byte, s *Schema, field string) ([
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			if dst, err = appendJSONString(dst, p.Key); err != nil {
+			if dst, err = AppendJSONString(dst, p.Key); err != nil {
 				return dst, err
 			}
 			dst = append(dst, ':')
-			if dst, err = appendJSONString(dst, p.Value); err != nil {
+			if dst, err = AppendJSONString(dst, p.Value); err != nil {
 				return dst, err
 			}
 		}
@@ -145,7 +145,7 @@ func (c JSONConverter) appendSchemaField(dst []byte, s *Schema, field string) ([
 	}
 	if field != "" {
 		dst = append(dst, `,"field":`...)
-		if dst, err = appendJSONString(dst, field); err != nil {
+		if dst, err = AppendJSONString(dst, field); err != nil {
 			return dst, err
 		}
 	}
@@ -250,7 +250,7 @@ func (c JSONConverter) appendValue(dst []byte, s *Schema, v any) ([]byte, error)
 		if !ok {
 			return dst, wrongType()
 		}
-		return appendJSONString(dst, x)
+		return AppendJSONString(dst, x)
 	case TypeBytes:
 		x, ok := v.([]byte)
 		if !ok {
@@ -295,7 +295,7 @@ func (c JSONConverter) appendValue(dst []byte, s *Schema, v any) ([]byte, error)
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			if dst, err = appendJSONString(dst, f.Name); err != nil {
+			if dst, err = AppendJSONString(dst, f.Name); err != nil {
 				return dst, err
 			}
 			dst = append(dst, ':')

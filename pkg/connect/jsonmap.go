@@ -71,7 +71,7 @@ func (c JSONConverter) appendMap(dst []byte, s *Schema, m Map) ([]byte, error) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		if dst, err = appendJSONString(dst, mb.key); err != nil {
+		if dst, err = AppendJSONString(dst, mb.key); err != nil {
 			return dst, err
 		}
 		dst = append(dst, ':')

@@ -14,7 +14,7 @@ import (
 // a JsonNode tree; connect/json/src/main/java/org/apache/kafka/connect/json/
 // JsonSerializer.java). testdata/java holds what Jackson wrote.
 
-// appendJSONString appends s as a JSON string, byte for byte as Kafka
+// AppendJSONString appends s as a JSON string, byte for byte as Kafka
 // Connect's JsonConverter writes it (a plain Jackson ObjectMapper; see
 // testdata/java/WriteStrings.java): only '"', '\\' and control characters
 // are escaped, \b \t \n \f \r in short form and the others as \u00XX with
@@ -22,8 +22,11 @@ import (
 // escaped (\uD83D\uDE80); everything else, '<', '>', '&', '/' and U+2028
 // included, as raw UTF-8. Text that is not valid UTF-8 is an error rather
 // than being silently replaced: a Java String cannot hold it.
-func appendJSONString(dst []byte, s string) ([]byte, error) {
-	if !utf8.ValidString(s) {
+//
+// It takes text as a string or as bytes, so that pkg/router's raw
+// envelopes write a column's bytes without converting them.
+func AppendJSONString[T string | []byte](dst []byte, s T) ([]byte, error) {
+	if !validUTF8(s) {
 		return dst, errors.New("text is not valid UTF-8")
 	}
 	const hexDigits = "0123456789ABCDEF"
@@ -59,8 +62,11 @@ func appendJSONString(dst []byte, s string) ([]byte, error) {
 				break
 			}
 			// A 4-byte sequence: a character beyond U+FFFF.
-			var r rune
-			r, n = utf8.DecodeRuneInString(s[i:])
+			var (
+				r   rune
+				buf [utf8.UTFMax]byte
+			)
+			r, n = utf8.DecodeRune(buf[:copy(buf[:], s[i:])])
 			hi, lo := utf16.EncodeRune(r)
 			dst = appendU(appendU(dst, hi), lo)
 		}
@@ -96,7 +102,13 @@ func appendJSONBytes(dst, b []byte) []byte {
 	return append(dst, '"')
 }
 
-// AppendJSONString appends s as a JSON string exactly as Kafka Connect's
-// Jackson writes it (see appendJSONString); pkg/router's raw envelopes use
-// it too, so that one implementation is pinned by the Jackson golden file.
-func AppendJSONString(dst []byte, s string) ([]byte, error) { return appendJSONString(dst, s) }
+// validUTF8 is utf8.ValidString or utf8.Valid, as s is.
+func validUTF8[T string | []byte](s T) bool {
+	switch v := any(s).(type) {
+	case string:
+		return utf8.ValidString(v)
+	case []byte:
+		return utf8.Valid(v)
+	}
+	return false
+}

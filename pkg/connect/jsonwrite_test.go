@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// appendJSONString writes what Kafka Connect's JsonConverter (Jackson)
+// AppendJSONString writes what Kafka Connect's JsonConverter (Jackson)
 // writes for the same text: testdata/java/strings.golden is Jackson's
 // output for strings.hex, written by WriteStrings.java.
 func TestAppendJSONStringMatchesJackson(t *testing.T) {
@@ -31,7 +31,7 @@ func TestAppendJSONStringMatchesJackson(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := appendJSONString(nil, string(in))
+		got, err := AppendJSONString(nil, string(in))
 		if err != nil {
 			t.Fatalf("%q: %v", in, err)
 		}
@@ -39,7 +39,7 @@ func TestAppendJSONStringMatchesJackson(t *testing.T) {
 			t.Errorf("%q: wrote %s, Jackson writes %s", in, got, wants[i])
 		}
 	}
-	if _, err := appendJSONString(nil, "\xff"); err == nil {
+	if _, err := AppendJSONString(nil, "\xff"); err == nil {
 		t.Error("invalid UTF-8 was written; a Java String cannot hold it")
 	}
 
@@ -64,7 +64,7 @@ func TestAppendJSONString(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := appendJSONString([]byte("prefix:"), tc.in)
+			got, err := AppendJSONString([]byte("prefix:"), tc.in)
 			if tc.bad {
 				if err == nil {
 					t.Fatalf("no error for %q", tc.in)
@@ -76,7 +76,7 @@ func TestAppendJSONString(t *testing.T) {
 			}
 			var back string
 			if err := json.Unmarshal(got[len("prefix:"):], &back); err != nil || back != tc.in {
-				t.Errorf("appendJSONString(%q) = %s, decodes to %q, %v", tc.in, got, back, err)
+				t.Errorf("AppendJSONString(%q) = %s, decodes to %q, %v", tc.in, got, back, err)
 			}
 		})
 	}

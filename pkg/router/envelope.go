@@ -80,5 +80,5 @@ func (p *Plan) appendJSON(b, d []byte, null bool, k kind) ([]byte, error) {
 		return append(b, '"'), nil
 	}
 	// Text is written as Kafka Connect's Jackson writes it (pkg/connect).
-	return connect.AppendJSONString(b, string(d))
+	return connect.AppendJSONString(b, d)
 }

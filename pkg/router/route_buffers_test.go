@@ -3,6 +3,7 @@ package router
 // Tests of a routed message's bytes: copies, RouteTo's reused buffer, RouteInPlace's aliasing, allocations.
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -65,6 +66,20 @@ func TestRouteAllocs(t *testing.T) {
 	// One buffer for all bytes and one header slice.
 	if n := testing.AllocsPerRun(100, func() { _, _ = p.Route(cols, commitTime) }); n > 2 {
 		t.Errorf("Route allocates %v times per row, want at most 2", n)
+	}
+}
+
+// An envelope is one allocation more (its value), whatever the length of
+// the text columns it writes as JSON strings.
+func TestRouteEnvelopeAllocs(t *testing.T) {
+	row := with(baseRow(), text("payload", oidText, strings.Repeat("long text payload, ", 20)))
+	p := editedPlan(t, func(c *Config) { c.AdditionalPlacement = "type:envelope" }, row)
+	cols := tuple(row)
+	if _, err := p.Route(cols, commitTime); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = p.Route(cols, commitTime) }); n > 3 {
+		t.Errorf("Route with an envelope allocates %v times per row, want at most 3", n)
 	}
 }
 
