@@ -2,7 +2,6 @@ package router
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -137,13 +136,7 @@ func timePrecision(mod int32) int {
 func debeziumValue(t colType, d []byte) (any, error) {
 	switch t.typ {
 	case ctBoolean:
-		switch string(d) {
-		case "t":
-			return true, nil
-		case "f":
-			return false, nil
-		}
-		return nil, fmt.Errorf("boolean text %q is neither t nor f", errValue(d))
+		return parseBool(d)
 	case ctInt16:
 		v, err := strconv.ParseInt(string(d), 10, 16)
 		return int16(v), err
@@ -180,14 +173,12 @@ func debeziumValue(t colType, d []byte) (any, error) {
 	case ctFloat64:
 		return strconv.ParseFloat(string(d), 64)
 	case ctBytes:
-		if len(d) < 2 || d[0] != '\\' || d[1] != 'x' || len(d)%2 != 0 {
-			return nil, errors.New(`bytea text is not \x followed by an even number of hex digits; walrelay needs bytea_output=hex`)
+		n, err := decodedLen(d, kindBytea)
+		if err != nil {
+			return nil, err
 		}
-		b := make([]byte, (len(d)-2)/2)
-		if _, err := hex.Decode(b, d[2:]); err != nil {
-			return nil, fmt.Errorf("decoding bytea hex: %w", err)
-		}
-		return b, nil
+		b := make([]byte, n)
+		return b, decodeInto(b, d, kindBytea)
 	case ctString:
 		if t.name == semZonedTimestamp {
 			tm, err := parseTimestamp(d)

@@ -252,3 +252,14 @@ func appendJSONStringLossy(dst []byte, s string) []byte {
 	out, _ := connect.AppendJSONString(dst, strings.ToValidUTF8(s, "\uFFFD"))
 	return out
 }
+
+// parseBool parses a bool column's text, t or f.
+func parseBool(d []byte) (bool, error) {
+	switch string(d) {
+	case "t":
+		return true, nil
+	case "f":
+		return false, nil
+	}
+	return false, fmt.Errorf("boolean text %q is neither t nor f", errValue(d))
+}

@@ -3,6 +3,7 @@ package router
 import (
 	"encoding/base64"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pglogrepl"
 
@@ -56,13 +57,11 @@ func (p *Plan) appendJSON(b, d []byte, null bool, k kind) ([]byte, error) {
 		}
 		// NaN and ±Infinity have no JSON number form: send their text.
 	case kindBool:
-		switch string(d) {
-		case "t":
-			return append(b, "true"...), nil
-		case "f":
-			return append(b, "false"...), nil
+		v, err := parseBool(d)
+		if err != nil {
+			return b, err
 		}
-		return b, fmt.Errorf("boolean text %q is neither t nor f", errValue(d))
+		return strconv.AppendBool(b, v), nil
 	case kindBytea:
 		n, err := decodedLen(d, kindBytea)
 		if err != nil {
