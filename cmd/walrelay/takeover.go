@@ -66,7 +66,7 @@ and changes nothing. The offsets topic is read with the kafka.* settings.` + "\n
 			}
 			var opts []relay.Option
 			if o := t.pos.Open; o != nil {
-				opts = append(opts, relay.SkipPublished(relay.Published{Xid: o.Xid, LSN: o.LSN, Events: o.Events}))
+				opts = append(opts, relay.SkipPublished(*o))
 			}
 			log.Info("starting walrelay after the Debezium connector", "version", version, "postgres", config.Redact(cfg.Postgres.DSN),
 				"slot", cfg.Postgres.Slot, "brokers", cfg.Kafka.Brokers)

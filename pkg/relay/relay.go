@@ -62,6 +62,7 @@ import (
 	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/checkpoint"
 	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/dbzoffset"
 	"github.com/walrelay/walrelay/pkg/heartbeat"
 	"github.com/walrelay/walrelay/pkg/metrics"
 	"github.com/walrelay/walrelay/pkg/publisher"
@@ -103,7 +104,7 @@ type Option func(*options)
 
 type options struct {
 	largeMessage func(n int)
-	published    *Published // SkipPublished
+	published    *dbzoffset.Open // SkipPublished
 }
 
 // OnLargeMessage has fn called, on the stream's goroutine, with the size

@@ -4,20 +4,15 @@ import (
 	"log/slog"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/walrelay/walrelay/pkg/dbzoffset"
 )
 
-// Published is where another relay stood inside a transaction when it
-// stopped: it had published the transaction's outbox rows before LSN and
-// the first Events rows at LSN. `walrelay debezium takeover` builds it
-// from a Debezium connector's offset (pkg/dbzoffset).
-type Published struct {
-	Xid    uint32        // the transaction (pgoutput Begin's Xid)
-	LSN    pglogrepl.LSN // its last change published (the XLogData start of its message)
-	Events int           // rows at LSN published (several rows share the LSN of a COPY's multi-insert); at least 1
-}
-
 // SkipPublished has the relay pass over, in the transaction p.Xid, the
-// rows another relay had already published, when that transaction is the
+// rows another relay had already published (its changes before p.LSN and
+// the first p.Events at p.LSN; several rows share the LSN of a COPY's
+// multi-insert), as `walrelay debezium takeover` reads them from a
+// Debezium connector's offset, when that transaction is the
 // first the relay reads; from its next row on the relay publishes as
 // usual. Whole transactions the other relay had published are skipped by
 // moving the slot past them before Run (pg_replication_slot_advance): this
@@ -31,7 +26,7 @@ type Published struct {
 // transaction (Postgres re-sends it whole after a lost session), before
 // the resume bookkeeping counts the rows handed on, so a reconnect inside
 // it neither publishes a passed-over row nor passes over another.
-func SkipPublished(p Published) Option {
+func SkipPublished(p dbzoffset.Open) Option {
 	return func(o *options) { o.published = &p }
 }
 
@@ -46,7 +41,7 @@ const (
 
 // publishedSkip applies SkipPublished on the handler's goroutine.
 type publishedSkip struct {
-	p       *Published // nil: no skip
+	p       *dbzoffset.Open // nil: no skip
 	state   skipState
 	atLSN   int // rows at p.LSN seen in this pass
 	skipped int // rows passed over in this pass

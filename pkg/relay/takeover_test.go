@@ -12,6 +12,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/dbzoffset"
 	"github.com/walrelay/walrelay/pkg/relay"
 )
 
@@ -98,7 +99,7 @@ func TestSkipPublishedInsideTransaction(t *testing.T) {
 	// Slow acks and a small cap keep the relay inside the transaction long
 	// enough to break its session there.
 	f.slowProduce(20 * time.Millisecond)
-	r, err := relay.New(f.cfg, f.logs.logger(), nil, relay.SkipPublished(relay.Published{Xid: xid, LSN: lsns[k], Events: at}))
+	r, err := relay.New(f.cfg, f.logs.logger(), nil, relay.SkipPublished(dbzoffset.Open{Xid: xid, LSN: lsns[k], Events: at}))
 	if err != nil {
 		t.Fatal(err)
 	}
