@@ -82,6 +82,19 @@ func TestCheck(t *testing.T) {
 		}
 	})
 
+	t.Run("inert router option", func(t *testing.T) {
+		stdout, stderr, code := walrelay(t, childEnv("WALRELAY_POSTGRES_DSN="+dsn, brokers,
+			"WALRELAY_ROUTER_TRACING_OPERATION_NAME=outbox-read", "WALRELAY_CONVERTER_KEY=json"), "check")
+		if code != 0 {
+			t.Fatalf("exit %d, stderr %s\n%s", code, stderr, stdout)
+		}
+		for _, want := range []string{"warn  router option tracing.operation.name", "walrelay starts no spans"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("check output lacks %q:\n%s", want, stdout)
+			}
+		}
+	})
+
 	t.Run("publication and columns", func(t *testing.T) {
 		stdout, stderr, code := walrelay(t, childEnv("WALRELAY_POSTGRES_DSN="+dsn, brokers, "WALRELAY_POSTGRES_PUBLICATIONS=nopub", "WALRELAY_ROUTER_TABLE_FIELD_EVENT_KEY=aggregate_id", "WALRELAY_POSTGRES_CREATE_SLOT=false", "WALRELAY_POSTGRES_SLOT=noslot"), "check")
 		wantFailure(t, stdout, stderr, code, 1, "check failed")

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -36,6 +37,10 @@ func Check(ctx context.Context, cfg config.Config) []Item {
 	}
 	var items []Item
 	add := func(it Item) { items = append(items, it) }
+	for _, in := range rt.Inert() {
+		add(Item{Name: "router option " + in.Option, Status: Warn, Detail: fmt.Sprintf("%s=%s has no effect: %s", in.Option, in.Value, in.Reason),
+			Fix: "remove it, or see the reason"})
+	}
 	topics := map[string]bool{}
 	conn, err := Connect(ctx, cfg.Postgres.DSN)
 	if err != nil {
