@@ -66,6 +66,8 @@ type Kafka struct {
 	ClientMetrics          bool          `yaml:"client_metrics" help:"send client metrics to brokers that subscribe to them (KIP-714); walrelay's own metrics are on /metrics either way"`
 	TLS                    KafkaTLS      `yaml:"tls"`
 	SASL                   KafkaSASL     `yaml:"sasl"`
+	TransactionalID        string        `yaml:"transactional_id" help:"relay.delivery=exactly_once: the producer's transactional.id, which fences an older process with the same id and keys the checkpoint record (empty: walrelay-<database>-<slot>)"`
+	TransactionTimeout     time.Duration `yaml:"transaction_timeout" help:"relay.delivery=exactly_once: transaction.timeout.ms asked of the broker (at most its transaction.max.timeout.ms); a Kafka transaction takes no new records after a quarter of it"`
 }
 
 // KafkaTLS configures TLS to the brokers.
@@ -95,6 +97,8 @@ type Relay struct {
 	TopicPattern       string        `yaml:"topic_pattern" help:"regular expression a routed topic must match in full, e.g. outbox\\.event\\..+ (empty: any); a row routed elsewhere is a topic_invalid error"`
 	OnError            ErrorPolicies `yaml:"on_error"`
 	HeartbeatInterval  time.Duration `yaml:"heartbeat_interval" help:"emit a non-transactional pg_logical_emit_message this often so the slot advances while the database is idle (0: off)"`
+	Delivery           string        `yaml:"delivery" help:"at_least_once, or exactly_once: records and a checkpoint go into Kafka transactions, and read_committed consumers see each event once across crashes and takeovers (docs/exactly-once.md)"`
+	CheckpointTopic    string        `yaml:"checkpoint_topic" help:"relay.delivery=exactly_once: the compacted topic holding the position each Kafka transaction committed (created with one partition if missing)"`
 }
 
 // ErrorPolicies says, per class of row walrelay cannot publish, whether to
@@ -158,6 +162,25 @@ func (r Relay) TopicRegexp() (*regexp.Regexp, error) {
 	return regexp.Compile(`^(?:` + r.TopicPattern + `)$`)
 }
 
+// Delivery guarantees (relay.delivery).
+const (
+	AtLeastOnce = "at_least_once" // records acked one by one; duplicates after a crash
+	ExactlyOnce = "exactly_once"  // Kafka transactions with a checkpoint record
+)
+
+// ExactlyOnce reports whether relay.delivery is exactly_once.
+func (r Relay) ExactlyOnce() bool { return r.Delivery == ExactlyOnce }
+
+// TransactionalID is kafka.transactional_id, or the one derived from the
+// slot and its database when it is empty: every process relaying that
+// slot gets the same id, so the newest one fences the others.
+func (c Config) TransactionalID(database string) string {
+	if c.Kafka.TransactionalID != "" {
+		return c.Kafka.TransactionalID
+	}
+	return "walrelay-" + database + "-" + c.Postgres.Slot
+}
+
 // Error policies for rows walrelay cannot publish (GUIDE invariant 4).
 const (
 	PolicyDLQ  = "dlq"  // publish the row to the dead-letter topic
@@ -189,6 +212,7 @@ func Default() Config {
 			TopicConfigs:           map[string]string{},
 			Linger:                 5 * time.Millisecond,
 			BatchMaxBytes:          1 << 20,
+			TransactionTimeout:     time.Minute,
 		},
 		Router:    router.DefaultConfig(),
 		Converter: router.DefaultConverters(),
@@ -200,6 +224,8 @@ func Default() Config {
 			DeadLetterTopic:    "walrelay.deadletter",
 			MaxTopics:          1000,
 			OnError:            ErrorPolicies{PolicyDLQ, PolicyDLQ, PolicyDLQ, PolicyDLQ, PolicyDLQ},
+			Delivery:           AtLeastOnce,
+			CheckpointTopic:    "walrelay.checkpoints",
 		},
 		HTTP:    HTTP{Listen: "127.0.0.1:9814"},
 		Metrics: Metrics{SlotPollInterval: 5 * time.Second},

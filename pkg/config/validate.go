@@ -170,6 +170,21 @@ func (c *Config) validate(sources map[string]string) error {
 	if c.Relay.HeartbeatInterval < 0 || (c.Relay.HeartbeatInterval > 0 && c.Relay.HeartbeatInterval < 100*time.Millisecond) {
 		bad("relay.heartbeat_interval", c.Relay.HeartbeatInterval.String(), "must be 0 (off) or at least 100ms")
 	}
+	switch c.Relay.Delivery {
+	case AtLeastOnce:
+	case ExactlyOnce:
+		if !validTopic(c.Relay.CheckpointTopic) {
+			bad("relay.checkpoint_topic", c.Relay.CheckpointTopic, "not a valid Kafka topic name")
+		}
+		if c.Kafka.TransactionalID != "" && len(c.Kafka.TransactionalID) > 249 {
+			bad("kafka.transactional_id", c.Kafka.TransactionalID, "longer than 249 characters")
+		}
+		if c.Kafka.TransactionTimeout < time.Second || c.Kafka.TransactionTimeout > 15*time.Minute {
+			bad("kafka.transaction_timeout", c.Kafka.TransactionTimeout.String(), "must be between 1s and 15m (Kafka's default transaction.max.timeout.ms)")
+		}
+	default:
+		bad("relay.delivery", c.Relay.Delivery, "must be at_least_once or exactly_once")
+	}
 	if c.HTTP.Listen != "" {
 		if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
 			bad("http.listen", c.HTTP.Listen, "must be host:port (e.g. 127.0.0.1:9814), or empty for no listener")

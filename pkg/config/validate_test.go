@@ -42,6 +42,9 @@ func TestValidateNamesFieldAndValue(t *testing.T) {
 		{"in-flight bytes too small", func(c *config.Config) { c.Relay.MaxInFlightBytes = 10 }, "relay.max_in_flight_bytes", "10"},
 		{"negative shutdown timeout", func(c *config.Config) { c.Relay.ShutdownTimeout = -time.Second }, "relay.shutdown_timeout", "-1s"},
 		{"bad dead-letter topic", func(c *config.Config) { c.Relay.DeadLetterTopic = "dead letters!" }, "relay.dead_letter_topic", "dead letters!"},
+		{"delivery", func(c *config.Config) { c.Relay.Delivery = "exactly-once" }, "relay.delivery", "exactly-once"},
+		{"checkpoint topic", func(c *config.Config) { c.Relay.Delivery, c.Relay.CheckpointTopic = config.ExactlyOnce, "" }, "relay.checkpoint_topic", ""},
+		{"transaction timeout", func(c *config.Config) { c.Relay.Delivery, c.Kafka.TransactionTimeout = config.ExactlyOnce, time.Hour }, "kafka.transaction_timeout", "1h0m0s"},
 		{"log level", func(c *config.Config) { c.Log.Level = "verbose" }, "log.level", "verbose"},
 		{"log format", func(c *config.Config) { c.Log.Format = "xml" }, "log.format", "xml"},
 	}
