@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/internal/kafkalog"
 )
 
 // Record is the connector's last committed offset and where it was read.
@@ -37,75 +37,30 @@ type Record struct {
 // control records are kept so a partition ending in a transaction marker
 // is known to be read to its end.
 func Read(ctx context.Context, topic, connector, server string, opts ...kgo.Opt) (Record, error) {
-	adm, err := kgo.NewClient(opts...)
-	if err != nil {
-		return Record{}, fmt.Errorf("creating kafka client: %w", err)
-	}
-	defer adm.Close()
-	ends, err := listOffsets(ctx, kadm.NewClient(adm).ListCommittedOffsets, topic)
-	if err != nil {
-		return Record{}, err
-	}
-	starts, err := listOffsets(ctx, kadm.NewClient(adm).ListStartOffsets, topic)
-	if err != nil {
-		return Record{}, err
-	}
-	todo := map[int32]int64{} // partition → end offset still to reach
-	from := map[int32]kgo.Offset{}
-	for p, end := range ends {
-		if start := starts[p]; start < end {
-			todo[p], from[p] = end, kgo.NewOffset().At(start)
-		}
-	}
-
 	// The last record of each key, per partition.
 	type found struct {
 		rec       Record
 		tombstone bool
 	}
 	last := map[Key]map[int32]found{}
-	if len(todo) > 0 {
-		cl, err := kgo.NewClient(append(slices.Clone(opts),
-			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
-			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-			kgo.KeepControlRecords(),
-		)...)
-		if err != nil {
-			return Record{}, fmt.Errorf("creating kafka consumer: %w", err)
+	partitions, err := kafkalog.ReadToEnd(ctx, topic, opts, func(r *kgo.Record) {
+		k, ok := ParseKey(r.Key)
+		if !ok || k.Connector != connector || (server != "" && k.Server != server) {
+			return
 		}
-		defer cl.Close()
-		for len(todo) > 0 {
-			fetches := cl.PollFetches(ctx)
-			if err := ctx.Err(); err != nil {
-				return Record{}, fmt.Errorf("reading offsets topic %q: %w (%d partition(s) not read to their end)", topic, err, len(todo))
-			}
-			var ferr error
-			fetches.EachError(func(t string, p int32, err error) {
-				ferr = errors.Join(ferr, fmt.Errorf("%s[%d]: %w", t, p, err))
-			})
-			if ferr != nil {
-				return Record{}, fmt.Errorf("reading offsets topic %q: %w", topic, ferr)
-			}
-			fetches.EachRecord(func(r *kgo.Record) {
-				if end, ok := todo[r.Partition]; ok && r.Offset+1 >= end {
-					delete(todo, r.Partition)
-				}
-				if r.Attrs.IsControl() {
-					return
-				}
-				k, ok := ParseKey(r.Key)
-				if !ok || k.Connector != connector || (server != "" && k.Server != server) {
-					return
-				}
-				if last[k] == nil {
-					last[k] = map[int32]found{}
-				}
-				last[k][r.Partition] = found{
-					rec:       Record{Key: k, Value: r.Value, Partition: r.Partition, At: r.Offset, Time: r.Timestamp},
-					tombstone: r.Value == nil,
-				}
-			})
+		if last[k] == nil {
+			last[k] = map[int32]found{}
 		}
+		last[k][r.Partition] = found{
+			rec:       Record{Key: k, Value: r.Value, Partition: r.Partition, At: r.Offset, Time: r.Timestamp},
+			tombstone: r.Value == nil,
+		}
+	})
+	if errors.Is(err, kafkalog.ErrNoTopic) {
+		return Record{}, fmt.Errorf("%w: %q: name the topic of the Connect worker's offset.storage.topic with --offsets-topic", ErrNoTopic, topic)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("reading offsets topic: %w", err)
 	}
 
 	want := Key{Connector: connector, Server: server}.String()
@@ -130,7 +85,7 @@ func Read(ctx context.Context, topic, connector, server string, opts ...kgo.Opt)
 	case len(live) == 0 && reset != nil:
 		return Record{}, fmt.Errorf("%w: the last record for %s in offsets topic %q (partition %d, offset %d) is a tombstone: the offset was deleted, and Debezium would start over (a new snapshot, or the slot's position)", ErrOffsetReset, reset.rec.Key, topic, reset.rec.Partition, reset.rec.At)
 	case len(live) == 0:
-		return Record{}, fmt.Errorf("%w: offsets topic %q (%d partition(s)) has no record with key %s: check --connector (the connector's name), --topic-prefix and --offsets-topic (Connect's offset.storage.topic)", ErrNoOffset, topic, len(ends), want)
+		return Record{}, fmt.Errorf("%w: offsets topic %q (%d partition(s)) has no record with key %s: check --connector (the connector's name), --topic-prefix and --offsets-topic (Connect's offset.storage.topic)", ErrNoOffset, topic, partitions, want)
 	case len(live) > 1:
 		var names []string
 		for _, k := range live {
@@ -147,24 +102,4 @@ func Read(ctx context.Context, topic, connector, server string, opts ...kgo.Opt)
 		return Record{}, fmt.Errorf("offset of %s in offsets topic %q (partition %d, offset %d): %w", rec.Key, topic, rec.Partition, rec.At, err)
 	}
 	return rec, nil
-}
-
-// listOffsets returns the topic's offsets by partition from list (kadm's
-// ListStartOffsets or ListCommittedOffsets).
-func listOffsets(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), topic string) (map[int32]int64, error) {
-	listed, err := list(ctx, topic)
-	if err == nil {
-		err = listed.Error()
-	}
-	if errors.Is(err, kerr.UnknownTopicOrPartition) || (err == nil && len(listed[topic]) == 0) {
-		return nil, fmt.Errorf("%w: %q: name the topic of the Connect worker's offset.storage.topic with --offsets-topic", ErrNoTopic, topic)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("listing the offsets of topic %q: %w", topic, err)
-	}
-	out := map[int32]int64{}
-	for p, o := range listed[topic] {
-		out[p] = o.Offset
-	}
-	return out, nil
 }
