@@ -1,0 +1,157 @@
+// Package eoscheckpoint is the record that exactly-once delivery
+// (relay.delivery=exactly_once) writes into every Kafka transaction, next
+// to the events of that transaction: how far into the slot's WAL the
+// events on Kafka go. It commits or aborts with them, so a read_committed
+// reader of the checkpoint topic sees the position of exactly the events
+// a read_committed consumer sees.
+//
+// In: a position to write, or the checkpoint topic to read. Out: the
+// record's bytes, or the last committed checkpoint of a key. The key is
+// the relay's transactional id; the value is JSON, readable with any
+// Kafka client:
+//
+//	{"version":1,"lsn":"0/16B3748","system_id":"7312…","timeline":1,
+//	 "database":"app","slot":"walrelay",
+//	 "open":{"commit_lsn":"0/16B9000","xid":812,"rows":4096},
+//	 "written_at":"2026-11-24T21:58:03.120Z"}
+//
+// lsn is the end LSN (pgoutput's TransactionEndLSN) of the last Postgres
+// transaction whose events are all on Kafka; every transaction whose
+// commit LSN is below it is published. open, when present, is a Postgres
+// transaction published in part, because it was larger than a Kafka
+// transaction may be: its first rows INSERTs (counted as the relay hands
+// them on: produced, dead-lettered or skipped by policy) are on Kafka.
+// LSNs mean something only on the WAL history of system_id and timeline.
+//
+// It does not decide what to skip: pkg/relay does (docs/DESIGN.md,
+// "Exactly-once delivery").
+package eoscheckpoint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/internal/kafkalog"
+)
+
+// Version is the value format written; Parse refuses others.
+const Version = 1
+
+// ErrNoTopic is returned (wrapped) by Read when the topic does not exist.
+var ErrNoTopic = kafkalog.ErrNoTopic
+
+// Checkpoint is the position one Kafka transaction committed.
+type Checkpoint struct {
+	// LSN is the end LSN of the last whole Postgres transaction published.
+	LSN pglogrepl.LSN
+	// SystemID and Timeline name the WAL history LSN belongs to.
+	SystemID string
+	Timeline int32
+	// Database and Slot are where the events came from (informational).
+	Database, Slot string
+	// Open is the Postgres transaction after LSN published in part; nil
+	// when none is.
+	Open *Open
+	// Written is when the relay wrote it.
+	Written time.Time
+}
+
+// Open is a Postgres transaction of which the first Rows INSERTs are
+// published.
+type Open struct {
+	CommitLSN pglogrepl.LSN // its commit LSN (the Begin message's FinalLSN)
+	Xid       uint32
+	Rows      int
+}
+
+type wire struct {
+	Version  int       `json:"version"`
+	LSN      string    `json:"lsn"`
+	SystemID string    `json:"system_id"`
+	Timeline int32     `json:"timeline"`
+	Database string    `json:"database,omitempty"`
+	Slot     string    `json:"slot,omitempty"`
+	Open     *wireOpen `json:"open,omitempty"`
+	Written  time.Time `json:"written_at"`
+}
+
+type wireOpen struct {
+	CommitLSN string `json:"commit_lsn"`
+	Xid       uint32 `json:"xid"`
+	Rows      int    `json:"rows"`
+}
+
+// Marshal returns the record value of c.
+func (c Checkpoint) Marshal() []byte {
+	w := wire{Version: Version, LSN: c.LSN.String(), SystemID: c.SystemID, Timeline: c.Timeline,
+		Database: c.Database, Slot: c.Slot, Written: c.Written.UTC()}
+	if c.Open != nil {
+		w.Open = &wireOpen{CommitLSN: c.Open.CommitLSN.String(), Xid: c.Open.Xid, Rows: c.Open.Rows}
+	}
+	b, _ := json.Marshal(w) // strings, numbers and a time: cannot fail
+	return b
+}
+
+// Parse reads a record value written by Marshal.
+func Parse(value []byte) (Checkpoint, error) {
+	var w wire
+	if err := json.Unmarshal(value, &w); err != nil {
+		return Checkpoint{}, fmt.Errorf("checkpoint is not JSON: %w", err)
+	}
+	if w.Version != Version {
+		return Checkpoint{}, fmt.Errorf("checkpoint version %d, this walrelay reads %d", w.Version, Version)
+	}
+	if w.SystemID == "" {
+		return Checkpoint{}, errors.New("checkpoint has no system_id")
+	}
+	lsn, err := pglogrepl.ParseLSN(w.LSN)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("checkpoint lsn %q: %w", w.LSN, err)
+	}
+	c := Checkpoint{LSN: lsn, SystemID: w.SystemID, Timeline: w.Timeline, Database: w.Database, Slot: w.Slot, Written: w.Written}
+	if w.Open != nil {
+		commit, err := pglogrepl.ParseLSN(w.Open.CommitLSN)
+		if err != nil {
+			return Checkpoint{}, fmt.Errorf("checkpoint open.commit_lsn %q: %w", w.Open.CommitLSN, err)
+		}
+		if w.Open.Rows < 1 || commit < lsn {
+			return Checkpoint{}, fmt.Errorf("checkpoint open transaction at %s with %d rows is not after %s", commit, w.Open.Rows, lsn)
+		}
+		c.Open = &Open{CommitLSN: commit, Xid: w.Open.Xid, Rows: w.Open.Rows}
+	}
+	return c, nil
+}
+
+// Read returns the last committed checkpoint with key in topic, reading
+// the topic to its end with read_committed isolation (package kafkalog),
+// and false when there is none or the last one is a tombstone. opts
+// configure the client (seed brokers, TLS, SASL).
+//
+// A transaction still open on the topic holds the end a read_committed
+// reader may reach: read after fencing the transactional id, which aborts
+// the transaction an older process left open.
+func Read(ctx context.Context, topic, key string, opts ...kgo.Opt) (Checkpoint, bool, error) {
+	var last *kgo.Record
+	_, err := kafkalog.ReadToEnd(ctx, topic, opts, func(r *kgo.Record) {
+		if string(r.Key) == key {
+			last = r
+		}
+	})
+	if err != nil {
+		return Checkpoint{}, false, fmt.Errorf("reading checkpoint topic: %w", err)
+	}
+	if last == nil || last.Value == nil {
+		return Checkpoint{}, false, nil
+	}
+	c, err := Parse(last.Value)
+	if err != nil {
+		return Checkpoint{}, false, fmt.Errorf("checkpoint %q in topic %q (partition %d, offset %d): %w", key, topic, last.Partition, last.Offset, err)
+	}
+	return c, true, nil
+}
