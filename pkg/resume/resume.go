@@ -46,6 +46,10 @@ type State struct {
 	handled   int           // its INSERTs handed on, over all passes
 	replaying bool          // skipping a re-sent transaction, up to its Commit
 	through   pglogrepl.LSN // end LSN of the last transaction committed to the tracker
+	// A transaction another process published in part (Seed): its commit
+	// LSN and the INSERTs of it published.
+	seedCommit pglogrepl.LSN
+	seedRows   int
 }
 
 // BeginAction is what the handler does with a Begin.
@@ -79,7 +83,22 @@ func (r *State) Begin(final pglogrepl.LSN) BeginAction {
 		act = BeginReplace
 	}
 	r.open, r.commitLSN, r.seen, r.handled = true, final, 0, 0
+	if r.seedRows > 0 && final == r.seedCommit {
+		r.handled = r.seedRows
+	}
+	r.seedRows = 0 // the seeded transaction comes first or not at all
 	return act
+}
+
+// Seed starts a State where a checkpoint another process committed left
+// off (exactly-once delivery): every transaction whose commit LSN is
+// before through was published and is skipped whole, as a replay; of the
+// transaction with commit LSN openCommit, the first rows INSERTs were
+// published and are passed over (rows 0: none). Call it before the first
+// Begin.
+func (r *State) Seed(through, openCommit pglogrepl.LSN, rows int) {
+	r.through = max(r.through, through)
+	r.seedCommit, r.seedRows = openCommit, rows
 }
 
 // Skipping reports whether the messages now are those of a replayed

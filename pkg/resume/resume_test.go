@@ -10,9 +10,17 @@ import (
 // step is one message (or session event) given to resume, with what it
 // must decide.
 type step struct {
-	op   string // begin, insert, commit, lost, reset, state
+	op   string // begin, insert, commit, lost, reset, state, seed
 	lsn  pglogrepl.LSN
 	want string // begin: BeginAction; insert: hand, pass or skip; commit: CommitAction; reset: open or idle; state: what the accessors report
+	// seed: the open transaction's commit LSN and rows published (lsn is
+	// through).
+	open pglogrepl.LSN
+	rows int
+}
+
+func seed(through, open pglogrepl.LSN, rows int) []step {
+	return []step{{op: "seed", lsn: through, open: open, rows: rows}}
 }
 
 func begin(final pglogrepl.LSN, want string) []step {
@@ -63,6 +71,9 @@ func (r *State) do(s step) string {
 	case "state":
 		commitLSN, open := r.Open()
 		return fmt.Sprintf("open=%t commit=%s handled=%d seen=%d through=%s", open, commitLSN, r.Handled(), r.Seen(), r.Through())
+	case "seed":
+		r.Seed(s.lsn, s.open, s.rows)
+		return ""
 	case "reset":
 		if r.Reset() {
 			return "open"
@@ -146,6 +157,30 @@ func TestResume(t *testing.T) {
 				// The new server's LSNs are lower: nothing of it is a replay.
 				begin(0x10, "new"), inserts(2, "hand"), commit(0x20, "open"),
 				begin(0x300, "new"), inserts(1, "hand"), commit(0x400, "open")),
+		},
+		{
+			name: "seeded from a checkpoint: transactions before it are skipped, the open one resumes",
+			steps: steps(seed(0x100, 0x180, 3),
+				begin(0x10, "replay"), inserts(2, "skip"), commit(0x20, "replayed"),
+				begin(0x80, "replay"), inserts(1, "skip"), commit(0x100, "replayed"),
+				begin(0x180, "new"), inserts(3, "pass"), inserts(2, "hand"), state("open=true commit=0/180 handled=5 seen=5 through=0/100"),
+				commit(0x200, "open"), begin(0x200, "new"), inserts(1, "hand"), commit(0x210, "open")),
+		},
+		{
+			name: "seeded: a session lost inside the open transaction passes over the same rows",
+			steps: steps(seed(0x100, 0x180, 3),
+				begin(0x180, "new"), inserts(3, "pass"), inserts(1, "hand"), lost(),
+				begin(0x180, "resume"), inserts(4, "pass"), inserts(1, "hand"), commit(0x200, "open")),
+		},
+		{
+			name: "seeded: the open transaction not first (the checkpoint's rows apply to it alone)",
+			steps: steps(seed(0x100, 0x180, 3),
+				begin(0x100, "new"), inserts(2, "hand"), commit(0x140, "open"),
+				begin(0x180, "new"), inserts(2, "hand"), commit(0x200, "open")),
+		},
+		{
+			name:  "seeded without an open transaction",
+			steps: steps(seed(0x100, 0, 0), begin(0xF0, "replay"), commit(0x100, "replayed"), begin(0x100, "new"), inserts(1, "hand"), commit(0x110, "open")),
 		},
 		{
 			name: "identity reset while idle",
