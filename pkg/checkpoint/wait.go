@@ -108,6 +108,10 @@ func (t *Tracker) WaitDrained(ctx context.Context) error {
 	}
 }
 
+// HasRoom reports whether records may be added without waiting: false
+// when the in-flight caps are reached, and the stream waits for acks.
+func (t *Tracker) HasRoom() bool { return t.ready(false) }
+
 func (t *Tracker) hasRoomLocked() bool {
 	if t.records == 0 {
 		return true

@@ -27,6 +27,9 @@
 //	produce_ack_latency_seconds                      histogram: handing a record to the producer to the broker's ack
 //	end_to_end_latency_seconds                       histogram: transaction commit timestamp to the broker's ack
 //	transactions_total                               transactions read from the slot
+//	delivery_mode{mode}                              1, for relay.delivery (at_least_once or exactly_once)
+//	kafka_transactions_total{result}                 exactly_once: Kafka transactions committed and aborted
+//	checkpoint_lsn_bytes                             exactly_once: the position the last committed Kafka transaction checkpointed
 //	reconnects_total                                 streaming sessions lost and re-established (a standby's attempts on a held slot do not count)
 //	heartbeats_sent_total, heartbeats_received_total heartbeat messages emitted (relay.heartbeat_interval) and seen back in the stream
 //	kafka_admin_retries_total                        transient failures while preparing a topic (metadata, creation, configs), retried
@@ -70,6 +73,9 @@ type Metrics struct {
 	EndToEndLatency   prometheus.Histogram
 	Transactions      prometheus.Counter
 	SlotPollErrors    prometheus.Counter
+	// KafkaTransactions counts Kafka transactions by result (committed,
+	// aborted): exactly-once delivery only.
+	KafkaTransactions *prometheus.CounterVec
 
 	eventsPublished *prometheus.CounterVec
 	mu              sync.Mutex
@@ -112,6 +118,10 @@ func New(reg prometheus.Registerer, version, slot string) *Metrics {
 			Namespace: Namespace, Name: "slot_poll_errors_total",
 			Help: "Failed polls of pg_replication_slots.", ConstLabels: slotLabel,
 		}),
+		KafkaTransactions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "kafka_transactions_total",
+			Help: "Kafka transactions of exactly-once delivery, by result: committed, or aborted (each aborted one's records are produced again in the next).",
+		}, []string{"result"}),
 		eventsPublished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "events_published_total",
 			Help: "Records acknowledged by the broker, by topic.",
@@ -119,7 +129,7 @@ func New(reg prometheus.Registerer, version, slot string) *Metrics {
 		byTopic: make(map[string]prometheus.Counter),
 	}
 	reg.MustRegister(m.RowsRejected, m.PublishErrors, m.CommitReadLatency, m.ProduceAckLatency, m.EndToEndLatency,
-		m.Transactions, m.SlotPollErrors, m.eventsPublished)
+		m.Transactions, m.SlotPollErrors, m.KafkaTransactions, m.eventsPublished)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: Namespace, Name: "build_info", Help: "walrelay's version.",
 		ConstLabels: prometheus.Labels{"version": version},

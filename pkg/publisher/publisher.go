@@ -66,6 +66,14 @@ type Config struct {
 	// before the next record for it prepares it again (default 30s), so
 	// an ACL granted later is noticed without a restart.
 	RejectedTopicRetry time.Duration
+	// TransactionalID, when set, makes the producer transactional
+	// (exactly-once delivery): every record must be produced between
+	// BeginTransaction and EndTransaction, and the first transaction's
+	// InitProducerID fences any older producer with the same id.
+	TransactionalID string
+	// TransactionTimeout is the transaction.timeout.ms asked of the
+	// broker (default franz-go's, 40s).
+	TransactionTimeout time.Duration
 	// ExtraOpts are appended to the franz-go options (metrics hooks).
 	ExtraOpts []kgo.Opt
 }
@@ -170,6 +178,12 @@ func New(cfg Config, log *slog.Logger) (*Publisher, error) {
 	}
 	if cfg.SASL != nil {
 		opts = append(opts, kgo.SASL(cfg.SASL), kgo.WithHooks(saslHook{p.saslFailures}))
+	}
+	if cfg.TransactionalID != "" {
+		opts = append(opts, kgo.TransactionalID(cfg.TransactionalID))
+		if cfg.TransactionTimeout > 0 {
+			opts = append(opts, kgo.TransactionTimeout(cfg.TransactionTimeout))
+		}
 	}
 	opts = append(opts, cfg.ExtraOpts...)
 	client, err := kgo.NewClient(opts...)
@@ -278,6 +292,34 @@ func (p *Publisher) Flush(ctx context.Context) error {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// BeginTransaction starts a Kafka transaction (Config.TransactionalID):
+// records produced from now on commit or abort together. It must not be
+// called concurrently with EndTransaction.
+func (p *Publisher) BeginTransaction() error {
+	if err := p.client.BeginTransaction(); err != nil {
+		return fmt.Errorf("beginning kafka transaction: %w", err)
+	}
+	return nil
+}
+
+// EndTransaction commits (commit true) or aborts the open Kafka
+// transaction. Every record produced in it must have its outcome first
+// (Flush): franz-go does not wait for them. An error wrapping
+// kerr.ProducerFenced or kerr.TransactionalIDAuthorizationFailed means
+// this producer may never commit again; after any other error the
+// transaction is aborted with EndTransaction(ctx, false) and may be tried
+// again in a new one.
+func (p *Publisher) EndTransaction(ctx context.Context, commit bool) error {
+	if err := p.client.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		what := "aborting"
+		if commit {
+			what = "committing"
+		}
+		return fmt.Errorf("%s kafka transaction: %w", what, err)
+	}
+	return nil
 }
 
 // Close stops the publisher's goroutines and closes the client. Records

@@ -14,6 +14,7 @@ import (
 	"github.com/walrelay/walrelay/pkg/checkpoint"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/deadletter"
+	"github.com/walrelay/walrelay/pkg/eoscheckpoint"
 	"github.com/walrelay/walrelay/pkg/heartbeat"
 	"github.com/walrelay/walrelay/pkg/replication"
 	"github.com/walrelay/walrelay/pkg/resume"
@@ -42,6 +43,9 @@ type handler struct {
 	// relay's clock (anchor), for latencies.
 	commitTime time.Time
 	commitAt   time.Duration
+	// final and xid name the transaction (its Begin), for checkpoints.
+	final pglogrepl.LSN
+	xid   uint32
 	anchor     wallAnchor
 	// resume decides what of a session's messages was handled before a
 	// break and is passed over, so a reconnect duplicates nothing.
@@ -64,6 +68,7 @@ func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
 	if act != resume.BeginReplay {
 		h.skip.begin(h.log, m.Xid, m.FinalLSN)
 	}
+	h.final, h.xid = m.FinalLSN, m.Xid
 	switch act {
 	case resume.BeginReplay:
 		return nil
@@ -76,6 +81,9 @@ func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
 		h.log.Warn("a transaction left open by a lost session was not re-sent first; its records may be published twice",
 			"commit_lsn", open.String(), "next_commit_lsn", m.FinalLSN.String())
 		h.r.tracker.Abort(h.tx)
+	}
+	if n := h.resume.Handled(); n > 0 {
+		h.log.Info("passing over the rows of a transaction the checkpoint says were published", "commit_lsn", m.FinalLSN.String(), "xid", m.Xid, "rows", n)
 	}
 	h.tx, h.commitTime = h.r.tracker.Begin(), m.CommitTime
 	h.r.metrics.Transactions.Inc()
@@ -96,6 +104,9 @@ func (h *handler) Commit(_ context.Context, m *pglogrepl.CommitMessage) error {
 		return fmt.Errorf("commit at %s without a begin", m.CommitLSN)
 	}
 	h.r.tracker.Commit(h.tx, m.TransactionEndLSN)
+	if h.r.txns != nil {
+		h.r.txns.commit(m.TransactionEndLSN)
+	}
 	h.tx = nil
 	h.skip.commit(h.log)
 	return nil
@@ -135,6 +146,66 @@ func (h *handler) SessionStart(ctx context.Context, s replication.Session) error
 		return err
 	}
 	h.server = s
+	if t := h.r.txns; t != nil {
+		if t.fenced {
+			if why != "" {
+				t.restart(s.SlotConfirmed, s)
+			}
+			return nil // this process's own state is newer than any checkpoint
+		}
+		return h.startFromCheckpoint(ctx, s)
+	}
+	return nil
+}
+
+// startFromCheckpoint, at the first session of exactly-once delivery,
+// fences older producers of the transactional id and reads the last
+// committed checkpoint (transactions.start), then skips what it covers:
+// every transaction committed before its LSN, and the INSERTs of the
+// transaction it ended inside that were published. The slot may be
+// behind it (a process killed between its Kafka commit and its next
+// status update): the tracker is raised to it, so it is confirmed too.
+// A checkpoint of another WAL history (system id, timeline, or beyond the
+// server's WAL) is not used: everything the slot sends is published,
+// duplicates rather than a loss. Kafka being unreachable is retried.
+func (h *handler) startFromCheckpoint(ctx context.Context, s replication.Session) error {
+	t := h.r.txns
+	var cp eoscheckpoint.Checkpoint
+	var found bool
+	for attempt := 0; ; attempt++ {
+		var err error
+		if cp, found, err = t.start(ctx); err == nil {
+			break
+		} else if isFenced(err) || ctx.Err() != nil {
+			return err
+		}
+		wait := min(250*time.Millisecond<<min(attempt, 7), 30*time.Second)
+		h.log.Warn("cannot read the checkpoint yet; retrying", "topic", t.topic, "retry_in", wait.String(), "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	at := s.SlotConfirmed
+	attrs := []any{"checkpoint_lsn", cp.LSN.String(), "checkpoint_system_id", cp.SystemID, "checkpoint_timeline", cp.Timeline, "server", s.String()}
+	switch {
+	case !found:
+		h.log.Info("no checkpoint yet: publishing from the slot's position", "slot_confirmed_flush_lsn", at.String(), "transactional_id", string(t.key))
+	case cp.SystemID != s.SystemID, cp.Timeline != s.Timeline, cp.LSN > s.XLogPos:
+		h.log.Warn("the checkpoint belongs to another WAL history; not using it: everything the slot sends is published, and events already on Kafka may be published again", attrs...)
+	default:
+		at = max(at, cp.LSN)
+		h.r.tracker.SetStart(at)
+		rows, open := 0, pglogrepl.LSN(0)
+		if cp.Open != nil {
+			rows, open = cp.Open.Rows, cp.Open.CommitLSN
+			attrs = append(attrs, "open_commit_lsn", open.String(), "open_xid", cp.Open.Xid, "open_rows", rows)
+		}
+		h.resume.Seed(cp.LSN, open, rows)
+		h.log.Info("resuming from the checkpoint: transactions it covers are skipped", append(attrs, "slot_confirmed_flush_lsn", s.SlotConfirmed.String())...)
+	}
+	t.restart(at, s)
 	return nil
 }
 
@@ -252,7 +323,18 @@ func (h *handler) admit(topic string) (prometheus.Counter, error) {
 // deliberately skipped (log).
 func (h *handler) produce(out *outRecord, published prometheus.Counter) {
 	out.tx, out.size, out.published, out.committed = h.tx, out.bytes(), published, h.commitAt
+	h.send(out)
+}
+
+// send tracks out in the current transaction and hands it on: to the
+// producer, or with exactly-once delivery to the transaction loop.
+func (h *handler) send(out *outRecord) {
+	out.pos = rowPos{final: h.final, xid: h.xid, row: h.resume.Handled()}
 	h.r.tracker.Add(out.tx, out.size)
+	if h.r.txns != nil {
+		h.r.txns.add(out)
+		return
+	}
 	out.produced = h.r.clock.now()
 	h.r.pub.Produce(&out.rec)
 }
@@ -263,9 +345,7 @@ func (h *handler) produce(out *outRecord, published prometheus.Counter) {
 func (h *handler) produceDeadLetter(letter *deadletter.Letter) {
 	out := h.r.deadLetterRecord(deadLetterJob{letter: letter, tx: h.tx, withValue: true, committed: h.commitAt})
 	out.size = out.bytes()
-	h.r.tracker.Add(out.tx, out.size)
-	out.produced = h.r.clock.now()
-	h.r.pub.Produce(&out.rec)
+	h.send(out)
 }
 
 func (h *handler) Update(_ context.Context, rel *pglogrepl.RelationMessage, m *pglogrepl.UpdateMessage, lsn pglogrepl.LSN) error {

@@ -36,6 +36,7 @@ type deadLetterJob struct {
 	withValue bool
 	// committed is the row's commit time on Relay.clock, for latencies.
 	committed time.Duration
+	pos       rowPos
 }
 
 // produceErrorClass maps the publisher's verdict on a record to its
@@ -73,55 +74,71 @@ func (r *Relay) reject(o deadletter.Origin, class string, err error, msg string)
 	return policy
 }
 
-// refused handles a record the publisher did not deliver. It may run in a
-// franz-go promise or in Produce, so it never blocks: a dead letter is
-// queued for the worker.
-func (r *Relay) refused(out *outRecord, err error) {
+// refused handles a record the publisher did not deliver and returns what
+// became of it (for exactly-once delivery, where the tracker hears of it
+// when its Kafka transaction commits). It may run in a franz-go promise or
+// in Produce, so it never blocks: a dead letter is queued for the worker.
+func (r *Relay) refused(out *outRecord, err error) disposition {
 	o := out.origin()
 	if errors.Is(err, publisher.ErrClosed) {
 		// A shutdown closed the client before the broker answered; the
 		// record stays unconfirmed and Postgres re-sends it next time.
 		r.abandoned.add(out.lsn)
-		return
+		return dispRetry
 	}
 	if out.dead != nil {
-		r.deadLetterRefused(out, err)
-		return
+		return r.deadLetterRefused(out, err)
 	}
 	class, known := produceErrorClass(err)
 	if !known {
+		if r.txns != nil && !isFenced(err) {
+			// Not about the record: its Kafka transaction is aborted and
+			// the record produced again in the next one.
+			r.log.Warn("kafka failed a record of a transaction; the transaction is retried", "topic", out.rec.Topic, "lsn", o.LSN.String(), "outbox_id", o.ID, "err", err)
+			return dispRetry
+		}
 		r.metrics.PublishErrors.WithLabelValues("produce").Inc()
 		r.log.Error("kafka gave up on a record; stopping", "topic", out.rec.Topic, "lsn", o.LSN.String(), "outbox_id", o.ID, "err", err)
 		r.fail.set(fmt.Errorf("producing outbox event %s (lsn %s) to %q: %w", o.ID, o.LSN, out.rec.Topic, err))
-		return
+		return dispRetry
 	}
 	switch r.reject(o, class, err, "kafka refused a record") {
 	case config.PolicyStop:
 		r.fail.set(fmt.Errorf("%w: outbox row %s at %s: %w", ErrStopped, o.ID, o.LSN, err))
+		return dispRetry
 	case config.PolicyLog:
-		r.tracker.Ack(out.tx, out.size)
+		if r.txns == nil {
+			r.tracker.Ack(out.tx, out.size)
+		}
+		return dispSkipped
 	default:
-		r.queueDeadLetter(deadLetterJob{letter: deadletter.FromRefused(&out.rec, o, class, err), tx: out.tx, size: out.size, withValue: true, committed: out.committed})
+		r.queueDeadLetter(deadLetterJob{letter: deadletter.FromRefused(&out.rec, o, class, err), tx: out.tx, size: out.size, withValue: true, committed: out.committed, pos: out.pos})
+		return dispReplaced
 	}
 }
 
 // deadLetterRefused handles a dead letter the publisher did not deliver:
 // one too large for the dead-letter topic goes again without its value;
 // any other refusal stops the relay, the row unconfirmed.
-func (r *Relay) deadLetterRefused(out *outRecord, err error) {
+func (r *Relay) deadLetterRefused(out *outRecord, err error) disposition {
 	job := *out.dead
-	job.tx, job.size = out.tx, out.size // the place in the tracker it stands for
+	job.tx, job.size, job.pos = out.tx, out.size, out.pos // the place in the tracker (and the WAL) it stands for
 	o := job.letter.Origin
 	if errors.Is(err, publisher.ErrRecordTooLarge) && job.withValue {
 		r.log.Warn("dead letter too large for the dead-letter topic; sending it without its value (its size is in "+deadletter.HeaderOriginalSize+")",
 			"lsn", o.LSN.String(), "outbox_id", o.ID, "value_bytes", job.letter.ValueSize(), "err", err)
 		job.withValue = false
 		r.queueDeadLetter(job)
-		return
+		return dispReplaced
+	}
+	if _, known := produceErrorClass(err); !known && r.txns != nil && !isFenced(err) {
+		r.log.Warn("kafka failed a dead letter of a transaction; the transaction is retried", "topic", out.rec.Topic, "lsn", o.LSN.String(), "outbox_id", o.ID, "err", err)
+		return dispRetry
 	}
 	r.metrics.PublishErrors.WithLabelValues("produce").Inc()
 	r.log.Error("kafka refused a dead-letter record; stopping", "topic", out.rec.Topic, "lsn", o.LSN.String(), "outbox_id", o.ID, "err", err)
 	r.fail.set(fmt.Errorf("producing the dead letter of outbox event %s (lsn %s) to %q: %w", o.ID, o.LSN, out.rec.Topic, err))
+	return dispRetry
 }
 
 // queueDeadLetter hands job to the dead-letter worker without blocking.
@@ -143,6 +160,12 @@ func (r *Relay) runDeadLetters(ctx context.Context) {
 			return
 		case job := <-r.deadLetters:
 			out := r.deadLetterRecord(job)
+			if r.txns != nil {
+				// Into the open Kafka transaction, which waits for it: the
+				// refused record it stands for kept its count.
+				r.txns.produce(out, true)
+				continue
+			}
 			out.produced = r.clock.now()
 			r.pub.Produce(&out.rec)
 		}
@@ -160,6 +183,7 @@ func (r *Relay) deadLetterRecord(job deadLetterJob) *outRecord {
 		dead:      &job,
 		published: r.deadLettersPublished,
 		committed: job.committed,
+		pos:       job.pos,
 	}
 	out.rec.Context = out
 	return out

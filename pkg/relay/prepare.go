@@ -52,6 +52,11 @@ func (r *Relay) prepare(ctx context.Context) error {
 		}
 		r.log.Warn("kafka brokers not reachable yet; records will wait for them", "err", err)
 	}
+	if r.txns != nil {
+		if err := r.txns.ensureTopic(ctx); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -44,6 +44,19 @@ type outRecord struct {
 	// dead is set on a dead letter: what it was built from, to build it
 	// again without its value if it is too large.
 	dead *deadLetterJob
+	// pos is where the row is in its Postgres transaction, and disp what
+	// its Kafka transaction makes of it (exactly-once delivery only).
+	pos  rowPos
+	disp disposition
+}
+
+// rowPos places a row in the WAL: its transaction (commit LSN, xid) and
+// its place among the transaction's INSERTs handed on (1-based), which is
+// what a checkpoint inside a transaction counts.
+type rowPos struct {
+	final pglogrepl.LSN
+	xid   uint32
+	row   int
 }
 
 // maxPooledBuf is the largest byte buffer a recycled record keeps: rows with
@@ -142,16 +155,36 @@ func (o *outRecord) Err() error                  { return nil }
 func (o *outRecord) Value(any) any               { return nil }
 func (o *outRecord) ManualPartition() bool       { return o.manual }
 
-// onProduced is every record's outcome (publisher.Config.Done).
+// onProduced is every record's outcome (publisher.Config.Done). With
+// exactly-once delivery the broker's ack is not yet the record's: its
+// Kafka transaction must commit, and the transaction loop acks it then
+// (transactions.acked).
 func (r *Relay) onProduced(rec *kgo.Record, err error) {
 	out := rec.Context.(*outRecord)
 	if err != nil {
 		// refused keeps nothing of the record's bytes (a dead letter is a
-		// copy), so the receive buffer they are in can go.
-		r.refused(out, err)
-		out.release()
+		// copy), so the receive buffer they are in can go, unless the
+		// record is to be produced again in another Kafka transaction.
+		disp := r.refused(out, err)
+		if disp != dispRetry || r.txns == nil {
+			out.release()
+		}
+		if r.txns != nil {
+			r.txns.settle(out, disp, err)
+		}
 		return
 	}
+	if r.txns != nil {
+		r.txns.settle(out, dispOK, nil)
+		return
+	}
+	r.acked(out)
+}
+
+// acked is a record on Kafka for good: acknowledged by the broker, and
+// with exactly-once delivery committed. It is acked to the tracker and,
+// unless it is a dead letter, recycled.
+func (r *Relay) acked(out *outRecord) {
 	r.tracker.Ack(out.tx, out.size)
 	now := r.clock.now()
 	out.published.Inc()

@@ -54,6 +54,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kprom"
@@ -93,6 +94,9 @@ type Relay struct {
 	records              recordPool
 	clock                monoClock   // stamps records handed to the producer
 	abandoned            abandonment // records a timed-out shutdown gave up on
+	// txns puts records into Kafka transactions (relay.delivery=
+	// exactly_once); nil for at-least-once delivery.
+	txns *transactions
 	// columns holds the published tables' columns as the catalog describes
 	// them: read at startup (prepare), then, table by table, on the
 	// stream's goroutine at each Relation message (relationOf).
@@ -164,6 +168,15 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 	if err != nil {
 		return nil, err
 	}
+	var txnID, database string
+	if cfg.Relay.ExactlyOnce() {
+		pc, err := pgconn.ParseConfig(cfg.Postgres.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("postgres.dsn: %w", err)
+		}
+		database = pc.Database
+		txnID = cfg.TransactionalID(database)
+	}
 	r.pub, err = publisher.New(publisher.Config{
 		TLS:                    tlsCfg,
 		SASL:                   mech,
@@ -179,9 +192,19 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		ClientMetrics:          cfg.Kafka.ClientMetrics,
 		MaxBufferedRecords:     2*cfg.Relay.MaxInFlightRecords + 1, // records plus their dead-letter copies
 		ExtraOpts:              []kgo.Opt{kgo.WithHooks(kafkaMetrics(m))},
+		TransactionalID:        txnID,
+		TransactionTimeout:     cfg.Kafka.TransactionTimeout,
 	}, log)
 	if err != nil {
 		return nil, err
+	}
+	if txnID != "" {
+		opts, err := admin.KafkaOpts(cfg.Kafka)
+		if err != nil {
+			return nil, err
+		}
+		r.txns = newTransactions(r, txnID, database, opts)
+		log.Info("exactly-once delivery: records go into kafka transactions with a checkpoint", "transactional_id", txnID, "checkpoint_topic", cfg.Relay.CheckpointTopic)
 	}
 	h := newHandler(r)
 	h.skip.p = o.published
@@ -266,9 +289,19 @@ func (r *Relay) Run(ctx context.Context) error {
 		r.runDeadLetters(dlqCtx)
 		return nil
 	})
+	// The transaction loop too: the drain waits for commits.
+	txnCtx, stopTxns := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopTxns()
+	if r.txns != nil {
+		g.Go(func() error {
+			r.txns.run(txnCtx)
+			return nil
+		})
+	}
 	err := r.stream.Run(streamCtx)
 	stop()
 	stopDLQ()
+	stopTxns()
 	_ = g.Wait() // both goroutines end with streamCtx
 	if ferr := r.fail.err(); ferr != nil {
 		return ferr

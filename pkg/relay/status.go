@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walrelay/walrelay/pkg/slotmon"
@@ -43,22 +44,39 @@ func (r *Relay) registerGauges() {
 	m.GaugeFunc("kafka_topics_one_at_a_time", "Topics produced one record at a time because the broker refused batches of records that fit alone (their max.message.bytes is below what walrelay could learn).", nil, func() float64 { return float64(stats().OneAtATimeTopics) })
 	m.CounterFunc("order_at_risk_total", "Records that reached the broker ahead of an earlier record of their partition that was refused with its batch and retried: per-key order may be broken for their keys (each is logged).", nil, func() float64 { return float64(stats().OrderAtRisk) })
 	m.CounterFunc("kafka_data_loss_total", "Partitions where franz-go found the broker had lost records it had acknowledged (see the runbook).", nil, func() float64 { return float64(stats().DataLoss) })
+	m.GaugeFunc("delivery_mode", "1, labelled with relay.delivery: at_least_once or exactly_once.", prometheus.Labels{"mode": r.cfg.Relay.Delivery}, func() float64 { return 1 })
+	m.GaugeFunc("checkpoint_lsn_bytes", "Exactly-once delivery: the position the last committed Kafka transaction checkpointed (every Postgres transaction before it is on Kafka), as a byte position; 0 in at-least-once mode.", nil, func() float64 {
+		if r.txns == nil {
+			return 0
+		}
+		return float64(r.txns.lastLSN.Load())
+	})
+	if r.txns != nil {
+		for _, result := range []string{"committed", "aborted"} {
+			m.KafkaTransactions.WithLabelValues(result) // at 0 from the start
+		}
+	}
 	m.CounterFunc("reconnects_total", "Streaming sessions lost and re-established (a standby's attempts on a held slot do not count).", nil, func() float64 { return float64(r.stream.Reconnects()) })
 }
 
 // Status is what the relay reports about itself (GET /status).
 type Status struct {
-	Streaming          bool           `json:"streaming"`
-	Ready              bool           `json:"ready"`
-	NotReadyReason     string         `json:"not_ready_reason,omitempty"`
-	ConfirmedLSN       string         `json:"confirmed_lsn"`
-	ReceivedLSN        string         `json:"received_lsn"`
-	InFlightRecords    int            `json:"in_flight_records"`
-	InFlightBytes      int64          `json:"in_flight_bytes"`
-	PendingTransaction int            `json:"pending_transactions"`
-	Reconnects         uint64         `json:"reconnects"`
-	LastError          string         `json:"last_error,omitempty"`
-	Slot               slotmon.Status `json:"slot"`
+	Streaming          bool   `json:"streaming"`
+	Ready              bool   `json:"ready"`
+	NotReadyReason     string `json:"not_ready_reason,omitempty"`
+	ConfirmedLSN       string `json:"confirmed_lsn"`
+	ReceivedLSN        string `json:"received_lsn"`
+	InFlightRecords    int    `json:"in_flight_records"`
+	InFlightBytes      int64  `json:"in_flight_bytes"`
+	PendingTransaction int    `json:"pending_transactions"`
+	Reconnects         uint64 `json:"reconnects"`
+	Delivery           string `json:"delivery"`
+	// Exactly-once delivery only.
+	KafkaTransactionsCommitted *uint64        `json:"kafka_transactions_committed,omitempty"`
+	KafkaTransactionsAborted   *uint64        `json:"kafka_transactions_aborted,omitempty"`
+	CheckpointLSN              string         `json:"checkpoint_lsn,omitempty"`
+	LastError                  string         `json:"last_error,omitempty"`
+	Slot                       slotmon.Status `json:"slot"`
 }
 
 // Status reports the relay's state and the slot's last polled state.
@@ -73,6 +91,12 @@ func (r *Relay) Status(ctx context.Context) Status {
 		PendingTransaction: r.tracker.Pending(),
 		Reconnects:         r.stream.Reconnects(),
 		Slot:               r.monitor.Current(),
+		Delivery:           r.cfg.Relay.Delivery,
+	}
+	if t := r.txns; t != nil {
+		c, a := t.committed.Load(), t.aborted.Load()
+		st.KafkaTransactionsCommitted, st.KafkaTransactionsAborted = &c, &a
+		st.CheckpointLSN = pglogrepl.LSN(t.lastLSN.Load()).String()
 	}
 	if err := r.stream.LastError(); err != nil {
 		st.LastError = err.Error()

@@ -1,0 +1,252 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/eoscheckpoint"
+)
+
+func exactlyOnce(c *config.Config) { c.Relay.Delivery = config.ExactlyOnce }
+
+// readCommitted reads topics as a read_committed consumer until want
+// records arrived, then for a moment more, and fails on fewer.
+func (f *fixture) readCommitted(t *testing.T, topics []string, want int) []*kgo.Record {
+	t.Helper()
+	b := f.broker.As(kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	recs := b.ReadAll(t, topics, want, 30*time.Second)
+	return append(recs, b.ReadAll(t, topics, 0, 300*time.Millisecond)[len(recs):]...)
+}
+
+// checkpoint reads the relay's last committed checkpoint.
+func (f *fixture) checkpoint(t *testing.T) (eoscheckpoint.Checkpoint, bool) {
+	t.Helper()
+	cp, found, err := eoscheckpoint.Read(t.Context(), f.cfg.Relay.CheckpointTopic, f.cfg.TransactionalID(f.database(t)), kgo.SeedBrokers(f.broker.Addrs()...))
+	if errors.Is(err, eoscheckpoint.ErrNoTopic) {
+		return eoscheckpoint.Checkpoint{}, false
+	}
+	if err != nil {
+		t.Fatalf("reading checkpoint: %v", err)
+	}
+	return cp, found
+}
+
+// commitLSN is the commit LSN (the Begin message's FinalLSN) of
+// transaction xid, read from the probe slot.
+func (f *fixture) commitLSN(t *testing.T, xid uint32) pglogrepl.LSN {
+	t.Helper()
+	hex := testenv.QueryValue[string](t, f.dsn, `
+		SELECT encode(substring(data from 2 for 8), 'hex') FROM pg_logical_slot_peek_binary_changes('probe', NULL, NULL,
+			'proto_version', '1', 'publication_names', 'walrelay_outbox')
+		WHERE xid::text = $1 AND get_byte(data, 0) = 66 -- 'B'egin`, fmt.Sprint(xid))
+	v, err := strconv.ParseUint(hex, 16, 64)
+	if err != nil {
+		t.Fatalf("begin of %d: %q: %v", xid, hex, err)
+	}
+	return pglogrepl.LSN(v)
+}
+
+func (f *fixture) database(t *testing.T) string {
+	t.Helper()
+	conn := testenv.Connect(t, f.dsn)
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	var db string
+	if err := conn.QueryRow(t.Context(), `SELECT current_database()`).Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// ids returns the outbox ids (header id) of recs, and those seen twice.
+func ids(recs []*kgo.Record) (all, dup []string) {
+	seen := map[string]bool{}
+	for _, r := range recs {
+		id := testenv.Header(r, "id")
+		if seen[id] {
+			dup = append(dup, id)
+		}
+		seen[id] = true
+		all = append(all, id)
+	}
+	return all, dup
+}
+
+// TestExactlyOnceCommitsEventsWithACheckpoint: in exactly-once mode the
+// events reach a read_committed consumer once, the checkpoint topic holds
+// the end LSN of the last transaction, the slot is confirmed to it, and
+// metrics and /status say so.
+func TestExactlyOnceCommitsEventsWithACheckpoint(t *testing.T) {
+	f := newFixture(t, exactlyOnce)
+	f.createProbe(t)
+	run := f.start(t)
+	var want []string
+	var last uint32
+	for i := range 5 {
+		id, xid := insertRow(t, f.dsn, "order", fmt.Sprint("o-", i), `{"n": 1}`)
+		want, last = append(want, id), xid
+	}
+	end := f.txEnd(t, last)
+	testenv.WaitConfirmed(t, f.dsn, "walrelay", end, 30*time.Second)
+	got, dup := ids(f.readCommitted(t, []string{"outbox.event.order"}, len(want)))
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) || len(dup) > 0 {
+		t.Errorf("read_committed consumer got %v, want %v once each", got, want)
+	}
+	cp, found := f.checkpoint(t)
+	if !found || cp.LSN != end || cp.Open != nil || cp.Slot != "walrelay" {
+		t.Errorf("checkpoint = %+v (found %t), want lsn %s, no open transaction", cp, found, end)
+	}
+	if n := testenv.MetricValue(t, f.reg, "walrelay_kafka_transactions_total", map[string]string{"result": "committed"}); n < 1 {
+		t.Errorf("kafka_transactions_total{committed} = %v", n)
+	}
+	if v := testenv.MetricValue(t, f.reg, "walrelay_checkpoint_lsn_bytes", nil); pglogrepl.LSN(v) != end {
+		t.Errorf("checkpoint_lsn_bytes = %v, want %d", v, end)
+	}
+	if v := testenv.MetricValue(t, f.reg, "walrelay_delivery_mode", map[string]string{"mode": "exactly_once"}); v != 1 {
+		t.Errorf("delivery_mode{exactly_once} = %v", v)
+	}
+	st := run.relay.Status(t.Context())
+	if st.Delivery != "exactly_once" || st.CheckpointLSN != end.String() || st.KafkaTransactionsCommitted == nil || *st.KafkaTransactionsCommitted < 1 {
+		t.Errorf("status = %+v", st)
+	}
+	if err := run.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
+
+// TestExactlyOnceSkipsWhatTheCheckpointCovers: a checkpoint ahead of the
+// slot (a process killed between its Kafka commit and its next status
+// update) is where a new process resumes: transactions before its LSN are
+// not published again, nor the rows of the open transaction it counts,
+// and the slot is confirmed past them.
+func TestExactlyOnceSkipsWhatTheCheckpointCovers(t *testing.T) {
+	f := newFixture(t, exactlyOnce)
+	f.createProbe(t)
+	_, x1 := insertRow(t, f.dsn, "order", "o-1", `{"n": 1}`)
+	_, x2 := insertRow(t, f.dsn, "order", "o-2", `{"n": 2}`)
+	// One transaction of four rows, of which the checkpoint says two are
+	// published.
+	x3 := execTx(t, f.dsn, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) SELECT 'order', 'o-3', 'T', jsonb_build_object('n', 3, 'i', i) FROM generate_series(1, 4) i`)
+	id4, x4 := insertRow(t, f.dsn, "order", "o-4", `{"n": 4}`)
+	_ = x1
+	end2, end3 := f.txEnd(t, x2), f.txEnd(t, x3)
+	commit3 := f.commitLSN(t, x3)
+
+	// What a previous process committed: a transactional producer with the
+	// relay's transactional id, as a relay's last Kafka transaction.
+	var sys string
+	var tli int32
+	conn := testenv.Connect(t, f.dsn)
+	if err := conn.QueryRow(t.Context(), `SELECT system_identifier::text, (SELECT timeline_id FROM pg_control_checkpoint()) FROM pg_control_system()`).Scan(&sys, &tli); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(t.Context())
+	id := f.cfg.TransactionalID(f.database(t))
+	f.broker.CreateTopic(t, f.cfg.Relay.CheckpointTopic, 1)
+	prev := f.broker.Client(t, kgo.TransactionalID(id))
+	if err := prev.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	cp := eoscheckpoint.Checkpoint{LSN: end2, SystemID: sys, Timeline: tli, Open: &eoscheckpoint.Open{CommitLSN: commit3, Xid: x3, Rows: 2}, Written: time.Now()}
+	if err := prev.ProduceSync(t.Context(), &kgo.Record{Topic: f.cfg.Relay.CheckpointTopic, Key: []byte(id), Value: cp.Marshal()}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := prev.EndTransaction(t.Context(), kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+
+	run := f.start(t)
+	testenv.WaitConfirmed(t, f.dsn, "walrelay", f.txEnd(t, x4), 30*time.Second)
+	recs := f.readCommitted(t, []string{"outbox.event.order"}, 3)
+	var got []string
+	for _, r := range recs {
+		got = append(got, string(r.Value))
+	}
+	want := []string{`{"i": 3, "n": 3}`, `{"i": 4, "n": 3}`, `{"n": 4}`}
+	if !slices.Equal(got, want) {
+		t.Errorf("published %q, want %q: transactions before the checkpoint and the first 2 rows of the open one skipped", got, want)
+	}
+	if testenv.Header(recs[len(recs)-1], "id") != id4 {
+		t.Errorf("last record is not the row inserted after the checkpoint")
+	}
+	f.logs.waitLog(t, "resuming from the checkpoint: transactions it covers are skipped", map[string]string{"checkpoint_lsn": end2.String(), "open_commit_lsn": commit3.String()}, 5*time.Second)
+	_ = end3
+	if err := run.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
+
+// TestExactlyOnceResumesInsideALargeTransaction: a Postgres transaction
+// larger than the in-flight cap goes out in several Kafka transactions,
+// each checkpointing how many of its rows it holds. A relay stopped in
+// the middle (its shutdown timeout too short to finish) confirms nothing
+// of it to the slot; the next one continues after the rows the checkpoint
+// counts: every row reaches a read_committed consumer once.
+func TestExactlyOnceResumesInsideALargeTransaction(t *testing.T) {
+	const rows = 3000
+	f := newFixture(t, func(c *config.Config) {
+		exactlyOnce(c)
+		c.Relay.MaxInFlightRecords = 100
+		c.Relay.ShutdownTimeout = 0
+	})
+	f.createProbe(t)
+	x := execTx(t, f.dsn, fmt.Sprintf(`INSERT INTO outbox (aggregatetype, aggregateid, type, payload) SELECT 'order', 'o-' || (i %% 7), 'T', jsonb_build_object('i', i) FROM generate_series(1, %d) i`, rows))
+	end := f.txEnd(t, x)
+	var slow atomic.Bool
+	slow.Store(true)
+	f.broker.Cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		f.broker.Cluster.KeepControl()
+		if slow.Load() {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return nil, nil, false
+	})
+	run := f.start(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cp, found := f.checkpoint(t)
+		if found && cp.Open != nil && cp.Open.Rows >= 300 {
+			if cp.Open.Xid != x {
+				t.Fatalf("checkpoint open transaction xid %d, want %d", cp.Open.Xid, x)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint inside the transaction within 30s: %+v", cp)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := run.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if confirmed, _ := f.slot(t); confirmed >= end {
+		t.Fatalf("slot confirmed %s, at or past the unfinished transaction's end %s", confirmed, end)
+	}
+	cp, _ := f.checkpoint(t)
+	t.Logf("stopped with %d of %d rows checkpointed", cp.Open.Rows, rows)
+
+	slow.Store(false)
+	run = f.start(t)
+	testenv.WaitConfirmed(t, f.dsn, "walrelay", end, 60*time.Second)
+	recs := f.readCommitted(t, []string{"outbox.event.order"}, rows)
+	all, dup := ids(recs)
+	if len(all) != rows || len(dup) > 0 {
+		t.Errorf("read_committed consumer got %d records with %d duplicates (first %v), want %d once each", len(all), len(dup), dup[:min(len(dup), 5)], rows)
+	}
+	if err := run.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
