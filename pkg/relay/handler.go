@@ -44,9 +44,9 @@ type handler struct {
 	commitTime time.Time
 	commitAt   time.Duration
 	// final and xid name the transaction (its Begin), for checkpoints.
-	final pglogrepl.LSN
-	xid   uint32
-	anchor     wallAnchor
+	final  pglogrepl.LSN
+	xid    uint32
+	anchor wallAnchor
 	// resume decides what of a session's messages was handled before a
 	// break and is passed over, so a reconnect duplicates nothing.
 	resume resume.State
