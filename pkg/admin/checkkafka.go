@@ -18,8 +18,10 @@ import (
 const kafkaTimeout = 5 * time.Second
 
 // checkKafka checks the brokers answer and that each topic exists or may
-// be created.
-func checkKafka(ctx context.Context, cfg config.Config, topics map[string]bool) []Item {
+// be created; with relay.delivery=exactly_once, also that the brokers
+// support transactions, the principal may use transactional id txnID (""
+// when not known), and the checkpoint topic (checktxn.go).
+func checkKafka(ctx context.Context, cfg config.Config, topics map[string]bool, txnID string) []Item {
 	brokers := strings.Join(cfg.Kafka.Brokers, ",")
 	opts, err := KafkaOpts(cfg.Kafka)
 	if err != nil {
@@ -39,7 +41,11 @@ func checkKafka(ctx context.Context, cfg config.Config, topics map[string]bool) 
 			Fix: "check kafka.brokers (host:port of the listeners) and that the brokers are up and reachable from here"}}
 	}
 	items := []Item{{Name: "kafka brokers", Status: OK, Detail: fmt.Sprintf("%d broker(s) answered via %s", len(bs), brokers)}}
-	return append(items, topicItems(ctx, adm, cfg, topics)...)
+	items = append(items, topicItems(ctx, adm, cfg, topics)...)
+	if cfg.Relay.ExactlyOnce() {
+		items = append(items, exactlyOnceItems(ctx, cl, adm, cfg, txnID)...)
+	}
+	return items
 }
 
 // topicItems checks that each routed topic exists, or that walrelay may
