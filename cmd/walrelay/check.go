@@ -26,7 +26,12 @@ and publishes inserts; the outbox columns match the router config; the slot
 exists with plugin pgoutput in this database, or can be created;
 max_slot_wal_keep_size (warn when unlimited); Kafka brokers reachable and the
 routed topics (from the outbox's rows, plus the dead-letter topic) present or
-creatable. It changes nothing. Exits 1 when any item fails.`, cobra.NoArgs,
+creatable. With relay.delivery=exactly_once, two more: kafka transactions (the
+brokers support them, and the principal may describe and write the
+transactional id, which the item names) and checkpoint topic (it exists and
+may be written, with a warning unless compacted, or it can be created). It
+changes nothing, and never initializes the transactional id, which would
+fence a running relay. Exits 1 when any item fails.`, cobra.NoArgs,
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, _ []string) error {
 			items := admin.Check(ctx, cfg)
 			failed := admin.Failed(items)

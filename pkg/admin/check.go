@@ -27,7 +27,10 @@ type Item struct {
 }
 
 // Check runs the preflight for cfg: Postgres settings, privileges,
-// publication, outbox columns, slot, WAL retention, then Kafka. It never
+// publication, outbox columns, slot, WAL retention, then Kafka, and with
+// relay.delivery=exactly_once Kafka transactions and the checkpoint
+// topic. It changes nothing on either side (it never initializes the
+// relay's transactional id, which would fence a running relay). It never
 // stops early on a failed item, except that Postgres items after a failed
 // connection are not run.
 func Check(ctx context.Context, cfg config.Config) []Item {
@@ -42,6 +45,7 @@ func Check(ctx context.Context, cfg config.Config) []Item {
 			Fix: "remove it, or see the reason"})
 	}
 	topics := map[string]bool{}
+	txnID := cfg.Kafka.TransactionalID // exactly-once only; "" until derived
 	conn, err := Connect(ctx, cfg.Postgres.DSN)
 	if err != nil {
 		add(Item{Name: "postgres connection", Status: Fail, Detail: err.Error(), Fix: "fix postgres.dsn or the server (see the message)"})
@@ -49,11 +53,14 @@ func Check(ctx context.Context, cfg config.Config) []Item {
 		defer conn.Close(context.WithoutCancel(ctx))
 		c := &checker{ctx: ctx, conn: conn, cfg: cfg, rt: rt, add: add, topics: topics}
 		c.run()
+		if cfg.Relay.ExactlyOnce() {
+			txnID = transactionalID(ctx, cfg, conn)
+		}
 	}
 	if dlq(cfg.Relay.OnError) {
 		topics[cfg.Relay.DeadLetterTopic] = true
 	}
-	for _, it := range checkKafka(ctx, cfg, topics) {
+	for _, it := range checkKafka(ctx, cfg, topics, txnID) {
 		add(it)
 	}
 	return items

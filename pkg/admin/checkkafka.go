@@ -18,8 +18,10 @@ import (
 const kafkaTimeout = 5 * time.Second
 
 // checkKafka checks the brokers answer and that each topic exists or may
-// be created.
-func checkKafka(ctx context.Context, cfg config.Config, topics map[string]bool) []Item {
+// be created; with relay.delivery=exactly_once, also that the brokers
+// support transactions, the principal may use transactional id txnID (""
+// when not known), and the checkpoint topic (checktxn.go).
+func checkKafka(ctx context.Context, cfg config.Config, topics map[string]bool, txnID string) []Item {
 	brokers := strings.Join(cfg.Kafka.Brokers, ",")
 	opts, err := KafkaOpts(cfg.Kafka)
 	if err != nil {
@@ -39,20 +41,31 @@ func checkKafka(ctx context.Context, cfg config.Config, topics map[string]bool) 
 			Fix: "check kafka.brokers (host:port of the listeners) and that the brokers are up and reachable from here"}}
 	}
 	items := []Item{{Name: "kafka brokers", Status: OK, Detail: fmt.Sprintf("%d broker(s) answered via %s", len(bs), brokers)}}
+	items = append(items, topicItems(ctx, adm, cfg, topics)...)
+	if cfg.Relay.ExactlyOnce() {
+		items = append(items, exactlyOnceItems(ctx, cl, adm, cfg, txnID)...)
+	}
+	return items
+}
+
+// topicItems checks that each routed topic exists, or that walrelay may
+// create it (kafka.create_topics).
+func topicItems(ctx context.Context, adm *kadm.Client, cfg config.Config, topics map[string]bool) []Item {
 	names := make([]string, 0, len(topics))
 	for t := range topics {
 		names = append(names, t)
 	}
 	sort.Strings(names)
 	if len(names) == 0 {
-		return append(items, Item{Name: "kafka topics", Status: OK, Detail: "no routed topic known yet (the outbox has no rows to route); topics follow router.route.topic.replacement"})
+		return []Item{{Name: "kafka topics", Status: OK, Detail: "no routed topic known yet (the outbox has no rows to route); topics follow router.route.topic.replacement"}}
 	}
-	tctx, cancel2 := context.WithTimeout(ctx, kafkaTimeout)
-	defer cancel2()
+	tctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
+	defer cancel()
 	details, err := adm.ListTopics(tctx, names...)
 	if err != nil {
-		return append(items, Item{Name: "kafka topics", Status: Fail, Detail: fmt.Sprintf("listing topics: %v", err), Fix: "grant walrelay's principal DESCRIBE on the topics"})
+		return []Item{{Name: "kafka topics", Status: Fail, Detail: fmt.Sprintf("listing topics: %v", err), Fix: "grant walrelay's principal DESCRIBE on the topics"}}
 	}
+	var items []Item
 	var missing []string
 	for _, t := range names {
 		if details.Has(t) {
@@ -74,28 +87,47 @@ func checkKafka(ctx context.Context, cfg config.Config, topics map[string]bool) 
 	for k, v := range cfg.Kafka.TopicConfigs {
 		configs[k] = kadm.StringPtr(v)
 	}
-	vctx, cancel3 := context.WithTimeout(ctx, kafkaTimeout)
-	defer cancel3()
-	resps, err := adm.ValidateCreateTopics(vctx, cfg.Kafka.TopicPartitions, cfg.Kafka.TopicReplicationFactor, configs, missing...)
+	refused, err := validateCreate(ctx, adm, cfg.Kafka.TopicPartitions, cfg.Kafka.TopicReplicationFactor, configs, missing)
 	for _, t := range missing {
-		r, ok := resps[t]
 		switch {
 		case err != nil:
 			items = append(items, Item{Name: "topic " + t, Status: Fail, Detail: fmt.Sprintf("does not exist, and validating its creation failed: %v", err), Fix: "create the topic, or grant walrelay's principal CREATE"})
-		case !ok || r.Err != nil:
-			why := "no answer"
-			if ok {
-				why = r.Err.Error()
-				if r.ErrMessage != "" {
-					why += ": " + r.ErrMessage
-				}
-			}
-			items = append(items, Item{Name: "topic " + t, Status: Fail, Detail: "does not exist and the broker would refuse to create it: " + why, Fix: "create the topic by hand, or fix kafka.topic_* options and the principal's CREATE permission"})
+		case refused[t] != "":
+			items = append(items, Item{Name: "topic " + t, Status: Fail, Detail: "does not exist and the broker would refuse to create it: " + refused[t], Fix: "create the topic by hand, or fix kafka.topic_* options and the principal's CREATE permission"})
 		default:
 			items = append(items, Item{Name: "topic " + t, Status: OK, Detail: "does not exist yet; walrelay will create it (kafka.create_topics)"})
 		}
 	}
 	return items
+}
+
+// validateCreate asks the brokers whether they would create topics with
+// these settings, without creating anything (CreateTopics with
+// ValidateOnly, which needs the same CREATE permission), and returns why
+// for each topic they would refuse. An error means the request itself
+// failed, so nothing is known about any topic.
+func validateCreate(ctx context.Context, adm *kadm.Client, partitions int32, replicationFactor int16, configs map[string]*string, topics []string) (refused map[string]string, err error) {
+	vctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
+	defer cancel()
+	resps, err := adm.ValidateCreateTopics(vctx, partitions, replicationFactor, configs, topics...)
+	if err != nil {
+		return nil, err
+	}
+	refused = map[string]string{}
+	for _, t := range topics {
+		r, ok := resps[t]
+		switch {
+		case !ok:
+			refused[t] = "no answer"
+		case r.Err != nil:
+			why := r.Err.Error()
+			if r.ErrMessage != "" {
+				why += ": " + r.ErrMessage
+			}
+			refused[t] = why
+		}
+	}
+	return refused, nil
 }
 
 // KafkaOpts are the client options the relay's publisher would connect

@@ -20,5 +20,12 @@
 // which refuses to move a slot backwards, past the server's WAL end, or
 // while it is in use.
 //
+// The preflight's Kafka side changes nothing either: Metadata, ApiVersions,
+// FindCoordinator, DescribeConfigs, CreateTopics with ValidateOnly, and in
+// exactly-once mode an AddPartitionsToTxn for a producer that does not
+// exist, which the broker refuses after checking permissions. It never
+// sends InitProducerId with the relay's transactional id, which would
+// fence a running relay.
+//
 // It does not print, prompt or decide exit codes: cmd/walrelay does.
 package admin
