@@ -11,12 +11,15 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/eoscheckpoint"
+	"github.com/walrelay/walrelay/pkg/relay"
 )
 
 func exactlyOnce(c *config.Config) { c.Relay.Delivery = config.ExactlyOnce }
@@ -245,6 +248,81 @@ func TestExactlyOnceResumesInsideALargeTransaction(t *testing.T) {
 	all, dup := ids(recs)
 	if len(all) != rows || len(dup) > 0 {
 		t.Errorf("read_committed consumer got %d records with %d duplicates (first %v), want %d once each", len(all), len(dup), dup[:min(len(dup), 5)], rows)
+	}
+	if err := run.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}
+
+// TestExactlyOnceFencedStops: a newer producer with the same transactional
+// id (another walrelay process taking over) fences this one: it stops at
+// its next Kafka transaction with ErrFenced, publishes nothing a
+// read_committed consumer sees, and confirms nothing more to the slot.
+func TestExactlyOnceFencedStops(t *testing.T) {
+	f := newFixture(t, exactlyOnce)
+	f.createProbe(t)
+	run := f.start(t)
+	first, x1 := insertRow(t, f.dsn, "order", "o-1", `{"n": 1}`)
+	end1 := f.txEnd(t, x1)
+	testenv.WaitConfirmed(t, f.dsn, "walrelay", end1, 30*time.Second)
+
+	newer := f.broker.Client(t, kgo.TransactionalID(f.cfg.TransactionalID(f.database(t))))
+	if err := newer.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := newer.ProduceSync(t.Context(), &kgo.Record{Topic: f.cfg.Relay.CheckpointTopic, Key: []byte("newer")}).FirstErr(); err != nil {
+		t.Fatalf("newer producer: %v", err)
+	}
+	if err := newer.EndTransaction(t.Context(), kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+
+	_, x2 := insertRow(t, f.dsn, "order", "o-2", `{"n": 2}`)
+	err := run.wait(30 * time.Second)
+	if !errors.Is(err, relay.ErrFenced) {
+		t.Fatalf("Run = %v, want ErrFenced", err)
+	}
+	if confirmed, _ := f.slot(t); confirmed >= f.txEnd(t, x2) || confirmed < end1 {
+		t.Errorf("slot confirmed %s; want %s (the first row's end), nothing of the second", confirmed, end1)
+	}
+	got, _ := ids(f.readCommitted(t, []string{"outbox.event.order"}, 1))
+	if !slices.Equal(got, []string{first}) {
+		t.Errorf("read_committed consumer got %v, want only %s", got, first)
+	}
+	f.logs.waitLog(t, "fenced: another walrelay process now produces with this transactional id", nil, time.Second)
+}
+
+// TestExactlyOnceConfirmsOnlyCommitted: records the broker acknowledged
+// in a Kafka transaction whose commit failed (UNKNOWN_SERVER_ERROR: the
+// outcome is unknown, franz-go's documented retry is an abort) are not
+// confirmed to the slot; the transaction is aborted and its records
+// produced again in a new one until a commit succeeds, and a
+// read_committed consumer sees each once.
+func TestExactlyOnceConfirmsOnlyCommitted(t *testing.T) {
+	f := newFixture(t, exactlyOnce)
+	f.createProbe(t)
+	refuse := f.broker.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: -1,
+		When: func(req kmsg.Request) bool { return req.(*kmsg.EndTxnRequest).Commit }})
+	run := f.start(t)
+	id, x := insertRow(t, f.dsn, "order", "o-1", `{"n": 1}`)
+	end := f.txEnd(t, x)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := refuse.Wait(ctx, 2); err != nil {
+		t.Fatalf("commit refused %d times, want at least 2 (the retry too): %v", refuse.Hits(), err)
+	}
+	f.logs.waitLog(t, "kafka transaction failed; aborting it and producing its records again in a new one", nil, 5*time.Second)
+	if confirmed, _ := f.slot(t); confirmed >= end {
+		t.Fatalf("slot confirmed %s, past %s, with the transaction never committed", confirmed, end)
+	}
+	refuse.Remove()
+	testenv.WaitConfirmed(t, f.dsn, "walrelay", end, 60*time.Second)
+	got, _ := ids(f.readCommitted(t, []string{"outbox.event.order"}, 1))
+	if !slices.Equal(got, []string{id}) {
+		t.Errorf("read_committed consumer got %v, want %s once", got, id)
+	}
+	if n := testenv.MetricValue(t, f.reg, "walrelay_kafka_transactions_total", map[string]string{"result": "aborted"}); n < 2 {
+		t.Errorf("kafka_transactions_total{aborted} = %v, want the refused commits", n)
 	}
 	if err := run.stop(); err != nil {
 		t.Fatalf("stop: %v", err)

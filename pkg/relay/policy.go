@@ -91,7 +91,11 @@ func (r *Relay) refused(out *outRecord, err error) disposition {
 	}
 	class, known := produceErrorClass(err)
 	if !known {
-		if r.txns != nil && !isFenced(err) {
+		switch {
+		case r.txns != nil && isFenced(err):
+			r.fail.set(r.txns.fatal(err))
+			return dispRetry
+		case r.txns != nil:
 			// Not about the record: its Kafka transaction is aborted and
 			// the record produced again in the next one.
 			r.log.Warn("kafka failed a record of a transaction; the transaction is retried", "topic", out.rec.Topic, "lsn", o.LSN.String(), "outbox_id", o.ID, "err", err)

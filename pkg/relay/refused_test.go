@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/walrelay/walrelay/internal/testenv"
@@ -43,13 +44,24 @@ func TestRelayBrokerRefusals(t *testing.T) {
 			return `{"n": 1}`
 		}},
 	}
+	// In exactly-once mode as well: a refused record's dead letter goes
+	// into the Kafka transaction of its row, and a read_committed consumer
+	// sees it and the rows after it.
 	for _, sc := range scenarios {
-		for _, policy := range []string{config.PolicyDLQ, config.PolicyLog, config.PolicyStop} {
-			t.Run(sc.name+"/"+policy, func(t *testing.T) {
+		for _, mode := range []string{config.PolicyDLQ, config.PolicyLog, config.PolicyStop, config.PolicyDLQ + "/" + config.ExactlyOnce, config.PolicyLog + "/" + config.ExactlyOnce, config.PolicyStop + "/" + config.ExactlyOnce} {
+			policy, delivery, _ := strings.Cut(mode, "/")
+			t.Run(sc.name+"/"+mode, func(t *testing.T) {
 				f := newFixture(t, func(c *config.Config) {
 					c.Relay.OnError.SetAll(policy)
 					c.Kafka.BatchMaxBytes = 4096
+					if delivery != "" {
+						c.Relay.Delivery = delivery
+					}
 				})
+				reader := f.broker
+				if delivery != "" {
+					reader = f.broker.As(kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+				}
 				if f.broker.Cluster == nil {
 					t.Skip("needs kfake for fault injection")
 				}
@@ -90,7 +102,7 @@ func TestRelayBrokerRefusals(t *testing.T) {
 					}
 					return
 				case config.PolicyDLQ:
-					dlq := f.broker.ReadAll(t, []string{f.cfg.Relay.DeadLetterTopic}, 1, 30*time.Second)
+					dlq := reader.ReadAll(t, []string{f.cfg.Relay.DeadLetterTopic}, 1, 30*time.Second)
 					for h, want := range map[string]string{deadletter.HeaderOutboxID: badID, deadletter.HeaderErrorClass: sc.class, deadletter.HeaderOriginalTopic: "outbox.event.bad", "id": badID} {
 						if got, _ := header(dlq[0], h); got != want {
 							t.Errorf("dead-letter header %s = %q, want %q", h, got, want)
@@ -108,7 +120,7 @@ func TestRelayBrokerRefusals(t *testing.T) {
 						t.Errorf("dead-letter value %s, want the original %s", dlq[0].Value, payload)
 					}
 				}
-				good := f.broker.ReadAll(t, []string{"outbox.event.order"}, 1, 30*time.Second)
+				good := reader.ReadAll(t, []string{"outbox.event.order"}, 1, 30*time.Second)
 				if got, _ := header(good[0], "id"); got != goodID {
 					t.Errorf("record after the refused one is %s, want %s", got, goodID)
 				}

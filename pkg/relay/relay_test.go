@@ -248,7 +248,14 @@ func verify(t *testing.T, want map[string]expectedEvent, rolledBack []string, re
 }
 
 func TestRelayDeliversEveryCommittedEventInOrder(t *testing.T) {
-	f := newFixture(t, nil)
+	t.Run(config.AtLeastOnce, func(t *testing.T) { deliversEveryEventInOrder(t, nil) })
+	// Exactly once: a read_committed consumer sees the same, from Kafka
+	// transactions (and the slot is confirmed only after their commits).
+	t.Run(config.ExactlyOnce, func(t *testing.T) { deliversEveryEventInOrder(t, exactlyOnce) })
+}
+
+func deliversEveryEventInOrder(t *testing.T, mutate func(*config.Config)) {
+	f := newFixture(t, mutate)
 	testenv.Exec(t, f.dsn, workloadSchema)
 	run := f.start(t)
 
@@ -263,7 +270,11 @@ func TestRelayDeliversEveryCommittedEventInOrder(t *testing.T) {
 	if len(rolledBack) == 0 {
 		t.Fatal("workload rolled nothing back; the rollback check would be vacuous")
 	}
-	records := f.broker.ReadAll(t, topicsFor(aggregateTypes), len(want), 90*time.Second)
+	reader := f.broker
+	if f.cfg.Relay.ExactlyOnce() {
+		reader = f.broker.As(kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	records := reader.ReadAll(t, topicsFor(aggregateTypes), len(want), 90*time.Second)
 	dups := verify(t, want, rolledBack, records)
 	if dups != 0 {
 		t.Errorf("%d duplicates without any fault", dups)

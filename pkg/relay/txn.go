@@ -92,8 +92,9 @@ type transactions struct {
 	// Read at scrape time and by /status.
 	committed, aborted, lastLSN atomic.Uint64
 	// fenced is set once the first session fenced older producers (stream
-	// goroutine).
-	fenced bool
+	// goroutine); fenceLogged once this process was fenced and said so.
+	fenced      bool
+	fenceLogged atomic.Bool
 }
 
 func newTransactions(r *Relay, id, db string, opts []kgo.Opt) *transactions {
@@ -427,7 +428,10 @@ func (t *transactions) abortOpen() {
 
 // fatal wraps an error that stops the relay, naming a fence as such.
 func (t *transactions) fatal(err error) error {
-	if isFenced(err) {
+	if isFenced(err) && !errors.Is(err, ErrFenced) {
+		if t.fenceLogged.Swap(true) {
+			return fmt.Errorf("%w: transactional id %q: %w", ErrFenced, t.key, err)
+		}
 		t.r.log.Error("fenced: another walrelay process now produces with this transactional id; stopping without confirming anything more",
 			"transactional_id", string(t.key), "err", err)
 		return fmt.Errorf("%w: transactional id %q: %w", ErrFenced, t.key, err)
