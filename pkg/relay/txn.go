@@ -328,7 +328,10 @@ func (t *transactions) finish(ctx context.Context) error {
 		case <-time.After(wait):
 		}
 		if err := t.r.pub.BeginTransaction(); err != nil {
-			return t.fatal(err)
+			// franz-go made the producer id unusable (the failed commit's
+			// answer was final): only a new process, fencing this one and
+			// resuming from the checkpoint, can go on.
+			return t.fatal(fmt.Errorf("after an aborted kafka transaction the producer cannot go on; stopping, the next start resumes from the checkpoint: %w", err))
 		}
 		t.inTxn = true
 		t.mu.Lock()
