@@ -208,6 +208,11 @@ func printStatus(w io.Writer, slot string, v statusView) {
 		}
 		fmt.Fprintf(tw, "  in flight\t%d records, %s, %d pending transaction(s)\n", r.InFlightRecords, admin.HumanBytes(r.InFlightBytes), r.PendingTransaction)
 		fmt.Fprintf(tw, "  reconnects\t%d\n", r.Reconnects)
+		fmt.Fprintf(tw, "  delivery\t%s\n", dash(r.Delivery))
+		if r.KafkaTransactionsCommitted != nil && r.KafkaTransactionsAborted != nil {
+			fmt.Fprintf(tw, "  kafka transactions\t%d committed, %d aborted\n", *r.KafkaTransactionsCommitted, *r.KafkaTransactionsAborted)
+			fmt.Fprintf(tw, "  checkpoint_lsn\t%s\n", dash(r.CheckpointLSN))
+		}
 		fmt.Fprintf(tw, "  last error\t%s\n", dash(r.LastError))
 	}
 	fmt.Fprintf(tw, "\t\n")

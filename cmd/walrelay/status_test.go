@@ -2,6 +2,7 @@ package main
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -86,6 +87,27 @@ func TestStatus(t *testing.T) {
 	if code := relay.wait(t, 30*time.Second); code != 0 {
 		t.Fatalf("relay exited %d", code)
 	}
+	t.Run("exactly once", func(t *testing.T) {
+		eos := append(slices.Clone(env), "WALRELAY_RELAY_DELIVERY=exactly_once")
+		relay := startChild(t, eos, "run")
+		testenv.Exec(t, dsn, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', 'o-1', 'T', '{}')`)
+		re := regexp.MustCompile(`(?m)^\s+kafka transactions\s+[1-9]\d* committed, 0 aborted$`)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out, _, _ := walrelay(t, eos, "status")
+			if re.MatchString(out) && regexp.MustCompile(`(?m)^\s+delivery\s+exactly_once$`).MatchString(out) && regexp.MustCompile(`(?m)^\s+checkpoint_lsn\s+[0-9A-F]+/[0-9A-F]+$`).MatchString(out) {
+				break
+			}
+			if time.Now().After(deadline) || relay.exited() {
+				t.Fatalf("status never showed exactly-once delivery with a committed kafka transaction:\n%s", out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		relay.signal(t, syscall.SIGTERM)
+		if code := relay.wait(t, 30*time.Second); code != 0 {
+			t.Fatalf("relay exited %d", code)
+		}
+	})
 	t.Run("relay unreachable", func(t *testing.T) {
 		out, stderr, code := walrelay(t, env, "status")
 		wantFailure(t, out, stderr, code, 1, "the relay could not be read", "relay not reachable at http://"+listen+"/status")
