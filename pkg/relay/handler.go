@@ -179,7 +179,7 @@ func (h *handler) startFromCheckpoint(ctx context.Context, s replication.Session
 		} else if isFenced(err) || ctx.Err() != nil {
 			return err
 		}
-		wait := min(250*time.Millisecond<<min(attempt, 7), 30*time.Second)
+		wait := retryBackoff(attempt)
 		h.log.Warn("cannot read the checkpoint yet; retrying", "topic", t.topic, "retry_in", wait.String(), "err", err)
 		select {
 		case <-ctx.Done():

@@ -313,7 +313,7 @@ func (t *transactions) finish(ctx context.Context) error {
 		}
 		t.aborted.Add(1)
 		t.r.metrics.KafkaTransactions.WithLabelValues("aborted").Inc()
-		wait := min(250*time.Millisecond<<min(attempt, 7), 30*time.Second)
+		wait := retryBackoff(attempt)
 		t.r.log.Warn("kafka transaction failed; aborting it and producing its records again in a new one",
 			"records", len(t.cur), "checkpoint_lsn", t.last.String(), "attempt", attempt+1, "retry_in", wait.String(), "err", err)
 		if aerr := t.r.pub.EndTransaction(context.WithoutCancel(ctx), false); aerr != nil && isFenced(aerr) {
@@ -512,7 +512,7 @@ func (t *transactions) ensureTopic(ctx context.Context) error {
 			if errors.As(err, &ke) && !ke.Retriable {
 				return fmt.Errorf("creating checkpoint topic %q: %w", t.topic, err)
 			}
-			wait := min(250*time.Millisecond<<min(attempt, 7), 30*time.Second)
+			wait := retryBackoff(attempt)
 			t.r.log.Warn("cannot create the checkpoint topic yet; retrying", "topic", t.topic, "retry_in", wait.String(), "err", err)
 			select {
 			case <-ctx.Done():
@@ -529,3 +529,9 @@ func (t *transactions) ensureTopic(ctx context.Context) error {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// retryBackoff is the wait before attempt (0-based) of something
+// exactly-once delivery retries against Kafka: 250ms, doubling to 30s.
+func retryBackoff(attempt int) time.Duration {
+	return min(250*time.Millisecond<<min(attempt, 7), 30*time.Second)
+}
