@@ -1,11 +1,14 @@
 package relay_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -324,7 +327,43 @@ func TestExactlyOnceConfirmsOnlyCommitted(t *testing.T) {
 	if n := testenv.MetricValue(t, f.reg, "walrelay_kafka_transactions_total", map[string]string{"result": "aborted"}); n < 2 {
 		t.Errorf("kafka_transactions_total{aborted} = %v, want the refused commits", n)
 	}
+	// librdkafka, a client nobody here wrote, sees the same: the record
+	// once read_committed, and the copies of the aborted transactions too
+	// read_uncommitted (Kafka's default).
+	if got := kcatIDs(t, f.broker.Addrs()[0], "outbox.event.order", "read_committed"); !slices.Equal(got, []string{id}) {
+		t.Errorf("kcat read_committed got %v, want %s once", got, id)
+	}
+	if got := kcatIDs(t, f.broker.Addrs()[0], "outbox.event.order", "read_uncommitted"); len(got) < 3 {
+		t.Errorf("kcat read_uncommitted got %v, want the committed record and the aborted copies", got)
+	}
 	if err := run.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
+}
+
+// kcatIDs reads topic to its end with kcat (librdkafka) at the given
+// isolation level and returns the records' id headers. It skips the test
+// when kcat is not installed.
+func kcatIDs(t *testing.T, broker, topic, isolation string) []string {
+	t.Helper()
+	bin, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Skip("kcat not installed (apt-get install -y kcat)")
+	}
+	cmd := exec.Command(bin, "-b", broker, "-C", "-t", topic, "-e", "-q", "-X", "isolation.level="+isolation, "-f", "%h\n")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kcat -C %s: %v\n%s", topic, err, stderr.String())
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		for _, h := range strings.Split(line, ",") {
+			if v, ok := strings.CutPrefix(h, "id="); ok {
+				got = append(got, v)
+			}
+		}
+	}
+	return got
 }
