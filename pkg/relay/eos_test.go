@@ -367,3 +367,48 @@ func kcatIDs(t *testing.T, broker, topic, isolation string) []string {
 	}
 	return got
 }
+
+// TestExactlyOnceFencedWhileFencing: two processes whose first sessions
+// start at the same moment both fence the transactional id. The one whose
+// fence is fenced by the other's (another InitProducerID between its own
+// and its fence record: the record is refused with INVALID_PRODUCER_EPOCH,
+// the abort with PRODUCER_FENCED) stops with ErrFenced, as any fenced
+// process does, instead of retrying for ever with a client stuck in the
+// transaction it could not abort.
+func TestExactlyOnceFencedWhileFencing(t *testing.T) {
+	f := newFixture(t, exactlyOnce)
+	id := f.cfg.TransactionalID(f.database(t))
+	other := f.broker.Client(t)
+	var fenced atomic.Bool
+	f.broker.Cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		f.broker.Cluster.KeepControl()
+		pr := req.(*kmsg.ProduceRequest)
+		if pr.TransactionID == nil || *pr.TransactionID != id || fenced.Swap(true) {
+			return nil, nil, false
+		}
+		// The relay's fence record: another process fences the id first.
+		f.broker.Cluster.SleepControl(func() {
+			init := kmsg.NewPtrInitProducerIDRequest()
+			init.TransactionalID = &id
+			init.TransactionTimeoutMillis = 60_000
+			init.ProducerID, init.ProducerEpoch = -1, -1
+			resp, err := init.RequestWith(context.Background(), other)
+			if err == nil {
+				err = kerr.ErrorForCode(resp.ErrorCode)
+			}
+			if err != nil {
+				t.Errorf("the other process's InitProducerID: %v", err)
+			}
+		})
+		return nil, nil, false
+	})
+	run := f.start(t)
+	err := run.wait(20 * time.Second)
+	if !fenced.Load() {
+		t.Fatal("the relay's fence record never reached the broker")
+	}
+	if !errors.Is(err, relay.ErrFenced) {
+		t.Fatalf("Run = %v, want an error wrapping ErrFenced", err)
+	}
+	f.logs.waitLog(t, "fenced: another walrelay process now produces with this transactional id; stopping without confirming anything more", nil, time.Second)
+}

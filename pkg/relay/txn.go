@@ -480,7 +480,15 @@ func (t *transactions) fence(ctx context.Context) error {
 	}
 	rec := &kgo.Record{Topic: t.topic, Key: append(append([]byte(nil), t.key...), ".fence"...)}
 	if err := t.r.pub.Client().ProduceSync(ctx, rec).FirstErr(); err != nil {
-		_ = t.r.pub.EndTransaction(context.WithoutCancel(ctx), false)
+		// The abort's error is returned too: PRODUCER_FENCED there means
+		// another process fenced this one while it was fencing (their
+		// first sessions started at the same moment, the record came
+		// back INVALID_PRODUCER_EPOCH), and this one must stop as any
+		// fenced process does, not retry with a client left inside the
+		// transaction it could not abort.
+		if aerr := t.r.pub.EndTransaction(context.WithoutCancel(ctx), false); aerr != nil {
+			return fmt.Errorf("fencing older producers of transactional id %q: %w (%w)", t.key, err, aerr)
+		}
 		return fmt.Errorf("fencing older producers of transactional id %q: %w", t.key, err)
 	}
 	return t.r.pub.EndTransaction(ctx, false)
