@@ -412,3 +412,27 @@ func TestExactlyOnceFencedWhileFencing(t *testing.T) {
 	}
 	f.logs.waitLog(t, "fenced: another walrelay process now produces with this transactional id; stopping without confirming anything more", nil, time.Second)
 }
+
+// TestExactlyOnceFenceRetriedAfterAFailedAbort: the fence's transaction is
+// aborted; when that abort fails (its answer lost), the next attempt ends
+// the transaction franz-go still holds before it begins another, and the
+// relay starts streaming.
+func TestExactlyOnceFenceRetriedAfterAFailedAbort(t *testing.T) {
+	f := newFixture(t, exactlyOnce)
+	f.createProbe(t)
+	lost := f.broker.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError,
+		When: func(req kmsg.Request) bool { return !req.(*kmsg.EndTxnRequest).Commit }})
+	run := f.start(t)
+	f.logs.waitLog(t, "cannot read the checkpoint yet; retrying", nil, 30*time.Second)
+	id, x := insertRow(t, f.dsn, "order", "o-1", `{"n": 1}`)
+	testenv.WaitConfirmed(t, f.dsn, "walrelay", f.txEnd(t, x), 30*time.Second)
+	if got, _ := ids(f.readCommitted(t, []string{"outbox.event.order"}, 1)); !slices.Equal(got, []string{id}) {
+		t.Errorf("read_committed consumer got %v, want %s", got, id)
+	}
+	if lost.Hits() != 1 {
+		t.Errorf("the fence's abort failed %d times, want 1", lost.Hits())
+	}
+	if err := run.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+}

@@ -95,6 +95,9 @@ type transactions struct {
 	// goroutine); fenceLogged once this process was fenced and said so.
 	fenced      bool
 	fenceLogged atomic.Bool
+	// fenceOpen: a fence attempt left its transaction open (stream
+	// goroutine).
+	fenceOpen bool
 }
 
 func newTransactions(r *Relay, id, db string, opts []kgo.Opt) *transactions {
@@ -475,9 +478,18 @@ func (t *transactions) start(ctx context.Context) (eoscheckpoint.Checkpoint, boo
 // fences it) with a transaction that is aborted: its one record, keyed
 // apart from the checkpoints, is never visible.
 func (t *transactions) fence(ctx context.Context) error {
+	if t.fenceOpen {
+		// An earlier attempt could not end its transaction (the broker
+		// went away): franz-go is still in it, so end it first.
+		if err := t.r.pub.EndTransaction(ctx, false); err != nil {
+			return fmt.Errorf("fencing older producers of transactional id %q: %w", t.key, err)
+		}
+		t.fenceOpen = false
+	}
 	if err := t.r.pub.BeginTransaction(); err != nil {
 		return err
 	}
+	t.fenceOpen = true
 	rec := &kgo.Record{Topic: t.topic, Key: append(append([]byte(nil), t.key...), ".fence"...)}
 	if err := t.r.pub.Client().ProduceSync(ctx, rec).FirstErr(); err != nil {
 		// The abort's error is returned too: PRODUCER_FENCED there means
@@ -489,9 +501,14 @@ func (t *transactions) fence(ctx context.Context) error {
 		if aerr := t.r.pub.EndTransaction(context.WithoutCancel(ctx), false); aerr != nil {
 			return fmt.Errorf("fencing older producers of transactional id %q: %w (%w)", t.key, err, aerr)
 		}
+		t.fenceOpen = false
 		return fmt.Errorf("fencing older producers of transactional id %q: %w", t.key, err)
 	}
-	return t.r.pub.EndTransaction(ctx, false)
+	if err := t.r.pub.EndTransaction(ctx, false); err != nil {
+		return err
+	}
+	t.fenceOpen = false
+	return nil
 }
 
 // ensureTopic creates the checkpoint topic when missing (whatever
