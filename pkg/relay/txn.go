@@ -319,10 +319,9 @@ func (t *transactions) finish(ctx context.Context) error {
 		wait := retryBackoff(attempt)
 		t.r.log.Warn("kafka transaction failed; aborting it and producing its records again in a new one",
 			"records", len(t.cur), "checkpoint_lsn", t.last.String(), "attempt", attempt+1, "retry_in", wait.String(), "err", err)
-		if aerr := t.r.pub.EndTransaction(context.WithoutCancel(ctx), false); aerr != nil && isFenced(aerr) {
-			return t.fatal(aerr)
+		if err := t.abort(ctx); err != nil {
+			return err
 		}
-		t.inTxn = false
 		select {
 		case <-ctx.Done():
 			return t.fatal(ctx.Err())
@@ -351,6 +350,31 @@ func (t *transactions) finish(ctx context.Context) error {
 				t.cur = append(t.cur, out) // settled already: its ack (or its dead letter's) comes at commit
 				t.mu.Unlock()
 			}
+		}
+	}
+}
+
+// abort aborts the open Kafka transaction, trying again (with backoff)
+// while the broker cannot be reached: franz-go stays in a transaction it
+// could not end, and nothing can begin before it is.
+func (t *transactions) abort(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		err := t.r.pub.EndTransaction(context.WithoutCancel(ctx), false)
+		if err == nil {
+			t.inTxn = false
+			return nil
+		}
+		if isFenced(err) {
+			return t.fatal(err)
+		}
+		wait := retryBackoff(attempt)
+		t.r.log.Warn("cannot abort the kafka transaction yet; retrying", "retry_in", wait.String(), "err", err)
+		select {
+		case <-ctx.Done():
+			return t.fatal(ctx.Err())
+		case <-t.r.fail.done:
+			return t.r.fail.err()
+		case <-time.After(wait):
 		}
 	}
 }
