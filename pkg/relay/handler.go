@@ -146,20 +146,27 @@ func (h *handler) SessionStart(ctx context.Context, s replication.Session) error
 		return err
 	}
 	h.server = s
-	if t := h.r.txns; t != nil {
-		if t.fenced {
-			if why != "" {
-				t.restart(s.SlotConfirmed, s)
-			}
-			return nil // this process's own state is newer than any checkpoint
-		}
-		return h.startFromCheckpoint(ctx, s)
+	if t := h.r.txns; t != nil && t.fenced && why != "" {
+		t.restart(s.SlotConfirmed, s)
 	}
 	return nil
 }
 
-// startFromCheckpoint, at the first session of exactly-once delivery,
-// fences older producers of the transactional id and reads the last
+// SessionStreaming, with exactly-once delivery, starts from the checkpoint
+// at the first session that got the slot (startFromCheckpoint). Later
+// sessions keep this process's own state, which is newer than any
+// checkpoint. Only a process holding the slot fences: a standby that
+// found the slot free between two sessions of the active one, and lost
+// the race for it, never stops the active one.
+func (h *handler) SessionStreaming(ctx context.Context) error {
+	if t := h.r.txns; t != nil && !t.fenced {
+		return h.startFromCheckpoint(ctx, h.server)
+	}
+	return nil
+}
+
+// startFromCheckpoint, at the first session of exactly-once delivery
+// holding the slot, fences older producers of the transactional id and reads the last
 // committed checkpoint (transactions.start), then skips what it covers:
 // every transaction committed before its LSN, and the INSERTs of the
 // transaction it ended inside that were published. The slot may be

@@ -139,3 +139,25 @@ func TestHandlerSessionStartWaitsForOldHistory(t *testing.T) {
 		}
 	})
 }
+
+// With exactly-once delivery SessionStart does not fence (nor read the
+// checkpoint): the session does not hold the slot before START_REPLICATION,
+// and a standby that found the slot free between two sessions of the
+// active one would stop the active one and then lose the slot to it.
+// SessionStreaming does, once. (The transactions here have no publisher:
+// a Kafka call from SessionStart would panic.)
+func TestHandlerSessionStartDoesNotFence(t *testing.T) {
+	h := sessionHandler()
+	h.r.txns = &transactions{r: h.r, wake: make(chan struct{}, 1)}
+	s := replication.Session{SystemID: "1", Timeline: 1, XLogPos: 0x9000, SlotConfirmed: 0x800}
+	if err := h.SessionStart(t.Context(), s); err != nil {
+		t.Fatalf("SessionStart: %v", err)
+	}
+	if h.r.txns.fenced {
+		t.Error("SessionStart fenced")
+	}
+	h.r.txns.fenced = true // as after the first SessionStreaming
+	if err := h.SessionStreaming(t.Context()); err != nil {
+		t.Fatalf("SessionStreaming after the first: %v", err)
+	}
+}

@@ -273,6 +273,7 @@ func (nopHandler) Message(context.Context, *pglogrepl.LogicalDecodingMessage, pg
 }
 func (nopHandler) Commit(context.Context, *pglogrepl.CommitMessage) error { return nil }
 func (nopHandler) SessionLost()                                           {}
+func (nopHandler) SessionStreaming(context.Context) error                 { return nil }
 func (nopHandler) SessionStart(context.Context, Session) error            { return nil }
 
 // benchStream returns a Stream with handler h that has seen the outbox

@@ -109,6 +109,8 @@ func (r *recorder) Commit(_ context.Context, m *pglogrepl.CommitMessage) error {
 	return nil
 }
 func (r *recorder) SessionLost() { r.add(event{kind: "lost"}) }
+
+func (r *recorder) SessionStreaming(context.Context) error { return nil }
 func (r *recorder) SessionStart(_ context.Context, sess Session) error {
 	r.add(event{kind: "start", session: sess})
 	return r.startErr

@@ -43,6 +43,9 @@ func (s *Stream) session(ctx context.Context) (streamed bool, err error) {
 	if err := w.StartReplication(ctx, startReplicationSQL(s.cfg.Slot, s.cfg.Publications)); err != nil {
 		return false, fmt.Errorf("starting replication on slot %q: %w", s.cfg.Slot, err)
 	}
+	if err := s.handler.SessionStreaming(ctx); err != nil {
+		return true, permanent(fmt.Errorf("starting to stream from slot %q: %w", s.cfg.Slot, err))
+	}
 	s.log.Info("streaming from slot", "slot", s.cfg.Slot, "publications", s.cfg.Publications, "confirmed", s.cp.Confirmed().String())
 	s.streaming.Store(true)
 	defer s.streaming.Store(false)

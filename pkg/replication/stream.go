@@ -50,6 +50,11 @@ type Handler interface {
 	// any status update: what the Checkpointer confirms from then on is
 	// reported to this server. An error stops the stream for good.
 	SessionStart(ctx context.Context, s Session) error
+	// SessionStreaming is called once START_REPLICATION succeeded, before
+	// the first message is read and before any status update: the session
+	// holds the slot now (Postgres lets one process at a time stream from
+	// it). An error stops the stream for good.
+	SessionStreaming(ctx context.Context) error
 }
 
 // Session is what a session's connection says about the server and the
