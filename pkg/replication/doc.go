@@ -18,7 +18,9 @@
 // confirmed_flush_lsn, and hands both to Handler.SessionStart before it starts
 // replication and before it sends any status update: the Handler decides
 // what its position means on this server (the same WAL history as the last
-// session, or another one after a failover or a restore). A slot another
+// session, or another one after a failover or a restore). Once
+// START_REPLICATION succeeded, and the session holds the slot, it calls
+// Handler.SessionStreaming, before reading the first message. A slot another
 // process streams from fails the session (ErrSlotActive) and is retried.
 //
 // The stream keeps the relation cache (Relation messages precede the first
