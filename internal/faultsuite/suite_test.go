@@ -252,6 +252,7 @@ func testSigkill(t *testing.T, row *result, d delivery) {
 		// unconfirmed, or later, in the steady stream.
 		delay := time.Duration(rng.Int64N(int64(1200 * time.Millisecond)))
 		var deadline time.Time
+		var firstAck time.Duration
 		caught := false
 		for deadline.IsZero() || time.Now().Before(deadline) {
 			if s, err := readSlot(t.Context(), f.dsn); !caught && err == nil && s.confirmed >= start.current {
@@ -262,6 +263,7 @@ func testSigkill(t *testing.T, row *result, d delivery) {
 			if deadline.IsZero() {
 				if n, err := p.metricSum(t.Context(), "walrelay_events_published_total"); err == nil && n > 0 {
 					deadline = time.Now().Add(delay)
+					firstAck = time.Since(p.started)
 				} else if time.Since(p.started) > time.Minute {
 					t.Fatalf("run %d had no record acknowledged within a minute (last error: %v)", i, err)
 				}
@@ -289,7 +291,7 @@ func testSigkill(t *testing.T, row *result, d delivery) {
 				ahead = fmt.Sprintf("; checkpoint %s ahead of the slot's %s", cp.LSN, after.confirmed)
 			}
 		}
-		t.Logf("run %02d: killed %s after its first ack, %.0f records acked%s", i, delay.Round(time.Millisecond), acked, ahead)
+		t.Logf("run %02d: first ack %s after the start, killed %s after it, %.0f records acked%s", i, firstAck.Round(time.Millisecond), delay.Round(time.Millisecond), acked, ahead)
 	}
 	final := mustSlot(t, f.dsn)
 	confirmedAt = append(confirmedAt, final.confirmed)
