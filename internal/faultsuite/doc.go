@@ -1,8 +1,8 @@
 // Package faultsuite is walrelay's fault-injection suite; it holds tests
 // only (see docs/reliability.md).
 //
-// Each scenario runs walrelay as a separate process (the binary built once
-// by TestMain from cmd/walrelay, configured with WALRELAY_* variables)
+// Each scenario runs walrelay as a separate process (the binary built by
+// the test from cmd/walrelay, configured with WALRELAY_* variables)
 // against a real Postgres and an in-process kfake broker, while concurrent
 // writers commit outbox transactions together with a ledger of what they
 // committed. It injects one kind of fault (SIGKILL of the relay, the broker
@@ -13,6 +13,15 @@
 // internal/verify: nothing lost, nothing invented, every value its
 // payload, per-key first occurrences in commit order; duplicates are
 // counted and reported.
+//
+// Every scenario runs twice, a row each: with walrelay's default
+// at-least-once delivery, and with relay.delivery=exactly_once (rows named
+// "<scenario> (exactly-once)"), where the suite reads back as a
+// read_committed consumer, dead-letter topic included, and duplicates fail
+// the scenario. The exactly-once standby takeover freezes the active
+// process (SIGSTOP) instead of killing it and requires it, continued after
+// the standby took over, to exit fenced. TestZombieCannotCommit looks at
+// such a zombie closely: it commits nothing once fenced.
 //
 // TestFaultSuite prints the table of results at the end and writes it as
 // Markdown to $WALRELAY_FAULT_REPORT when set. WALRELAY_SOAK=1 runs longer

@@ -1,8 +1,6 @@
 package faultsuite
 
 import (
-	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -10,24 +8,23 @@ import (
 	"github.com/walrelay/walrelay/internal/testenv"
 )
 
-// relayBin is the walrelay binary built by TestMain; binDir holds it and
-// is removed by TestFaultSuite's cleanup (testenv.Main exits the process,
-// so TestMain cannot clean up after m.Run).
-var relayBin, binDir string
+// relayBin is the walrelay binary the scenarios run, built by
+// buildRelay.
+var relayBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "walrelay-faultsuite-")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "faultsuite: FAIL: creating a directory for the walrelay binary: %v\n", err)
-		os.Exit(1)
-	}
-	bin := filepath.Join(dir, "walrelay")
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// buildRelay builds cmd/walrelay into the test's temporary directory
+// (removed when the test ends) and sets relayBin. Every top-level test
+// that runs walrelay calls it first; top-level tests run one after another,
+// so relayBin is the running test's. (testenv.Main exits the process, so
+// TestMain could not remove a binary it built.)
+func buildRelay(t *testing.T) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "walrelay")
 	cmd := exec.Command("go", "build", "-o", bin, "github.com/walrelay/walrelay/cmd/walrelay")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		_ = os.RemoveAll(dir)
-		fmt.Fprintf(os.Stderr, "faultsuite: FAIL: building walrelay: %v\n%s", err, out)
-		os.Exit(1)
+		t.Fatalf("building walrelay: %v\n%s", err, out)
 	}
-	relayBin, binDir = bin, dir
-	testenv.Main(m)
+	relayBin = bin
 }

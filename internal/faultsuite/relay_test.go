@@ -12,12 +12,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -33,10 +35,11 @@ type relayProc struct {
 	err      error // Wait's result, set before done is closed
 }
 
-// relayEnv is the configuration every relay in the suite gets; scenarios
-// append to it (later entries win).
-func relayEnv(dsn string, brokers []string) []string {
+// relayEnv is the configuration every relay in the suite gets, in
+// delivery mode d; scenarios append to it (later entries win).
+func relayEnv(dsn string, brokers []string, d delivery) []string {
 	return []string{
+		"WALRELAY_RELAY_DELIVERY=" + string(d),
 		"WALRELAY_POSTGRES_DSN=" + dsn,
 		"WALRELAY_POSTGRES_SLOT=" + slotFor(dsn),
 		"WALRELAY_KAFKA_BROKERS=" + strings.Join(brokers, ","),
@@ -148,6 +151,33 @@ func (p *relayProc) stop(timeout time.Duration) error {
 	}
 }
 
+// signal sends sig to the process (SIGSTOP, SIGCONT); it fails the test
+// when the process is gone.
+func (p *relayProc) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("sending %s to walrelay %s: %v", sig, p.name, err)
+	}
+}
+
+// waitExit waits up to timeout for the process to exit on its own and
+// returns its exit code, or fails the test.
+func (p *relayProc) waitExit(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		t.Fatalf("walrelay %s still running %s later", p.name, timeout)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// logHas reports whether the process's log has a line containing s.
+func (p *relayProc) logHas(s string) bool {
+	b, err := os.ReadFile(p.logPath)
+	return err == nil && strings.Contains(string(b), s)
+}
+
 // peakRSS returns VmHWM (peak resident set size) from /proc/<pid>/status,
 // in bytes.
 func (p *relayProc) peakRSS() (int64, error) {
@@ -180,8 +210,9 @@ func (p *relayProc) readyz() (int, string) {
 }
 
 // metricSum scrapes the process's /metrics and returns the sum of the
-// family's samples over all label values (counters and gauges).
-func (p *relayProc) metricSum(ctx context.Context, name string) (float64, error) {
+// family's samples over all label values (counters and gauges), or over
+// those with the labels given as name=value pairs.
+func (p *relayProc) metricSum(ctx context.Context, name string, labels ...string) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.httpAddr+"/metrics", nil)
@@ -203,9 +234,22 @@ func (p *relayProc) metricSum(ctx context.Context, name string) (float64, error)
 	}
 	var sum float64
 	for _, m := range fams[name].GetMetric() {
-		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		if hasLabels(m.GetLabel(), labels) {
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
 	}
 	return sum, nil
+}
+
+// hasLabels reports whether the sample has every name=value label pair.
+func hasLabels(have []*dto.LabelPair, want []string) bool {
+	for _, kv := range want {
+		name, value, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(have, func(l *dto.LabelPair) bool { return l.GetName() == name && l.GetValue() == value }) {
+			return false
+		}
+	}
+	return true
 }
 
 // slotFor names the scenario's slot after its DSN: slots are

@@ -24,11 +24,12 @@ import (
 	"github.com/walrelay/walrelay/pkg/localpg"
 )
 
-// scenario is one fault and how the suite checks walrelay through it. run
-// fills the row's counts (from the verifier), recovery and notes.
+// scenario is one fault and how the suite checks walrelay through it, in
+// a delivery mode. run fills the row's counts (from the verifier),
+// recovery and notes.
 type scenario struct {
 	name string
-	run  func(t *testing.T, row *result)
+	run  func(t *testing.T, row *result, d delivery)
 }
 
 var scenarios = []scenario{
@@ -43,34 +44,41 @@ var scenarios = []scenario{
 	{"large-transaction", testLargeTransaction},
 }
 
-// TestFaultSuite runs every scenario (in parallel, up to -parallel at a
-// time), then logs the table and writes it to $WALRELAY_FAULT_REPORT.
+// TestFaultSuite runs every scenario in every delivery mode (in parallel,
+// up to -parallel at a time), then logs the table and writes it to
+// $WALRELAY_FAULT_REPORT. A scenario's exactly-once row comes right after
+// its at-least-once one.
 func TestFaultSuite(t *testing.T) {
-	t.Cleanup(func() { _ = os.RemoveAll(binDir) })
+	buildRelay(t)
 	var res results
+	var names []string
 	start := time.Now()
 	t.Run("scenarios", func(t *testing.T) {
 		for _, sc := range scenarios {
-			t.Run(sc.name, func(t *testing.T) {
-				t.Parallel()
-				row := result{scenario: sc.name}
-				begin := time.Now()
-				defer func() {
-					notes := []string{row.notes, fmt.Sprintf("ran %s", time.Since(begin).Round(time.Second))}
-					if t.Failed() {
-						notes[0] = "FAILED " + notes[0]
-					}
-					row.notes = strings.Join(notes, "; ")
-					res.add(row)
-				}()
-				sc.run(t, &row)
-			})
+			for _, d := range deliveries {
+				name := d.row(sc.name)
+				names = append(names, name)
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					row := result{scenario: name}
+					begin := time.Now()
+					defer func() {
+						notes := []string{row.notes}
+						if row.readNote != "" {
+							notes = append(notes, row.readNote)
+						}
+						notes = append(notes, fmt.Sprintf("ran %s", time.Since(begin).Round(time.Second)))
+						if t.Failed() {
+							notes[0] = "FAILED " + notes[0]
+						}
+						row.notes = strings.Join(notes, "; ")
+						res.add(row)
+					}()
+					sc.run(t, &row, d)
+				})
+			}
 		}
 	})
-	names := make([]string, len(scenarios))
-	for i, sc := range scenarios {
-		names[i] = sc.name
-	}
 	table := res.markdown(names)
 	mode := "make test sizes"
 	if soak() {
@@ -87,28 +95,35 @@ func TestFaultSuite(t *testing.T) {
 }
 
 // fixture is a scenario's database (setup done, workload schema created),
-// broker and relay environment.
+// broker, delivery mode and relay environment.
 type fixture struct {
 	dsn    string
 	broker *testenv.Broker
+	d      delivery
 	env    []string
 	adm    *kadm.Client
 }
 
-func newFixture(t *testing.T, kopts ...kfake.Opt) *fixture {
+func newFixture(t *testing.T, d delivery, kopts ...kfake.Opt) *fixture {
 	t.Helper()
 	dsn := testenv.Postgres(t).NewDatabase(t)
-	return newFixtureOn(t, dsn, kopts...)
+	return newFixtureOn(t, dsn, d, kopts...)
 }
 
-func newFixtureOn(t *testing.T, dsn string, kopts ...kfake.Opt) *fixture {
+func newFixtureOn(t *testing.T, dsn string, d delivery, kopts ...kfake.Opt) *fixture {
 	t.Helper()
 	prepareDB(t, dsn)
 	b := testenv.Kafka(t, kopts...)
 	if b.Cluster == nil {
 		t.Skip("fault injection needs the in-process kfake broker; WALRELAY_TEST_KAFKA_BROKERS or the docker backend is set")
 	}
-	return &fixture{dsn: dsn, broker: b, env: relayEnv(dsn, b.Addrs()), adm: kadm.NewClient(b.Client(t))}
+	return &fixture{dsn: dsn, broker: b, d: d, env: relayEnv(dsn, b.Addrs(), d), adm: kadm.NewClient(b.Client(t))}
+}
+
+// verify is verifyRun on the fixture.
+func (f *fixture) verify(t *testing.T, w *workload) (verify.Report, kafkaRead) {
+	t.Helper()
+	return verifyRun(t, f.dsn, f.broker.Addrs(), w, f.d)
 }
 
 var defaultLoad = workloadOpts{writers: 3, pause: 20 * time.Millisecond}
@@ -152,8 +167,9 @@ func stopClean(t *testing.T, p *relayProc) {
 	}
 }
 
-func fill(row *result, rep verify.Report) {
+func fill(row *result, rep verify.Report, read kafkaRead) {
 	row.committed, row.delivered, row.lost, row.duplicates = rep.Committed, rep.Delivered, rep.Lost, rep.Duplicates
+	row.readNote = read.note
 }
 
 // recoverAfter measures one fault end: the WAL position now must be
@@ -203,9 +219,22 @@ func sigkillEnv(t *testing.T, env []string) ([]string, string) {
 // slot's confirmed_flush_lsn moved (read when the next run starts, no
 // relay running) confirmed nothing: its successor re-sends all it
 // published, and what its predecessors left unconfirmed, again.
-func testSigkill(t *testing.T, row *result) {
-	f := newFixture(t)
+//
+// With exactly-once delivery there must be no duplicates: a killed run's
+// open Kafka transaction is aborted when the next run fences the
+// transactional id, and the next run skips what the last committed
+// checkpoint covers. The scenario counts the kills that left the
+// checkpoint ahead of the slot's confirmed_flush_lsn (committed to Kafka,
+// not yet confirmed to Postgres), where only the checkpoint keeps the
+// next run from publishing again.
+func testSigkill(t *testing.T, row *result, d delivery) {
+	f := newFixture(t, d)
 	env, interval := sigkillEnv(t, f.env)
+	var txnID string
+	if d == exactlyOnce {
+		txnID = transactionalID(t, f.dsn)
+	}
+	checkpointAhead := 0
 	w := startWorkload(t, f.dsn, defaultLoad)
 	cycles := pick(20, 100)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
@@ -223,6 +252,7 @@ func testSigkill(t *testing.T, row *result) {
 		// unconfirmed, or later, in the steady stream.
 		delay := time.Duration(rng.Int64N(int64(1200 * time.Millisecond)))
 		var deadline time.Time
+		var firstAck time.Duration
 		caught := false
 		for deadline.IsZero() || time.Now().Before(deadline) {
 			if s, err := readSlot(t.Context(), f.dsn); !caught && err == nil && s.confirmed >= start.current {
@@ -233,6 +263,7 @@ func testSigkill(t *testing.T, row *result) {
 			if deadline.IsZero() {
 				if n, err := p.metricSum(t.Context(), "walrelay_events_published_total"); err == nil && n > 0 {
 					deadline = time.Now().Add(delay)
+					firstAck = time.Since(p.started)
 				} else if time.Since(p.started) > time.Minute {
 					t.Fatalf("run %d had no record acknowledged within a minute (last error: %v)", i, err)
 				}
@@ -247,7 +278,20 @@ func testSigkill(t *testing.T, row *result) {
 		if s.confirmed < s.current {
 			midStream++
 		}
-		t.Logf("run %02d: killed %s after its first ack, %.0f records acked", i, delay.Round(time.Millisecond), acked)
+		ahead := ""
+		if d == exactlyOnce {
+			// Read after the kill: the checkpoint a killed run left is
+			// final, and the slot no longer moves.
+			cp, err := readCheckpoint(t.Context(), f.broker.Addrs(), txnID)
+			if err != nil {
+				t.Fatalf("reading the checkpoint after kill %d: %v", i, err)
+			}
+			if after := mustSlot(t, f.dsn); cp.LSN > after.confirmed {
+				checkpointAhead++
+				ahead = fmt.Sprintf("; checkpoint %s ahead of the slot's %s", cp.LSN, after.confirmed)
+			}
+		}
+		t.Logf("run %02d: first ack %s after the start, killed %s after it, %.0f records acked%s", i, firstAck.Round(time.Millisecond), delay.Round(time.Millisecond), acked, ahead)
 	}
 	final := mustSlot(t, f.dsn)
 	confirmedAt = append(confirmedAt, final.confirmed)
@@ -260,9 +304,9 @@ func testSigkill(t *testing.T, row *result) {
 			unconfirmed++
 		}
 	}
-	rep, _ := verifyRun(t, f.dsn, f.broker.Addrs(), w)
+	rep, read := f.verify(t, w)
 	stopClean(t, p)
-	fill(row, rep)
+	fill(row, rep, read)
 	row.recovery = maxRec
 	share := 0.0
 	if rep.Delivered > 0 {
@@ -270,16 +314,24 @@ func testSigkill(t *testing.T, row *result) {
 	}
 	dups := fmt.Sprintf("duplicates %.1f per kill (%d / %d kills), %.1f%% of the rows delivered", float64(rep.Duplicates)/float64(cycles), rep.Duplicates, cycles, share)
 	t.Logf("%s; %s; %d of %d kills before the run confirmed anything", interval, dups, unconfirmed, cycles)
-	row.notes = fmt.Sprintf("%s; %d SIGKILLs 0-1.2s after the run's first broker ack (none before it), %d with the slot behind the WAL, %d before the run confirmed anything; %s; recovery (start → WAL at start confirmed) measured on the %d runs that got there",
-		interval, cycles, midStream, unconfirmed, dups, measured)
+	ack := "broker ack"
+	if d == exactlyOnce {
+		ack = "Kafka commit"
+		dups = fmt.Sprintf("%s; %d kills left the checkpoint ahead of the slot", dups, checkpointAhead)
+	}
+	row.notes = fmt.Sprintf("%s; %d SIGKILLs 0-1.2s after the run's first %s (none before it), %d with the slot behind the WAL, %d before the run confirmed anything; %s; recovery (start → WAL at start confirmed) measured on the %d runs that got there",
+		interval, cycles, ack, midStream, unconfirmed, dups, measured)
 	if midStream < cycles*3/4 {
 		t.Errorf("only %d of %d kills happened mid-stream; the scenario is too weak", midStream, cycles)
+	}
+	if d == exactlyOnce && checkpointAhead == 0 {
+		t.Errorf("no kill left the checkpoint ahead of the slot: no run had to skip what only the checkpoint said was on Kafka")
 	}
 }
 
 // testBrokerDown closes the kfake cluster for a while and recreates it on
 // the same port from its data directory (kfake.DataDir persistence).
-func testBrokerDown(t *testing.T, row *result) {
+func testBrokerDown(t *testing.T, row *result, d delivery) {
 	dsn := testenv.Postgres(t).NewDatabase(t)
 	prepareDB(t, dsn)
 	if os.Getenv(testenv.EnvKafkaBrokers) != "" || os.Getenv(testenv.EnvBackend) == testenv.BackendDocker {
@@ -300,7 +352,7 @@ func testBrokerDown(t *testing.T, row *result) {
 	adm := kadm.NewClient(admCl)
 
 	w := startWorkload(t, dsn, defaultLoad)
-	p := startRelay(t, "relay", relayEnv(dsn, brokers))
+	p := startRelay(t, "relay", relayEnv(dsn, brokers, d))
 	waitPublished(t, adm, 500, time.Minute)
 	outages, downFor := pick(2, 6), pick(3*time.Second, 10*time.Second)
 	var maxRec time.Duration
@@ -323,17 +375,17 @@ func testBrokerDown(t *testing.T, row *result) {
 	if heldBack != outages {
 		t.Errorf("the slot was held back in %d of %d outages; the outage did not bite", heldBack, outages)
 	}
-	rep, _ := verifyRun(t, dsn, brokers, w)
+	rep, read := verifyRun(t, dsn, brokers, w, d)
 	stopClean(t, p)
-	fill(row, rep)
+	fill(row, rep, read)
 	row.recovery = maxRec
 	row.notes = fmt.Sprintf("%d outages of %s: kfake closed, recreated on the same port from its DataDir", outages, downFor)
 }
 
 // testProduceResponseLost answers produce requests with REQUEST_TIMED_OUT
 // after kfake applied them.
-func testProduceResponseLost(t *testing.T, row *result) {
-	f := newFixture(t)
+func testProduceResponseLost(t *testing.T, row *result, d delivery) {
+	f := newFixture(t, d)
 	w := startWorkload(t, f.dsn, defaultLoad)
 	p := startRelay(t, "relay", f.env)
 	waitPublished(t, f.adm, 200, time.Minute)
@@ -354,17 +406,17 @@ func testProduceResponseLost(t *testing.T, row *result) {
 		t.Fatal("the REQUEST_TIMED_OUT fault never hit a produce request")
 	}
 	requireRunning(t, p, "after lost produce responses")
-	rep, _ := verifyRun(t, f.dsn, f.broker.Addrs(), w)
+	rep, read := f.verify(t, w)
 	stopClean(t, p)
-	fill(row, rep)
+	fill(row, rep, read)
 	row.recovery = maxRec
 	row.notes = fmt.Sprintf("%d episodes, %d produce responses replaced by REQUEST_TIMED_OUT after the append", episodes, hits)
 }
 
 // testLeadersMoving moves partition leaders around a 3-broker cluster
 // while the relay publishes.
-func testLeadersMoving(t *testing.T, row *result) {
-	f := newFixture(t, kfake.NumBrokers(3))
+func testLeadersMoving(t *testing.T, row *result, d delivery) {
+	f := newFixture(t, d, kfake.NumBrokers(3))
 	w := startWorkload(t, f.dsn, defaultLoad)
 	p := startRelay(t, "relay", f.env)
 	waitPublished(t, f.adm, 200, time.Minute)
@@ -392,18 +444,18 @@ func testLeadersMoving(t *testing.T, row *result) {
 		t.Fatal("nothing was published while leaders moved")
 	}
 	requireRunning(t, p, "after leader moves")
-	rep, _ := verifyRun(t, f.dsn, f.broker.Addrs(), w)
+	rep, read := f.verify(t, w)
 	stopClean(t, p)
-	fill(row, rep)
+	fill(row, rep, read)
 	row.recovery = maxRec
 	row.notes = fmt.Sprintf("3 brokers, %d ShufflePartitionLeaders + %d MoveTopicPartition", shuffles, moves)
 }
 
 // testPostgresRestart stops a private cluster with -m immediate and
 // restarts it, with the relay and the writers running.
-func testPostgresRestart(t *testing.T, row *result) {
+func testPostgresRestart(t *testing.T, row *result, d delivery) {
 	c := testenv.PrivateCluster(t, localpg.Options{})
-	f := newFixtureOn(t, c.DSN("postgres"))
+	f := newFixtureOn(t, c.DSN("postgres"), d)
 	w := startWorkload(t, f.dsn, defaultLoad)
 	p := startRelay(t, "relay", f.env)
 	waitPublished(t, f.adm, 200, time.Minute)
@@ -425,9 +477,9 @@ func testPostgresRestart(t *testing.T, row *result) {
 		maxRec = max(maxRec, recoverAfter(t, f.dsn, time.Now()))
 		requireRunning(t, p, "across a Postgres restart")
 	}
-	rep, _ := verifyRun(t, f.dsn, f.broker.Addrs(), w)
+	rep, read := f.verify(t, w)
 	stopClean(t, p)
-	fill(row, rep)
+	fill(row, rep, read)
 	row.recovery = maxRec
 	row.notes = fmt.Sprintf("%d × pg_ctl stop -m immediate, 2s down, restart; same relay process", crashes)
 	if rep.Duplicates != 0 { // not asserted: see testWalsenderTerminated
@@ -436,8 +488,8 @@ func testPostgresRestart(t *testing.T, row *result) {
 }
 
 // testWalsenderTerminated terminates the slot's walsender repeatedly.
-func testWalsenderTerminated(t *testing.T, row *result) {
-	f := newFixture(t)
+func testWalsenderTerminated(t *testing.T, row *result, d delivery) {
+	f := newFixture(t, d)
 	w := startWorkload(t, f.dsn, defaultLoad)
 	p := startRelay(t, "relay", f.env)
 	waitPublished(t, f.adm, 200, time.Minute)
@@ -456,9 +508,9 @@ func testWalsenderTerminated(t *testing.T, row *result) {
 		t.Errorf("terminated the walsender %d times of %d; the slot was not active every time", terminated, cycles)
 	}
 	requireRunning(t, p, "after walsender terminations")
-	rep, _ := verifyRun(t, f.dsn, f.broker.Addrs(), w)
+	rep, read := f.verify(t, w)
 	stopClean(t, p)
-	fill(row, rep)
+	fill(row, rep, read)
 	row.recovery = maxRec
 	row.notes = fmt.Sprintf("%d × pg_terminate_backend(walsender); same relay process", terminated)
 	if rep.Duplicates != 0 {
@@ -472,8 +524,8 @@ func testWalsenderTerminated(t *testing.T, row *result) {
 
 // testPoisonRows mixes rows of every error class into the workload's
 // transactions under the default policy dlq.
-func testPoisonRows(t *testing.T, row *result) {
-	f := newFixture(t)
+func testPoisonRows(t *testing.T, row *result, d delivery) {
+	f := newFixture(t, d)
 	const forbidden = "forbidden"
 	fault := f.broker.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topicPrefix + forbidden, Err: kerr.TopicAuthorizationFailed, Count: -1})
 	str := func(s string) *string { return &s }
@@ -491,7 +543,7 @@ func testPoisonRows(t *testing.T, row *result) {
 	requireRunning(t, p, "with poison rows (policy dlq)")
 	w.stop()
 	rec := waitCaughtUp(t, f.dsn, 2*time.Minute)
-	rep, read := verifyRun(t, f.dsn, f.broker.Addrs(), w)
+	rep, read := f.verify(t, w)
 	stopClean(t, p)
 	if fault.Hits() == 0 {
 		t.Error("the TOPIC_AUTHORIZATION_FAILED fault never hit")
@@ -509,18 +561,42 @@ func testPoisonRows(t *testing.T, row *result) {
 		}
 		parts = append(parts, fmt.Sprintf("%s %d", class, read.deadLetterClasses[class]))
 	}
-	fill(row, rep)
+	fill(row, rep, read)
 	row.recovery = rec
 	row.notes = "dead-lettered: " + strings.Join(parts, ", ") + "; recovery = writers stop → caught up"
 }
 
-// testStandby runs two relays on one slot, kills the active one, and
+// testStandby runs two relays on one slot, takes the active one away, and
 // checks the standby takes over and that the two never published at the
-// same time (per partition, producer ids form contiguous blocks).
-func testStandby(t *testing.T, row *result) {
-	f := newFixture(t)
+// same time (per partition, producers form contiguous blocks).
+//
+// At least once, the active one is SIGKILLed. Exactly once, it becomes a
+// zombie: it is frozen with SIGSTOP while it has records in an open Kafka
+// transaction (freezeInTransaction) and its walsender is terminated with
+// pg_terminate_backend, standing for wal_sender_timeout (60s by default:
+// only then would Postgres drop a client that froze, and free the slot).
+// The standby takes the slot, fencing the transactional id, and confirms
+// the WAL written before the freeze; then the zombie is continued
+// (SIGCONT): it must exit 1 saying it was fenced, and its open
+// transaction, aborted by the fence, must reach no read_committed
+// consumer: every event once.
+func testStandby(t *testing.T, row *result, d delivery) {
+	f := newFixture(t, d)
 	w := startWorkload(t, f.dsn, defaultLoad)
-	active, standby := waitRoles(t, startRelay(t, "a0", f.env), startRelay(t, "b0", f.env))
+	var active, standby *relayProc
+	if d == exactlyOnce {
+		// The standby joins a running relay. Two exactly-once processes
+		// whose first sessions start at the same moment (both find the
+		// slot free) both fence the transactional id, and the one the
+		// other fenced exits 1 (pkg/relay's
+		// TestExactlyOnceFencedWhileFencing): no pair to test.
+		active = startRelay(t, "a0", f.env)
+		waitReady(t, active)
+		standby = startRelay(t, "b0", f.env)
+		waitStandby(t, standby)
+	} else {
+		active, standby = waitRoles(t, startRelay(t, "a0", f.env), startRelay(t, "b0", f.env))
+	}
 	rounds := pick(3, 15)
 	var takeovers []time.Duration
 	var maxRec time.Duration
@@ -529,42 +605,64 @@ func testStandby(t *testing.T, row *result) {
 		waitPublished(t, f.adm, published(t, f.adm)+100, time.Minute)
 		time.Sleep(500*time.Millisecond + time.Duration(rng.Int64N(int64(1500*time.Millisecond))))
 		target := mustSlot(t, f.dsn).current
-		killed := time.Now()
-		active.kill()
+		gone := time.Now()
+		if d == exactlyOnce {
+			freezeInTransaction(t, active, f.adm)
+			terminateWalsender(t, f.dsn)
+		} else {
+			active.kill()
+		}
 		for {
 			if code, _ := standby.readyz(); code == 200 {
 				break
 			}
-			if time.Since(killed) > time.Minute {
-				t.Fatalf("standby %s not ready a minute after the active one was killed", standby.name)
+			if time.Since(gone) > time.Minute {
+				t.Fatalf("standby %s not ready a minute after the active one was taken away", standby.name)
 			}
 			requireRunning(t, standby, "waiting to take over")
 			time.Sleep(20 * time.Millisecond)
 		}
-		takeovers = append(takeovers, time.Since(killed))
-		maxRec = max(maxRec, waitConfirmed(t, f.dsn, target, killed, 2*time.Minute))
+		takeovers = append(takeovers, time.Since(gone))
+		maxRec = max(maxRec, waitConfirmed(t, f.dsn, target, gone, 2*time.Minute))
+		if d == exactlyOnce {
+			requireFenced(t, active, time.Minute)
+			requireRunning(t, standby, "after the zombie was continued")
+		}
 		next := startRelay(t, fmt.Sprintf("s%d", i+1), f.env)
 		waitStandby(t, next)
 		active, standby = standby, next
 	}
-	rep, read := verifyRun(t, f.dsn, f.broker.Addrs(), w)
+	rep, read := f.verify(t, w)
 	if bad := verify.ProducerInterleavings(read.records); len(bad) > 0 {
 		t.Errorf("two instances published concurrently: %d interleavings, e.g. %v", len(bad), bad[:min(5, len(bad))])
 	}
-	producers := map[int64]bool{}
+	// One producer per active instance: at least once a producer id each;
+	// exactly once one transactional id, so one producer id, and an epoch
+	// per Kafka transaction (KIP-890 bumps it at each), fences included.
+	producers, ids := map[verify.Producer]bool{}, map[int64]bool{}
 	for _, r := range read.records {
-		producers[r.ProducerID] = true
+		producers[verify.ProducerOf(r)] = true
+		ids[r.ProducerID] = true
 	}
 	if len(producers) < rounds+1 {
-		t.Errorf("records carry %d producer ids, want at least %d (one per active instance)", len(producers), rounds+1)
+		t.Errorf("records carry %d producers (id/epoch), want at least %d (one per active instance)", len(producers), rounds+1)
+	}
+	if d == exactlyOnce && len(ids) != 1 {
+		t.Errorf("records carry %d producer ids, want 1 (one transactional id)", len(ids))
 	}
 	stopClean(t, active)
 	stopClean(t, standby)
-	fill(row, rep)
+	fill(row, rep, read)
 	row.recovery = maxRec
 	slices.Sort(takeovers)
-	row.notes = fmt.Sprintf("%d takeovers (SIGKILL of the active → standby /readyz 200): max %s, median %s; %d producer ids, never interleaved",
-		rounds, takeovers[len(takeovers)-1].Round(time.Millisecond), takeovers[len(takeovers)/2].Round(time.Millisecond), len(producers))
+	how := "SIGKILL of the active → standby /readyz 200"
+	who := fmt.Sprintf("%d producer ids", len(ids))
+	if d == exactlyOnce {
+		how = "SIGSTOP of the active with a Kafka transaction open, its walsender terminated → standby /readyz 200"
+		who = fmt.Sprintf("each zombie, continued once the standby had confirmed the WAL of the freeze, exited 1 fenced; 1 producer id, %d epochs", len(producers))
+	}
+	row.notes = fmt.Sprintf("%d takeovers (%s): max %s, median %s; %s, never interleaved",
+		rounds, how, takeovers[len(takeovers)-1].Round(time.Millisecond), takeovers[len(takeovers)/2].Round(time.Millisecond), who)
 }
 
 // waitRoles waits until one relay streams and the other reports the slot
@@ -585,6 +683,20 @@ func waitRoles(t *testing.T, a, b *relayProc) (*relayProc, *relayProc) {
 			t.Fatalf("no active/standby pair within a minute: %s: %d %q; %s: %d %q", a.name, ca, ba, b.name, cb, bb)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitReady waits until p's /readyz answers 200: it streams.
+func waitReady(t *testing.T, p *relayProc) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		if code, _ := p.readyz(); code == 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("walrelay %s not ready within a minute", p.name)
+		}
+		requireRunning(t, p, "before it was ready")
 	}
 }
 
@@ -609,18 +721,11 @@ func waitStandby(t *testing.T, p *relayProc) {
 
 // testLargeTransaction commits one transaction of many rows and checks it
 // drains with the relay's peak RSS bounded by the in-flight caps.
-func testLargeTransaction(t *testing.T, row *result) {
+func testLargeTransaction(t *testing.T, row *result, d delivery) {
 	const maxRSS = 150 << 20
-	f := newFixture(t)
+	f := newFixture(t, d)
 	p := startRelay(t, "relay", f.env)
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		if code, _ := p.readyz(); code == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("relay not ready within a minute")
-		}
-	}
+	waitReady(t, p)
 	rows := pick(100_000, 1_000_000)
 	// A million rows (and their ledger, with the payloads' md5) take
 	// longer than testenv.Exec allows on a loaded machine.
@@ -640,7 +745,20 @@ INSERT INTO expected SELECT id, 'bulk', aggregateid, i / 100 + 1, digest FROM o`
 	if err != nil {
 		t.Fatalf("reading peak RSS: %v", err)
 	}
-	rep, _ := verifyRun(t, f.dsn, f.broker.Addrs(), nil)
+	spans := ""
+	if d == exactlyOnce {
+		// Nothing else was committed: every Kafka transaction of the
+		// process's holds rows of the one Postgres transaction.
+		n, err := p.metricSum(t.Context(), "walrelay_kafka_transactions_total", "result=committed")
+		if err != nil {
+			t.Fatalf("reading walrelay_kafka_transactions_total: %v", err)
+		}
+		if n < 2 {
+			t.Errorf("the transaction of %d rows went out in %.0f Kafka transactions, want it split by the in-flight caps", rows, n)
+		}
+		spans = fmt.Sprintf(" in %.0f Kafka transactions", n)
+	}
+	rep, read := f.verify(t, nil)
 	stopClean(t, p)
 	if rep.Committed != rows {
 		t.Errorf("ledger has %d events, want %d", rep.Committed, rows)
@@ -648,7 +766,7 @@ INSERT INTO expected SELECT id, 'bulk', aggregateid, i / 100 + 1, digest FROM o`
 	if peak >= maxRSS {
 		t.Errorf("peak RSS %d MiB, want < %d MiB", peak>>20, maxRSS>>20)
 	}
-	fill(row, rep)
+	fill(row, rep, read)
 	row.recovery = drain
-	row.notes = fmt.Sprintf("one transaction of %d rows; walrelay peak RSS (VmHWM) %d MiB (bound %d MiB); recovery = COMMIT → confirmed", rows, peak>>20, maxRSS>>20)
+	row.notes = fmt.Sprintf("one transaction of %d rows%s; walrelay peak RSS (VmHWM) %d MiB (bound %d MiB); recovery = COMMIT → confirmed", rows, spans, peak>>20, maxRSS>>20)
 }

@@ -11,15 +11,20 @@
 // violations of first occurrences, plus samples of each problem for the
 // failure message.
 //
-// At-least-once delivery allows duplicates, so Check counts them and never
-// calls them an error; what it calls errors (Report.Err) are: a committed
-// event missing, a record whose id no committed event has (a rolled-back
-// event, or garbage), a record under another key than its event's, a
-// record whose value is not its event's payload, and, per key, first
-// occurrences out of commit (version) order or spread over partitions.
+// At-least-once delivery allows duplicates, so Check counts them and
+// Report.Err never calls them an error; what it calls errors are: a
+// committed event missing, a record whose id no committed event has (a
+// rolled-back event, or garbage), a record under another key than its
+// event's, a record whose value is not its event's payload, and, per key,
+// first occurrences out of commit (version) order or spread over
+// partitions. Exactly-once delivery promises a read_committed consumer
+// every event once: Report.ErrExactlyOnce adds duplicates to those errors.
 //
 // ProducerInterleavings checks a different property: that two relay
-// instances never published at the same time.
+// instances never published at the same time. A producer is a producer id
+// and epoch: with exactly-once delivery every walrelay process of a slot
+// has the same transactional id, so the same producer id, and a new
+// process fences the older ones by bumping the epoch.
 //
 // It does not read Kafka or Postgres: the suite does.
 package verify
@@ -50,13 +55,16 @@ type Event struct {
 
 // Record is one record read from Kafka.
 type Record struct {
-	ID         string // header id, or walrelay.outbox.id on a dead-letter record
-	Key        string
-	Digest     string // of the value, as Event.Digest; not compared on a dead-letter record
-	Topic      string
-	Partition  int32
-	Offset     int64
-	ProducerID int64
+	ID        string // header id, or walrelay.outbox.id on a dead-letter record
+	Key       string
+	Digest    string // of the value, as Event.Digest; not compared on a dead-letter record
+	Topic     string
+	Partition int32
+	Offset    int64
+	// ProducerID and ProducerEpoch are the producer that wrote the
+	// record's batch (kgo.Record's fields of the same names).
+	ProducerID    int64
+	ProducerEpoch int16
 	// DeadLetter marks a record read from the dead-letter topic: it counts
 	// as a delivery of its event but takes no part in key and order checks.
 	DeadLetter bool
@@ -107,6 +115,17 @@ func (r Report) Err() error {
 	return errors.New(b.String())
 }
 
+// ErrExactlyOnce is Err for exactly-once delivery as a read_committed
+// consumer sees it: duplicates are an error too.
+func (r Report) ErrExactlyOnce() error {
+	err := r.Err()
+	if r.Duplicates == 0 {
+		return err
+	}
+	dup := fmt.Errorf("verify: %d duplicates under exactly-once delivery, e.g. %s", r.Duplicates, strings.Join(r.DuplicateIDs, ", "))
+	return errors.Join(err, dup)
+}
+
 // String is a one-line summary.
 func (r Report) String() string {
 	return fmt.Sprintf("committed=%d delivered=%d (dead-lettered %d) lost=%d duplicates=%d invented=%d misrouted=%d corrupted=%d order_violations=%d",
@@ -132,10 +151,7 @@ func Check(ledger []Event, rolledBack []string, records []Record) Report {
 		aborted[id] = true
 	}
 
-	recs := slices.Clone(records)
-	slices.SortStableFunc(recs, func(a, b Record) int {
-		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
-	})
+	recs := sortedByPlace(records)
 
 	seen := make(map[string]bool, len(ledger))
 	onlyDLQ := make(map[string]bool)
@@ -211,31 +227,44 @@ func (r *Report) sample(list *[]string, s string) {
 	}
 }
 
+// Producer identifies who wrote a record: a producer id and its epoch.
+// Idempotent producers get a new id per process (epoch 0); transactional
+// ones keep the transactional id's producer id and bump the epoch.
+type Producer struct {
+	ID    int64
+	Epoch int16
+}
+
+func (p Producer) String() string { return fmt.Sprintf("%d/%d", p.ID, p.Epoch) }
+
+// ProducerOf is the producer that wrote r.
+func ProducerOf(r Record) Producer { return Producer{r.ProducerID, r.ProducerEpoch} }
+
 // ProducerInterleavings reports, per partition, every place where a
-// producer id reappears after another producer id wrote in between: two
-// instances publishing at the same time. With one active instance at a
-// time (each new process gets a new producer id), each partition's
-// producer ids form contiguous blocks. Dead-letter records are included:
-// they are published by the same producer. Records may come in any order.
+// producer (id and epoch) reappears after another producer wrote in
+// between: two instances publishing at the same time. With one active
+// instance at a time (each new process is a new producer id, or with
+// exactly-once delivery a new epoch of the same one), each partition's
+// producers form contiguous blocks. Dead-letter records are included: they
+// are published by the same producer. Records may come in any order.
 func ProducerInterleavings(records []Record) []string {
-	recs := slices.Clone(records)
-	slices.SortStableFunc(recs, func(a, b Record) int {
-		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
-	})
+	recs := sortedByPlace(records)
 	var out []string
 	for i := 0; i < len(recs); {
 		j := i
 		for j < len(recs) && recs[j].Topic == recs[i].Topic && recs[j].Partition == recs[i].Partition {
 			j++
 		}
-		done := map[int64]bool{}
-		for k := i; k < j; k++ {
-			if k > i && recs[k].ProducerID != recs[k-1].ProducerID {
-				done[recs[k-1].ProducerID] = true
-				if done[recs[k].ProducerID] {
-					out = append(out, fmt.Sprintf("%s[%d]@%d: producer %d writes again after producer %d",
-						recs[k].Topic, recs[k].Partition, recs[k].Offset, recs[k].ProducerID, recs[k-1].ProducerID))
-				}
+		done := map[Producer]bool{}
+		for k := i + 1; k < j; k++ {
+			cur, prev := ProducerOf(recs[k]), ProducerOf(recs[k-1])
+			if cur == prev {
+				continue
+			}
+			done[prev] = true
+			if done[cur] {
+				out = append(out, fmt.Sprintf("%s[%d]@%d: producer %s writes again after producer %s",
+					recs[k].Topic, recs[k].Partition, recs[k].Offset, cur, prev))
 			}
 		}
 		i = j
@@ -243,19 +272,25 @@ func ProducerInterleavings(records []Record) []string {
 	return out
 }
 
-// ProducerBlocks returns, per "topic[partition]", the producer ids in the
+// ProducerBlocks returns, per "topic[partition]", the producers in the
 // order their blocks appear; for reports.
-func ProducerBlocks(records []Record) map[string][]int64 {
+func ProducerBlocks(records []Record) map[string][]Producer {
+	out := map[string][]Producer{}
+	for _, r := range sortedByPlace(records) {
+		k := fmt.Sprintf("%s[%d]", r.Topic, r.Partition)
+		if b := out[k]; len(b) == 0 || b[len(b)-1] != ProducerOf(r) {
+			out[k] = append(b, ProducerOf(r))
+		}
+	}
+	return out
+}
+
+// sortedByPlace returns a copy of records sorted by topic, partition and
+// offset.
+func sortedByPlace(records []Record) []Record {
 	recs := slices.Clone(records)
 	slices.SortStableFunc(recs, func(a, b Record) int {
 		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
 	})
-	out := map[string][]int64{}
-	for _, r := range recs {
-		k := fmt.Sprintf("%s[%d]", r.Topic, r.Partition)
-		if b := out[k]; len(b) == 0 || b[len(b)-1] != r.ProducerID {
-			out[k] = append(b, r.ProducerID)
-		}
-	}
-	return out
+	return recs
 }

@@ -147,6 +147,11 @@ func TestProducerInterleavings(t *testing.T) {
 	pr := func(p int32, off, producer int64) Record {
 		return Record{Topic: "t", Partition: p, Offset: off, ProducerID: producer}
 	}
+	// epoch is a record of producer id 7 (one transactional id) at an
+	// epoch: each walrelay process with exactly-once delivery.
+	epoch := func(p int32, off int64, e int16) Record {
+		return Record{Topic: "t", Partition: p, Offset: off, ProducerID: 7, ProducerEpoch: e}
+	}
 	for _, tc := range []struct {
 		name    string
 		records []Record
@@ -159,6 +164,8 @@ func TestProducerInterleavings(t *testing.T) {
 		{name: "interleaved", records: []Record{pr(0, 0, 1), pr(0, 1, 2), pr(0, 2, 1)}, want: 1},
 		{name: "interleaved on one partition only", records: []Record{pr(0, 0, 1), pr(0, 1, 2), pr(1, 0, 1), pr(1, 1, 2), pr(1, 2, 1), pr(1, 3, 2)}, want: 2},
 		{name: "same producer on separate partitions", records: []Record{pr(0, 0, 2), pr(1, 0, 1), pr(1, 1, 2)}, want: 0},
+		{name: "epochs of one producer id take over", records: []Record{epoch(0, 0, 0), epoch(0, 1, 0), epoch(0, 2, 1), epoch(0, 3, 2)}, want: 0},
+		{name: "a fenced epoch writes again", records: []Record{epoch(0, 0, 0), epoch(0, 1, 1), epoch(0, 2, 0)}, want: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := ProducerInterleavings(tc.records); len(got) != tc.want {
@@ -166,8 +173,30 @@ func TestProducerInterleavings(t *testing.T) {
 			}
 		})
 	}
-	blocks := ProducerBlocks([]Record{pr(0, 0, 1), pr(0, 1, 1), pr(0, 2, 2), pr(1, 0, 3)})
-	if got := blocks["t[0]"]; len(got) != 2 || got[0] != 1 || got[1] != 2 {
-		t.Errorf("ProducerBlocks t[0] = %v, want [1 2]", got)
+	blocks := ProducerBlocks([]Record{pr(0, 0, 1), pr(0, 1, 1), pr(0, 2, 2), pr(1, 0, 3), epoch(2, 0, 0), epoch(2, 1, 1)})
+	if got := blocks["t[0]"]; len(got) != 2 || got[0] != (Producer{ID: 1}) || got[1] != (Producer{ID: 2}) {
+		t.Errorf("ProducerBlocks t[0] = %v, want [1/0 2/0]", got)
+	}
+	if got := blocks["t[2]"]; len(got) != 2 || got[0] != (Producer{ID: 7}) || got[1] != (Producer{ID: 7, Epoch: 1}) {
+		t.Errorf("ProducerBlocks t[2] = %v, want [7/0 7/1]", got)
+	}
+}
+
+func TestErrExactlyOnce(t *testing.T) {
+	ledger := []Event{{ID: "a1", Key: "a", Version: 1}, {ID: "a2", Key: "a", Version: 2}}
+	once := Check(ledger, nil, []Record{rec("a1", "a", 0, 0), rec("a2", "a", 0, 1)})
+	if err := once.ErrExactlyOnce(); err != nil {
+		t.Errorf("every event once: ErrExactlyOnce() = %v", err)
+	}
+	twice := Check(ledger, nil, []Record{rec("a1", "a", 0, 0), rec("a2", "a", 0, 1), rec("a1", "a", 0, 2)})
+	if err := twice.Err(); err != nil {
+		t.Errorf("a duplicate: Err() = %v, want nil (at least once)", err)
+	}
+	if err := twice.ErrExactlyOnce(); err == nil || !strings.Contains(err.Error(), "1 duplicates under exactly-once delivery, e.g. a1 (outbox.event.order[0]@2)") {
+		t.Errorf("a duplicate: ErrExactlyOnce() = %v", err)
+	}
+	lostAndTwice := Check(ledger, nil, []Record{rec("a1", "a", 0, 0), rec("a1", "a", 0, 1)})
+	if err := lostAndTwice.ErrExactlyOnce(); err == nil || !strings.Contains(err.Error(), "1 lost") || !strings.Contains(err.Error(), "1 duplicates") {
+		t.Errorf("lost and a duplicate: ErrExactlyOnce() = %v", err)
 	}
 }
