@@ -3,8 +3,10 @@ package bench
 import (
 	"bytes"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -79,4 +81,67 @@ func TestJSONDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "json_default.golden", out.Bytes())
+}
+
+// deliveriesReport is a run comparing delivery modes: one 100-row backlog
+// drained three times in each mode, and one that failed.
+func deliveriesReport() *Report {
+	eos := func(rate, cpuUS float64, rss int64, txns int64) Drain {
+		d := drainOf(1000, rate, cpuUS, rss)
+		d.KafkaTransactions = txns
+		return d
+	}
+	b := BacklogResult{Shape: "tx100", Events: 1000, Transactions: 10, PayloadBytes: 260, WALBytes: 400000, BuildSeconds: 0.5,
+		FloorRuns: []Drain{drainOf(1000, 100000, 4, 4<<20), drainOf(1000, 110000, 4, 4<<20), drainOf(1000, 120000, 4, 4<<20)},
+		Deliveries: []DeliveryResult{
+			{Delivery: "at_least_once", Runs: []Drain{drainOf(1000, 120000, 3, 30<<20), drainOf(1000, 100000, 3.2, 29<<20), drainOf(1000, 110000, 2.9, 30<<20)}},
+			{Delivery: "exactly_once", Runs: []Drain{eos(90000, 3.6, 31<<20, 12), eos(99000, 3.4, 32<<20, 9), eos(80000, 3.9, 31<<20, 14)}},
+		},
+	}
+	b.summarize()
+	r := sampleReport()
+	r.Settings.Deliveries = []string{"at_least_once", "exactly_once"}
+	r.Backlogs = []BacklogResult{b, {Shape: "onetx", Events: 5000, Transactions: 1, Error: "walrelay exactly_once: walrelay put 4999 records on outbox.event.b2_onetx, want 5000\nmore"}}
+	return r
+}
+
+// TestSummarizeDeliveries checks each mode's medians and the ratio of
+// exactly_once's median events/s to at_least_once's.
+func TestSummarizeDeliveries(t *testing.T) {
+	b := deliveriesReport().Backlogs[0]
+	alo, eos := b.delivery("at_least_once"), b.delivery("exactly_once")
+	if alo == nil || eos == nil {
+		t.Fatalf("deliveries %+v: want both modes", b.Deliveries)
+	}
+	if alo.Walrelay.EventsPerSec != 110000 || eos.Walrelay.EventsPerSec != 90000 {
+		t.Errorf("medians %v / %v events/s, want 110000 / 90000", alo.Walrelay.EventsPerSec, eos.Walrelay.EventsPerSec)
+	}
+	if want := 90000.0 / 110000; math.Abs(b.ExactlyOnceRatio-want) > 1e-9 {
+		t.Errorf("exactly_once ratio = %v, want %v", b.ExactlyOnceRatio, want)
+	}
+	if b.ExactlyOnceStreamRatio <= 0 {
+		t.Errorf("exactly_once stream ratio = %v, want it set", b.ExactlyOnceStreamRatio)
+	}
+	if alo.MinRate != 100000 || alo.MaxRate != 120000 || eos.PeakRSSBytes != 32<<20 || eos.Walrelay.KafkaTransactions != 12 {
+		t.Errorf("exactly_once %+v, at_least_once %+v: want the spread, the largest RSS and the median run's transactions", *eos, *alo)
+	}
+	// The walrelay fields repeat the first mode's figures, not its runs.
+	if b.Walrelay != alo.Walrelay || b.Ratio != alo.Ratio || b.WalrelayPeakRSS != alo.PeakRSSBytes || b.WalrelayRuns != nil {
+		t.Errorf("walrelay fields %v, ratio %v, peak %v, %d runs; want the first mode's figures and no runs", b.Walrelay, b.Ratio, b.WalrelayPeakRSS, len(b.WalrelayRuns))
+	}
+}
+
+// TestTableDeliveries pins the table of a run comparing delivery modes:
+// a row per mode, and the exactly_once / at_least_once ratio line.
+func TestTableDeliveries(t *testing.T) {
+	var out bytes.Buffer
+	if err := deliveriesReport().WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "table_deliveries.golden", out.Bytes())
+	for _, want := range []string{"delivery at_least_once, exactly_once", "exactly_once / at_least_once", "0.82", "12 (0)", "83"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
 }
