@@ -261,7 +261,11 @@ func (e *env) backlog(ctx context.Context, idx int, b Backlog) (BacklogResult, e
 		line += fmt.Sprintf(", walrelay %s %s events/s (ratio %.2f)", d.Delivery, rate(d.Walrelay.EventsPerSec), d.Ratio)
 	}
 	if res.ExactlyOnceRatio > 0 {
-		line += fmt.Sprintf("; exactly_once / at_least_once %.2f", res.ExactlyOnceRatio)
+		line += fmt.Sprintf("; exactly_once / at_least_once %.2f (per repetition: median %.2f of", res.ExactlyOnceRatio, res.ExactlyOnceRepRatio)
+		for _, v := range res.ExactlyOnceRepRatios {
+			line += fmt.Sprintf(" %.2f", v)
+		}
+		line += ")"
 	}
 	progress(e.cfg, "%s", line)
 	return res, nil
@@ -309,6 +313,16 @@ func (b *BacklogResult) summarize() {
 			}
 			if r := medianDrain(alo.Runs, streamPerSec).StreamEventsPerSec; r > 0 {
 				b.ExactlyOnceStreamRatio = medianDrain(eos.Runs, streamPerSec).StreamEventsPerSec / r
+			}
+			// The runs are in repetition order, one per repetition.
+			for i := range min(len(alo.Runs), len(eos.Runs)) {
+				if r := alo.Runs[i].EventsPerSec; r > 0 {
+					b.ExactlyOnceRepRatios = append(b.ExactlyOnceRepRatios, eos.Runs[i].EventsPerSec/r)
+				}
+			}
+			if n := len(b.ExactlyOnceRepRatios); n > 0 {
+				s := slices.Sorted(slices.Values(b.ExactlyOnceRepRatios))
+				b.ExactlyOnceRepRatio = s[(n-1)/2]
 			}
 		}
 	}

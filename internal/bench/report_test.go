@@ -122,6 +122,16 @@ func TestSummarizeDeliveries(t *testing.T) {
 	if b.ExactlyOnceStreamRatio <= 0 {
 		t.Errorf("exactly_once stream ratio = %v, want it set", b.ExactlyOnceStreamRatio)
 	}
+	// Repetition by repetition: 90/120, 99/100, 80/110.
+	wantReps := []float64{0.75, 0.99, 80.0 / 110}
+	if len(b.ExactlyOnceRepRatios) != 3 || b.ExactlyOnceRepRatio != b.ExactlyOnceRepRatios[0] {
+		t.Fatalf("repetition ratios %v, median %v; want %v, median 0.75", b.ExactlyOnceRepRatios, b.ExactlyOnceRepRatio, wantReps)
+	}
+	for i, want := range wantReps {
+		if math.Abs(b.ExactlyOnceRepRatios[i]-want) > 1e-9 {
+			t.Errorf("repetition %d ratio = %v, want %v", i+1, b.ExactlyOnceRepRatios[i], want)
+		}
+	}
 	if alo.MinRate != 100000 || alo.MaxRate != 120000 || eos.PeakRSSBytes != 32<<20 || eos.Walrelay.KafkaTransactions != 12 {
 		t.Errorf("exactly_once %+v, at_least_once %+v: want the spread, the largest RSS and the median run's transactions", *eos, *alo)
 	}
@@ -139,7 +149,7 @@ func TestTableDeliveries(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "table_deliveries.golden", out.Bytes())
-	for _, want := range []string{"delivery at_least_once, exactly_once", "exactly_once / at_least_once", "0.82", "12 (0)", "83"} {
+	for _, want := range []string{"delivery at_least_once, exactly_once", "exactly_once / at_least_once", "0.82", "0.75 (0.73-0.99)", "12 (0)", "83"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
