@@ -34,7 +34,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // benchFlags are the flags that are not bench.Config fields as they are.
 type benchFlags struct {
-	jsonPath, backlogs, lives string
+	jsonPath, backlogs, lives, deliveries string
 }
 
 func benchCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -53,6 +53,12 @@ process (or uses --brokers), builds walrelay (or uses --walrelay-bin), and then:
   live      inserts at a steady rate while walrelay runs and a consumer reads,
             and reports commit-to-consume latency p50/p99/p99.9.
 
+With --delivery at_least_once,exactly_once each repetition drains every backlog once
+in each of walrelay's delivery modes (relay.delivery), interleaved, and the report
+compares them: events/s, their ratio, CPU per event, peak RSS, Kafka transactions.
+An exactly_once drain is counted with a read_committed consumer (transaction markers
+take offsets too). Backlogs only: add --live none.
+
 It prints a table on stdout and progress on stderr, and writes JSON with --json.
 Without flags it runs the default set (what make bench runs, about 4 minutes on
 2 cores).
@@ -65,7 +71,8 @@ or max.`,
   walrelay-bench --backlog single:50k --live none
   walrelay-bench --backlog none --live single@5000,tx10@20000,single@max --live-duration 30s
   walrelay-bench --walrelay-bin bin/walrelay --walrelay-env WALRELAY_KAFKA_LINGER=1ms
-  walrelay-bench --backlog single:500k --repeat 1 --live none --cpuprofile prof && go tool pprof -top prof/*.cpu.pprof`,
+  walrelay-bench --backlog single:500k --repeat 1 --live none --cpuprofile prof && go tool pprof -top prof/*.cpu.pprof
+  walrelay-bench --backlog single:200k,tx100:500k,onetx:500k --live none --delivery at_least_once,exactly_once`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -105,6 +112,7 @@ or max.`,
 	fs.StringVar(&cfg.WalrelayBin, "walrelay-bin", "", "walrelay binary to measure (default: go build ./cmd/walrelay)")
 	fs.StringArrayVar(&cfg.WalrelayEnv, "walrelay-env", nil, "extra WALRELAY_NAME=value for walrelay run (repeatable)")
 	fs.StringVar(&f.backlogs, "backlog", bench.FormatList(cfg.Backlogs), "backlogs as shape:N, comma-separated, or none")
+	fs.StringVar(&f.deliveries, "delivery", "", "walrelay's relay.delivery modes to drain each backlog in, comma-separated (at_least_once, exactly_once), interleaved and compared; backlogs only (default: at_least_once alone, reported as without this flag)")
 	fs.StringVar(&f.lives, "live", bench.FormatList(cfg.Lives), "live runs as shape@events-per-second (or @max), comma-separated, or none")
 	fs.DurationVar(&cfg.LiveDuration, "live-duration", cfg.LiveDuration, "measured duration of each live run (after a "+cfg.LiveWarmup.String()+" warm-up)")
 	fs.IntVar(&cfg.PayloadBytes, "payload-bytes", cfg.PayloadBytes, "approximate size of each event's jsonb payload")
@@ -118,7 +126,7 @@ or max.`,
 	return cmd
 }
 
-// apply parses the lists of measurements into cfg.
+// apply parses the lists of measurements and delivery modes into cfg.
 func (f *benchFlags) apply(cfg *bench.Config) error {
 	var err error
 	cfg.Backlogs, cfg.Lives = nil, nil
@@ -130,6 +138,11 @@ func (f *benchFlags) apply(cfg *bench.Config) error {
 	if f.lives != "none" {
 		if cfg.Lives, err = bench.ParseLives(f.lives); err != nil {
 			return fmt.Errorf("--live: %w", err)
+		}
+	}
+	if f.deliveries != "" {
+		if cfg.Deliveries, err = bench.ParseDeliveries(f.deliveries); err != nil {
+			return fmt.Errorf("--delivery: %w", err)
 		}
 	}
 	return nil

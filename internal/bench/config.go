@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/walrelay/walrelay/pkg/config"
 )
 
 // Config configures a harness run. Default returns the default set; the
@@ -58,6 +61,15 @@ type Config struct {
 	WalrelayEnv []string
 	// Backlogs are the backlog-drain measurements, in order.
 	Backlogs []Backlog
+	// Deliveries are the relay.delivery modes (config.AtLeastOnce,
+	// config.ExactlyOnce) walrelay drains each backlog in: each
+	// repetition drains it once per mode, each from a slot of its own,
+	// interleaved with pg_recvlogical's drain, so that the modes are
+	// compared on the same backlog under the same conditions. Empty, or
+	// at_least_once alone: walrelay's default, measured and reported as
+	// before this field existed. Backlogs only (no Lives): a live run's
+	// consumer reads uncommitted records.
+	Deliveries []string
 	// Lives are the live measurements, in order.
 	Lives []Live
 	// LiveDuration is how long each live measurement drives its rate,
@@ -180,8 +192,28 @@ func (c Config) Validate() error {
 	if c.LiveDuration < 0 || c.LiveWarmup < 0 {
 		bad("live duration/warmup", c.LiveDuration.String()+"/"+c.LiveWarmup.String(), "must not be negative")
 	}
-	if c.Repeat < 1 || c.Repeat > 25 {
-		bad("repeat", c.Repeat, "must be between 1 and 25 (two slots each)")
+	deliveries := c.deliveries()
+	seen := make(map[string]bool)
+	for _, d := range c.Deliveries {
+		switch {
+		case d != config.AtLeastOnce && d != config.ExactlyOnce:
+			bad("delivery", d, "want "+config.AtLeastOnce+" or "+config.ExactlyOnce)
+		case seen[d]:
+			bad("delivery", d, "given twice")
+		}
+		seen[d] = true
+	}
+	if c.comparesDeliveries() && len(c.Lives) > 0 {
+		bad("delivery", strings.Join(c.Deliveries, ","), "live runs measure at_least_once only; add --live none")
+	}
+	if seen[config.ExactlyOnce] && c.KfakeBlackhole {
+		bad("kfake-blackhole", c.KfakeBlackhole, "exactly_once drains are counted by consuming the topic, which a blackhole broker cannot serve")
+	}
+	// Slots per repetition: pg_recvlogical's and one per delivery mode,
+	// within the private cluster's max_replication_slots (64).
+	slots := 1 + len(deliveries)
+	if maxRepeat := 50 / slots; c.Repeat < 1 || c.Repeat > maxRepeat {
+		bad("repeat", c.Repeat, fmt.Sprintf("must be between 1 and %d (%s slots each)", maxRepeat, slotCount(slots)))
 	}
 	if c.Writers < 1 || c.Writers > 128 {
 		bad("writers", c.Writers, "must be between 1 and 128")
@@ -202,9 +234,43 @@ func (c Config) Validate() error {
 		bad("broker-command", "(empty)", "needed when no brokers are given")
 	}
 	for _, kv := range c.WalrelayEnv {
-		if k, _, ok := strings.Cut(kv, "="); !ok || !strings.HasPrefix(k, "WALRELAY_") {
+		k, _, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok || !strings.HasPrefix(k, "WALRELAY_"):
 			bad("walrelay-env", kv, "want WALRELAY_NAME=value")
+		case k == envDelivery:
+			// The harness counts an exactly-once drain's records
+			// differently, so it must know the mode.
+			bad("walrelay-env", kv, "give the delivery mode with --delivery")
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// envDelivery is walrelay's setting of relay.delivery, which the harness
+// sets itself for each drain when it compares modes.
+const envDelivery = "WALRELAY_RELAY_DELIVERY"
+
+// deliveries are the modes each backlog is drained in: Deliveries, or
+// walrelay's default alone.
+func (c Config) deliveries() []string {
+	if len(c.Deliveries) == 0 {
+		return []string{config.AtLeastOnce}
+	}
+	return c.Deliveries
+}
+
+// comparesDeliveries reports whether Deliveries asks for anything but
+// walrelay's default: then each drain is labelled with its mode, the
+// harness sets relay.delivery, and the report has the modes' results.
+func (c Config) comparesDeliveries() bool {
+	return len(c.Deliveries) > 1 || len(c.Deliveries) == 1 && c.Deliveries[0] != config.AtLeastOnce
+}
+
+// slotCount spells a small count of slots.
+func slotCount(n int) string {
+	if words := []string{"zero", "one", "two", "three"}; n < len(words) {
+		return words[n]
+	}
+	return strconv.Itoa(n)
 }

@@ -27,6 +27,20 @@ func TestValidate(t *testing.T) {
 		{"kfake default collector", func(c *Config) { c.KfakeHeapMiB = 0 }, ""},
 		{"blackhole with live runs", func(c *Config) { c.KfakeBlackhole = true }, "kfake-blackhole=true"},
 		{"blackhole for backlogs", func(c *Config) { c.KfakeBlackhole, c.Lives = true, nil }, ""},
+		{"deliveries compared", func(c *Config) { c.Deliveries, c.Lives = []string{"at_least_once", "exactly_once"}, nil }, ""},
+		{"at_least_once alone with live runs", func(c *Config) { c.Deliveries = []string{"at_least_once"} }, ""},
+		{"deliveries with live runs", func(c *Config) { c.Deliveries = []string{"at_least_once", "exactly_once"} }, "live runs measure at_least_once only"},
+		{"unknown delivery", func(c *Config) { c.Deliveries, c.Lives = []string{"exactly-once"}, nil }, "delivery=exactly-once"},
+		{"delivery twice", func(c *Config) { c.Deliveries, c.Lives = []string{"exactly_once", "exactly_once"}, nil }, "given twice"},
+		{"exactly_once on a blackhole", func(c *Config) {
+			c.Deliveries, c.Lives, c.KfakeBlackhole = []string{"exactly_once"}, nil, true
+		}, "kfake-blackhole=true: exactly_once"},
+		{"three slots per repetition", func(c *Config) {
+			c.Deliveries, c.Lives, c.Repeat = []string{"at_least_once", "exactly_once"}, nil, 17
+		}, "repeat=17: must be between 1 and 16 (three slots each)"},
+		{"25 repetitions of one mode", func(c *Config) { c.Repeat = 25 }, ""},
+		{"26 repetitions of one mode", func(c *Config) { c.Repeat = 26 }, "repeat=26: must be between 1 and 25 (two slots each)"},
+		{"delivery in walrelay-env", func(c *Config) { c.WalrelayEnv = []string{"WALRELAY_RELAY_DELIVERY=exactly_once"} }, "give the delivery mode with --delivery"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

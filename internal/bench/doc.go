@@ -26,7 +26,13 @@
 // shape, then has pg_recvlogical drain one slot to /dev/null up to the
 // backlog's end LSN and walrelay drain another until the slot's
 // confirmed_flush_lsn reaches that LSN (every record acknowledged by the
-// broker), Config.Repeat times each, alternating which goes first. A live
+// broker), Config.Repeat times each, alternating which goes first. With
+// Config.Deliveries walrelay drains each backlog once per repetition in
+// each of its delivery modes (relay.delivery), each from its own slot, the
+// drains taking turns to go first, and the report compares the modes; an
+// exactly-once drain's records are counted by a read_committed consumer
+// (transaction markers take offsets, aborted records are not delivered),
+// and walrelay's Kafka transactions read from its /metrics. A live
 // measurement runs walrelay, a franz-go consumer and writers inserting at
 // a paced rate, and reports commit-to-consume latency with walrelay's own
 // latency histograms. Every measurement also reports the share of the
@@ -40,20 +46,22 @@
 //
 //   - config.go: Config, Default (the `make bench` set) and Validate.
 //   - workload.go: shapes, backlogs and live rates, and the parsers of
-//     --backlog and --live.
+//     --backlog, --live and --delivery.
 //   - harness.go: Run, the order of the measurements, and a backlog's
 //     build and repetitions.
 //   - env.go: starting and stopping Postgres, the broker and walrelay for
 //     a run; building walrelay (BuildWalrelay).
 //   - db.go: the harness's objects in Postgres, the outbox rows' SQL and
 //     building a backlog.
-//   - drain.go: one drain by pg_recvlogical or by walrelay (Drain).
+//   - drain.go: one drain by pg_recvlogical or by walrelay (Drain), and
+//     counting what a drain put on the broker (committedRecords for
+//     exactly-once delivery).
 //   - slotwatch.go: sampling a slot's walsender, confirmed position and
 //     the walsender's CPU during a drain or live run.
 //   - live.go: one live measurement: the paced writers, the consumer and
 //     LiveResult.
 //   - metrics.go: latency quantiles, exact and from walrelay's /metrics
-//     histograms.
+//     histograms; its Kafka transactions.
 //   - profile.go: CPU profiles of walrelay (--cpuprofile).
 //   - broker.go: the kfake child (ServeKfake) and the harness's handle on
 //     it.
@@ -64,10 +72,14 @@
 //     RSS.
 //   - cpuacct.go: the share of the machine's CPU used by work outside the
 //     benchmark.
-//   - report.go: Report, its JSON and its table.
+//   - report.go: Report, its JSON and its table (with delivery modes
+//     compared, a row per mode and the exactly_once / at_least_once
+//     table).
 //
 // Tests sit in the file of what they test; harness_test.go runs Run end
-// to end (TestSmoke) and makes the test binary the kfake child;
+// to end (TestSmoke, TestSmokeDeliveries) and makes the test binary the
+// kfake child; report_test.go pins the table and JSON with golden files
+// in testdata/ (-update rewrites them);
 // produce_test.go is BenchmarkProduce (`make bench-go`), franz-go through
 // walrelay's publisher to kfake without Postgres.
 //

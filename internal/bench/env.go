@@ -214,8 +214,9 @@ func (e *env) close() error {
 
 // walrelayEnv is the configuration of `walrelay run` for slot, as
 // environment variables, with its HTTP listener (metrics, and the
-// profiler with Config.ProfileDir) on httpAddr.
-func (e *env) walrelayEnv(slot, httpAddr string) []string {
+// profiler with Config.ProfileDir) on httpAddr, and the drain's extra
+// settings (before Config.WalrelayEnv).
+func (e *env) walrelayEnv(slot, httpAddr string, extra ...string) []string {
 	env := []string{
 		"WALRELAY_POSTGRES_DSN=" + e.dsn,
 		"WALRELAY_POSTGRES_SLOT=" + slot,
@@ -231,13 +232,14 @@ func (e *env) walrelayEnv(slot, httpAddr string) []string {
 	if e.cfg.ProfileDir != "" {
 		env = append(env, "WALRELAY_HTTP_PPROF=true")
 	}
+	env = append(env, extra...)
 	return append(env, e.cfg.WalrelayEnv...)
 }
 
-// startWalrelay runs `walrelay run`; its stderr goes to a log in the work
-// directory.
-func (e *env) startWalrelay(name, slot, httpAddr string) (*proc, error) {
+// startWalrelay runs `walrelay run` with walrelayEnv; its stderr goes to a
+// log in the work directory.
+func (e *env) startWalrelay(name, slot, httpAddr string, extra ...string) (*proc, error) {
 	cmd := exec.Command(e.walrelay, "run")
-	cmd.Env = childEnv(e.walrelayEnv(slot, httpAddr)...)
+	cmd.Env = childEnv(e.walrelayEnv(slot, httpAddr, extra...)...)
 	return startProc("walrelay", cmd, filepath.Join(e.workDir, name+".walrelay.log"))
 }

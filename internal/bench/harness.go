@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/walrelay/walrelay/pkg/config"
 )
 
 // progress prints one line on cfg.Progress.
@@ -57,6 +59,9 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 			StatusInterval: cfg.StatusInterval.String(), WalrelayEnv: cfg.WalrelayEnv,
 			LiveSeconds: cfg.LiveDuration.Seconds(), LiveWarmupSecond: cfg.LiveWarmup.Seconds(),
 		},
+	}
+	if cfg.comparesDeliveries() {
+		r.Settings.Deliveries = cfg.Deliveries
 	}
 	if cfg.KfakeBlackhole {
 		r.Broker += ", blackhole produce"
@@ -131,9 +136,11 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	return r, nil
 }
 
-// backlog builds one backlog and measures both consumers draining it
-// cfg.Repeat times each, alternating which goes first, each from its own
-// slot created before the first row.
+// backlog builds one backlog and measures pg_recvlogical and walrelay (in
+// each delivery mode) draining it cfg.Repeat times each, each from its own
+// slot created before the first row. Each repetition runs the drains in
+// turn, its first drain the next one's last (with one mode: pg_recvlogical
+// and walrelay alternate which goes first).
 func (e *env) backlog(ctx context.Context, idx int, b Backlog) (BacklogResult, error) {
 	res := BacklogResult{Shape: b.Shape.String(), Events: b.N, Transactions: 1}
 	if b.Shape.RowsPerTx > 0 {
@@ -143,9 +150,22 @@ func (e *env) backlog(ctx context.Context, idx int, b Backlog) (BacklogResult, e
 	topic := "outbox.event." + agg
 	defer e.deleteTopic(ctx, topic)
 
+	modes, compare := e.cfg.deliveries(), e.cfg.comparesDeliveries()
+	if compare {
+		for _, m := range modes {
+			res.Deliveries = append(res.Deliveries, DeliveryResult{Delivery: m})
+		}
+	}
 	reps := e.cfg.Repeat
+	slots := func(r int) []string {
+		out := []string{floorSlotN(r)}
+		for _, m := range modes {
+			out = append(out, e.relaySlotN(r, m))
+		}
+		return out
+	}
 	for r := range reps {
-		for _, s := range []string{floorSlotN(r), relaySlotN(r)} {
+		for _, s := range slots(r) {
 			if err := e.db.createSlot(ctx, s); err != nil {
 				return res, err
 			}
@@ -175,7 +195,6 @@ func (e *env) backlog(ctx context.Context, idx int, b Backlog) (BacklogResult, e
 	progress(e.cfg, "  built %d events in %d transactions in %.1fs (%.0f MB of WAL, end %s)",
 		b.N, res.Transactions, res.BuildSeconds, float64(res.WALBytes)/1e6, end)
 
-	var base int64 // records on the topic before a walrelay drain
 	for r := range reps {
 		floor := func() error {
 			progress(e.cfg, "  [%d/%d] pg_recvlogical draining to /dev/null", r+1, reps)
@@ -187,91 +206,189 @@ func (e *env) backlog(ctx context.Context, idx int, b Backlog) (BacklogResult, e
 			progress(e.cfg, "  [%d/%d] pg_recvlogical: %.2fs, %s events/s", r+1, reps, d.Seconds, rate(d.EventsPerSec))
 			return nil
 		}
-		relay := func() error {
-			progress(e.cfg, "  [%d/%d] walrelay draining to the broker", r+1, reps)
-			seconds := 10 // the length of its profile: the floor's time, once known
-			if len(res.FloorRuns) > 0 {
-				seconds = int(math.Ceil(res.FloorRuns[len(res.FloorRuns)-1].Seconds))
+		relay := func(i int, mode string) func() error {
+			label, name := "walrelay", fmt.Sprintf("%s.%d", agg, r+1)
+			if compare {
+				label, name = "walrelay "+mode, name+"."+mode
 			}
-			d, err := e.runRelay(ctx, fmt.Sprintf("%s.%d", agg, r+1), relaySlotN(r), start, end, b.N, topic, base, seconds)
-			if err != nil {
-				return fmt.Errorf("walrelay: %w", err)
+			return func() error {
+				progress(e.cfg, "  [%d/%d] %s draining to the broker", r+1, reps, label)
+				seconds := 10 // the length of its profile: the floor's time, once known
+				if len(res.FloorRuns) > 0 {
+					seconds = int(math.Ceil(res.FloorRuns[len(res.FloorRuns)-1].Seconds))
+				}
+				run := relayRun{name: name, slot: e.relaySlotN(r, mode), delivery: mode, compare: compare,
+					start: start, target: end, n: b.N, topic: topic, profileSeconds: seconds}
+				d, err := e.runRelay(ctx, run)
+				if err != nil {
+					return fmt.Errorf("%s: %w", label, err)
+				}
+				if compare {
+					res.Deliveries[i].Runs = append(res.Deliveries[i].Runs, d)
+				} else {
+					res.WalrelayRuns = append(res.WalrelayRuns, d)
+				}
+				progress(e.cfg, "  [%d/%d] %s: %.2fs, %s events/s, %.2f µs CPU/event, peak RSS %.1f MiB%s",
+					r+1, reps, label, d.Seconds, rate(d.EventsPerSec), d.CPUPerEventUS, mib(d.PeakRSSBytes), kafkaTxns(d))
+				return nil
 			}
-			got, err := e.topicRecords(ctx, topic)
-			if err != nil {
-				return fmt.Errorf("counting records on %s: %w", topic, err)
-			}
-			d.BrokerRecords = got - base
-			if d.BrokerRecords != int64(b.N) {
-				return fmt.Errorf("walrelay put %d records on %s, want %d", d.BrokerRecords, topic, b.N)
-			}
-			base += int64(b.N)
-			res.WalrelayRuns = append(res.WalrelayRuns, d)
-			progress(e.cfg, "  [%d/%d] walrelay: %.2fs, %s events/s, %.2f µs CPU/event, peak RSS %.1f MiB",
-				r+1, reps, d.Seconds, rate(d.EventsPerSec), d.CPUPerEventUS, mib(d.PeakRSSBytes))
-			return nil
 		}
-		order := []func() error{floor, relay}
-		if r%2 == 1 {
-			order = []func() error{relay, floor}
+		steps := []func() error{floor}
+		for i, m := range modes {
+			steps = append(steps, relay(i, m))
 		}
-		for _, step := range order {
+		k := r % len(steps)
+		for _, step := range slices.Concat(steps[k:], steps[:k]) {
 			if err := step(); err != nil {
 				return res, err
 			}
 		}
 		// Release this repetition's WAL hold.
-		for _, s := range []string{floorSlotN(r), relaySlotN(r)} {
+		for _, s := range slots(r) {
 			if err := e.db.dropSlot(ctx, s); err != nil {
 				return res, err
 			}
 		}
 	}
 	res.summarize()
-	progress(e.cfg, "  median: pg_recvlogical %s events/s, walrelay %s events/s, ratio %.2f",
-		rate(res.Floor.EventsPerSec), rate(res.Walrelay.EventsPerSec), res.Ratio)
+	if !compare {
+		progress(e.cfg, "  median: pg_recvlogical %s events/s, walrelay %s events/s, ratio %.2f",
+			rate(res.Floor.EventsPerSec), rate(res.Walrelay.EventsPerSec), res.Ratio)
+		return res, nil
+	}
+	line := "  median: pg_recvlogical " + rate(res.Floor.EventsPerSec) + " events/s"
+	for _, d := range res.Deliveries {
+		line += fmt.Sprintf(", walrelay %s %s events/s (ratio %.2f)", d.Delivery, rate(d.Walrelay.EventsPerSec), d.Ratio)
+	}
+	if res.ExactlyOnceRatio > 0 {
+		line += fmt.Sprintf("; exactly_once / at_least_once %.2f (per repetition: median %.2f of", res.ExactlyOnceRatio, res.ExactlyOnceRepRatio)
+		for _, v := range res.ExactlyOnceRepRatios {
+			line += fmt.Sprintf(" %.2f", v)
+		}
+		line += ")"
+	}
+	progress(e.cfg, "%s", line)
 	return res, nil
 }
 
+// kafkaTxns describes an exactly-once drain's Kafka transactions for a
+// progress line; empty for other drains.
+func kafkaTxns(d Drain) string {
+	if d.KafkaTransactions == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d Kafka transactions (%d aborted)", d.KafkaTransactions, d.KafkaAborted)
+}
+
 func floorSlotN(r int) string { return fmt.Sprintf("%s_%d", floorSlot, r+1) }
-func relaySlotN(r int) string { return fmt.Sprintf("%s_%d", relaySlot, r+1) }
+
+// relaySlotN is walrelay's slot of repetition r in delivery mode; with
+// walrelay's default alone, as before modes were compared.
+func (e *env) relaySlotN(r int, mode string) string {
+	if !e.cfg.comparesDeliveries() {
+		return fmt.Sprintf("%s_%d", relaySlot, r+1)
+	}
+	return fmt.Sprintf("%s_%d_%s", relaySlot, r+1, mode)
+}
 
 // summarize picks the median runs and computes the ratios.
 func (b *BacklogResult) summarize() {
-	median := func(runs []Drain, by func(Drain) float64) Drain {
-		s := slices.Clone(runs)
-		slices.SortFunc(s, func(x, y Drain) int { return cmp.Compare(by(x), by(y)) })
-		return s[(len(s)-1)/2]
-	}
-	rate := func(d Drain) float64 { return d.EventsPerSec }
-	stream := func(d Drain) float64 { return d.StreamEventsPerSec }
-	floor, relay := median(b.FloorRuns, rate), median(b.WalrelayRuns, rate)
-	b.Floor, b.Walrelay = &floor, &relay
-	if floor.EventsPerSec > 0 {
-		b.Ratio = relay.EventsPerSec / floor.EventsPerSec
-	}
-	if f := median(b.FloorRuns, stream).StreamEventsPerSec; f > 0 {
-		b.StreamRatio = median(b.WalrelayRuns, stream).StreamEventsPerSec / f
-	}
-	b.WalrelayMinRate, b.WalrelayMaxRate = math.Inf(1), 0
-	for _, d := range b.WalrelayRuns {
-		b.WalrelayMinRate = min(b.WalrelayMinRate, d.EventsPerSec)
-		b.WalrelayMaxRate = max(b.WalrelayMaxRate, d.EventsPerSec)
-		b.WalrelayPeakRSS = max(b.WalrelayPeakRSS, d.PeakRSSBytes)
-	}
-	b.FloorMinRate, b.FloorMaxRate = math.Inf(1), 0
-	for _, d := range b.FloorRuns {
-		b.FloorMinRate = min(b.FloorMinRate, d.EventsPerSec)
-		b.FloorMaxRate = max(b.FloorMaxRate, d.EventsPerSec)
+	floor := medianDrain(b.FloorRuns, eventsPerSec)
+	b.Floor = &floor
+	b.FloorMinRate, b.FloorMaxRate = rateSpread(b.FloorRuns)
+	all := slices.Clone(b.FloorRuns)
+	if len(b.Deliveries) == 0 {
+		b.setWalrelay(summarizeRelay("", b.FloorRuns, b.WalrelayRuns))
+		all = append(all, b.WalrelayRuns...)
+	} else {
+		for i, d := range b.Deliveries {
+			b.Deliveries[i] = summarizeRelay(d.Delivery, b.FloorRuns, d.Runs)
+			all = append(all, d.Runs...)
+		}
+		b.setWalrelay(b.Deliveries[0])
+		alo, eos := b.delivery(config.AtLeastOnce), b.delivery(config.ExactlyOnce)
+		if alo != nil && eos != nil {
+			if r := alo.Walrelay.EventsPerSec; r > 0 {
+				b.ExactlyOnceRatio = eos.Walrelay.EventsPerSec / r
+			}
+			if r := medianDrain(alo.Runs, streamPerSec).StreamEventsPerSec; r > 0 {
+				b.ExactlyOnceStreamRatio = medianDrain(eos.Runs, streamPerSec).StreamEventsPerSec / r
+			}
+			// The runs are in repetition order, one per repetition.
+			for i := range min(len(alo.Runs), len(eos.Runs)) {
+				if r := alo.Runs[i].EventsPerSec; r > 0 {
+					b.ExactlyOnceRepRatios = append(b.ExactlyOnceRepRatios, eos.Runs[i].EventsPerSec/r)
+				}
+			}
+			if n := len(b.ExactlyOnceRepRatios); n > 0 {
+				s := slices.Sorted(slices.Values(b.ExactlyOnceRepRatios))
+				b.ExactlyOnceRepRatio = s[(n-1)/2]
+			}
+		}
 	}
 	b.OtherCPU = 0
-	for _, d := range append(slices.Clone(b.FloorRuns), b.WalrelayRuns...) {
+	for _, d := range all {
 		if d.OtherCPU < 0 {
 			b.OtherCPU = -1
 			break
 		}
 		b.OtherCPU = max(b.OtherCPU, d.OtherCPU)
 	}
+}
+
+// summarizeRelay summarizes walrelay's runs in one delivery mode against
+// pg_recvlogical's runs of the same backlog.
+func summarizeRelay(delivery string, floorRuns, runs []Drain) DeliveryResult {
+	d := DeliveryResult{Delivery: delivery, Runs: runs}
+	relay := medianDrain(runs, eventsPerSec)
+	d.Walrelay = &relay
+	if f := medianDrain(floorRuns, eventsPerSec).EventsPerSec; f > 0 {
+		d.Ratio = relay.EventsPerSec / f
+	}
+	if f := medianDrain(floorRuns, streamPerSec).StreamEventsPerSec; f > 0 {
+		d.StreamRatio = medianDrain(runs, streamPerSec).StreamEventsPerSec / f
+	}
+	d.MinRate, d.MaxRate = rateSpread(runs)
+	for _, r := range runs {
+		d.PeakRSSBytes = max(d.PeakRSSBytes, r.PeakRSSBytes)
+	}
+	return d
+}
+
+// setWalrelay fills the walrelay fields of b from d, except the runs.
+func (b *BacklogResult) setWalrelay(d DeliveryResult) {
+	b.Walrelay, b.Ratio, b.StreamRatio = d.Walrelay, d.Ratio, d.StreamRatio
+	b.WalrelayMinRate, b.WalrelayMaxRate, b.WalrelayPeakRSS = d.MinRate, d.MaxRate, d.PeakRSSBytes
+}
+
+// delivery returns the results in mode, or nil.
+func (b *BacklogResult) delivery(mode string) *DeliveryResult {
+	for i := range b.Deliveries {
+		if b.Deliveries[i].Delivery == mode {
+			return &b.Deliveries[i]
+		}
+	}
+	return nil
+}
+
+func eventsPerSec(d Drain) float64 { return d.EventsPerSec }
+func streamPerSec(d Drain) float64 { return d.StreamEventsPerSec }
+
+// medianDrain returns the median of runs by the figure by (the lower one
+// of an even count).
+func medianDrain(runs []Drain, by func(Drain) float64) Drain {
+	s := slices.Clone(runs)
+	slices.SortFunc(s, func(x, y Drain) int { return cmp.Compare(by(x), by(y)) })
+	return s[(len(s)-1)/2]
+}
+
+// rateSpread returns the lowest and highest events/s of runs.
+func rateSpread(runs []Drain) (lo, hi float64) {
+	lo = math.Inf(1)
+	for _, d := range runs {
+		lo, hi = min(lo, d.EventsPerSec), max(hi, d.EventsPerSec)
+	}
+	return lo, hi
 }
 
 // build writes the backlog, printing progress every 2s.

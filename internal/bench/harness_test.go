@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -168,6 +169,72 @@ func TestSmoke(t *testing.T) {
 	}
 	if back.Backlogs[0].Ratio != b.Ratio || back.Lives[0].Latency != l.Latency {
 		t.Errorf("JSON round trip changed the results")
+	}
+	t.Logf("\n%s", table.String())
+}
+
+// TestSmokeDeliveries drains one small backlog in both delivery modes end
+// to end and checks each mode's drain was counted as it must be: the
+// exactly-once one by a read_committed consumer, with its Kafka
+// transactions read from walrelay. It asserts nothing about speed.
+func TestSmokeDeliveries(t *testing.T) {
+	dsn := testenv.Postgres(t).NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "walrelay")
+	if err := BuildWalrelay(ctx, bin, raceBuildFlags...); err != nil {
+		t.Fatal(err)
+	}
+	const n = 2000
+	cfg := Config{
+		DSN:           dsn,
+		BrokerCommand: []string{os.Args[0], "kfake"},
+		WalrelayBin:   bin,
+		Backlogs:      []Backlog{{Shape: Shape{RowsPerTx: 10}, N: n}},
+		Deliveries:    []string{"exactly_once", "at_least_once"},
+		Repeat:        2,
+		Writers:       2,
+		StepTimeout:   2 * time.Minute,
+		Progress:      t.Output(),
+	}
+	r, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Backlogs) != 1 || r.Backlogs[0].Error != "" {
+		t.Fatalf("backlogs %+v: want one without error", r.Backlogs)
+	}
+	b := r.Backlogs[0]
+	if len(b.Deliveries) != 2 || b.Deliveries[0].Delivery != "exactly_once" || b.Deliveries[1].Delivery != "at_least_once" {
+		t.Fatalf("deliveries %+v: want exactly_once then at_least_once", b.Deliveries)
+	}
+	for _, d := range b.Deliveries {
+		if len(d.Runs) != 2 || d.Walrelay == nil {
+			t.Fatalf("%s: %d runs, median %v; want 2 and a median", d.Delivery, len(d.Runs), d.Walrelay)
+		}
+		for _, run := range d.Runs {
+			if run.BrokerRecords != n || run.EventsPerSec <= 0 || run.CPUSeconds <= 0 || run.PeakRSSBytes <= 0 {
+				t.Errorf("%s drain %+v: want %d records, positive rate, CPU and RSS", d.Delivery, run, n)
+			}
+			eos := d.Delivery == "exactly_once"
+			if eos != (run.KafkaTransactions > 0) || eos == (run.AckedSeconds > 0) {
+				t.Errorf("%s drain: %d Kafka transactions, acked at %.3fs; want transactions only in exactly_once, the acked time only in at_least_once",
+					d.Delivery, run.KafkaTransactions, run.AckedSeconds)
+			}
+		}
+	}
+	if b.ExactlyOnceRatio <= 0 || b.Walrelay != b.Deliveries[0].Walrelay || len(b.FloorRuns) != 2 {
+		t.Errorf("ratio %v, walrelay %v, %d floor runs; want a ratio, the first mode's median, 2 floor runs", b.ExactlyOnceRatio, b.Walrelay, len(b.FloorRuns))
+	}
+	if !slices.Equal(r.Settings.Deliveries, cfg.Deliveries) {
+		t.Errorf("settings' deliveries %q, want %q", r.Settings.Deliveries, cfg.Deliveries)
+	}
+	var table bytes.Buffer
+	if err := r.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "ratio = exactly_once / at_least_once") {
+		t.Errorf("table lacks the delivery comparison:\n%s", table.String())
 	}
 	t.Logf("\n%s", table.String())
 }

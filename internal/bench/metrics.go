@@ -114,19 +114,56 @@ func (h histograms) quantiles(before histograms, name string) *Quantiles {
 // scrapeHistograms reads every histogram from walrelay's /metrics; nil
 // when the scrape fails.
 func scrapeHistograms(ctx context.Context, addr string) histograms {
+	fams, err := scrape(ctx, addr)
+	if err != nil {
+		return nil
+	}
+	return histogramsOf(fams)
+}
+
+// scrape reads walrelay's /metrics.
+func scrape(ctx context.Context, addr string) (map[string]*dto.MetricFamily, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	body, err := get(ctx, "http://"+addr+"/metrics")
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	defer body.Close()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(body)
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("parsing walrelay's metrics: %w", err)
 	}
-	return histogramsOf(fams)
+	return fams, nil
+}
+
+// kafkaTxnsMetric counts exactly-once delivery's Kafka transactions, by
+// result (committed, aborted).
+const kafkaTxnsMetric = "walrelay_kafka_transactions_total"
+
+// kafkaTransactions reads walrelay's Kafka transactions so far, committed
+// and aborted, from its /metrics at addr.
+func kafkaTransactions(ctx context.Context, addr string) (committed, aborted int64, err error) {
+	fams, err := scrape(ctx, addr)
+	if err != nil {
+		return 0, 0, err
+	}
+	byResult := countersBy(fams[kafkaTxnsMetric], "result")
+	return int64(byResult["committed"]), int64(byResult["aborted"]), nil
+}
+
+// countersBy sums a counter family's values by the value of label.
+func countersBy(fam *dto.MetricFamily, label string) map[string]float64 {
+	out := make(map[string]float64)
+	for _, m := range fam.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == label {
+				out[l.GetValue()] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
 }
 
 // get fetches url (from walrelay's HTTP listener); the caller closes the

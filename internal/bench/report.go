@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/walrelay/walrelay/pkg/config"
 )
 
 // Report is the outcome of a run; it is written as JSON and as a table.
@@ -64,6 +68,9 @@ type Settings struct {
 	WalrelayEnv      []string `json:"walrelay_env,omitempty"`
 	LiveSeconds      float64  `json:"live_seconds"`
 	LiveWarmupSecond float64  `json:"live_warmup_seconds"`
+	// Deliveries are Config.Deliveries when the run compared delivery
+	// modes (empty: walrelay's default, at_least_once, alone).
+	Deliveries []string `json:"deliveries,omitempty"`
 }
 
 // BacklogResult is one backlog: building it, then the floor and walrelay
@@ -92,7 +99,42 @@ type BacklogResult struct {
 	OtherCPU     float64 `json:"max_other_cpu_share"`
 	FloorRuns    []Drain `json:"pg_recvlogical_runs,omitempty"`
 	WalrelayRuns []Drain `json:"walrelay_runs,omitempty"`
-	Error        string  `json:"error,omitempty"`
+	// Deliveries, when the run compared delivery modes
+	// (Config.Deliveries), are walrelay's drains in each mode, in the
+	// order given. The walrelay fields above then repeat the first
+	// mode's figures (its runs are only here).
+	Deliveries []DeliveryResult `json:"deliveries,omitempty"`
+	// ExactlyOnceRatio is exactly_once's median events/s over
+	// at_least_once's, when both ran; ExactlyOnceStreamRatio the same
+	// from the slot becoming active.
+	ExactlyOnceRatio       float64 `json:"exactly_once_ratio,omitempty"`
+	ExactlyOnceStreamRatio float64 `json:"exactly_once_stream_ratio,omitempty"`
+	// ExactlyOnceRepRatios are exactly_once's events/s over
+	// at_least_once's in each repetition (drains a few seconds apart, so
+	// under the most alike conditions the machine gives), and
+	// ExactlyOnceRepRatio their median. The drain rates of this machine
+	// are often bimodal; the ratio of the medians can then compare runs
+	// of different modes, which the repetitions' ratios do not.
+	ExactlyOnceRepRatios []float64 `json:"exactly_once_repetition_ratios,omitempty"`
+	ExactlyOnceRepRatio  float64   `json:"exactly_once_repetition_ratio,omitempty"`
+	Error                string    `json:"error,omitempty"`
+}
+
+// DeliveryResult is walrelay draining a backlog in one delivery mode,
+// Repeat times.
+type DeliveryResult struct {
+	Delivery string `json:"delivery"` // relay.delivery
+	// Walrelay is the median run by events/s; Ratio its events/s over
+	// pg_recvlogical's median, StreamRatio the same from the slot
+	// becoming active.
+	Walrelay    *Drain  `json:"walrelay,omitempty"`
+	Ratio       float64 `json:"ratio"`
+	StreamRatio float64 `json:"stream_ratio"`
+	// The spread over the runs, and the largest peak RSS of any.
+	MinRate      float64 `json:"min_events_per_sec"`
+	MaxRate      float64 `json:"max_events_per_sec"`
+	PeakRSSBytes int64   `json:"peak_rss_bytes"`
+	Runs         []Drain `json:"runs"`
 }
 
 // LiveOutcome is a live measurement or why it failed.
@@ -141,27 +183,51 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(s.WalrelayEnv) > 0 {
 		fmt.Fprintf(bw, ", %s", strings.Join(s.WalrelayEnv, " "))
 	}
+	compare := len(s.Deliveries) > 0
+	if compare {
+		fmt.Fprintf(bw, ", walrelay delivery %s (each backlog drained in each, interleaved)", strings.Join(s.Deliveries, ", "))
+	}
 	fmt.Fprintln(bw)
 
 	if len(r.Backlogs) > 0 {
 		fmt.Fprintf(bw, "\nBacklog drain: median events/s over %d runs each (min-max), from process start; ratio = walrelay / pg_recvlogical;\nother CPU = share of the machine used by processes outside the benchmark (worst run)\n", s.Repeat)
 		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
-		const header = "shape\tevents\tbuild s\tpg_recvlogical ev/s\twalrelay ev/s\tratio\tratio excl. startup\tCPU µs/ev (pg_recvlogical/walrelay)\twalrelay peak RSS MiB\twalsender CPU µs/ev (floor/walrelay)\tkfake CPU µs/ev\tother CPU\t"
+		header := "shape\tevents\tbuild s\tpg_recvlogical ev/s\twalrelay ev/s\tratio\tratio excl. startup\tCPU µs/ev (pg_recvlogical/walrelay)\twalrelay peak RSS MiB\twalsender CPU µs/ev (floor/walrelay)\tkfake CPU µs/ev\tother CPU\t"
+		if compare {
+			header = strings.Replace(header, "shape\t", "shape\tdelivery\t", 1)
+		}
 		fmt.Fprintln(tw, header)
 		for _, b := range r.Backlogs {
+			lead := []string{b.Shape}
+			if compare {
+				lead = append(lead, "")
+			}
 			if b.Error != "" {
-				errorRow(tw, header, b.Shape, strconv.Itoa(b.Events), "error: "+firstLine(b.Error))
+				errorRow(tw, header, append(lead, strconv.Itoa(b.Events), "error: "+firstLine(b.Error))...)
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s (%s-%s)\t%s (%s-%s)\t%.2f\t%.2f\t%.2f / %.2f\t%.1f\t%s / %s\t%s\t%s\t\n",
-				b.Shape, b.Events, b.BuildSeconds,
-				rate(b.Floor.EventsPerSec), rate(b.FloorMinRate), rate(b.FloorMaxRate),
-				rate(b.Walrelay.EventsPerSec), rate(b.WalrelayMinRate), rate(b.WalrelayMaxRate),
-				b.Ratio, b.StreamRatio, b.Floor.CPUPerEventUS, b.Walrelay.CPUPerEventUS, mib(b.WalrelayPeakRSS),
-				perEvent(b.Floor.WalsenderCPU, b.Events), perEvent(b.Walrelay.WalsenderCPU, b.Events),
-				perEvent(b.Walrelay.BrokerCPU, b.Events), share(b.OtherCPU))
+			rows := []DeliveryResult{{Walrelay: b.Walrelay, Ratio: b.Ratio, StreamRatio: b.StreamRatio,
+				MinRate: b.WalrelayMinRate, MaxRate: b.WalrelayMaxRate, PeakRSSBytes: b.WalrelayPeakRSS}}
+			if compare {
+				rows = b.Deliveries
+			}
+			for _, d := range rows {
+				if compare {
+					lead[1] = d.Delivery
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s (%s-%s)\t%s (%s-%s)\t%.2f\t%.2f\t%.2f / %.2f\t%.1f\t%s / %s\t%s\t%s\t\n",
+					strings.Join(lead, "\t"), b.Events, b.BuildSeconds,
+					rate(b.Floor.EventsPerSec), rate(b.FloorMinRate), rate(b.FloorMaxRate),
+					rate(d.Walrelay.EventsPerSec), rate(d.MinRate), rate(d.MaxRate),
+					d.Ratio, d.StreamRatio, b.Floor.CPUPerEventUS, d.Walrelay.CPUPerEventUS, mib(d.PeakRSSBytes),
+					perEvent(b.Floor.WalsenderCPU, b.Events), perEvent(d.Walrelay.WalsenderCPU, b.Events),
+					perEvent(d.Walrelay.BrokerCPU, b.Events), share(b.OtherCPU))
+			}
 		}
 		tw.Flush()
+		if compare && slices.Contains(s.Deliveries, config.AtLeastOnce) && slices.Contains(s.Deliveries, config.ExactlyOnce) {
+			writeDeliveryTable(bw, r)
+		}
 	}
 	if len(r.Lives) > 0 {
 		fmt.Fprintln(bw, "\nLive: commit-to-consume latency (an upper bound of commit-to-ack) over the measured window")
@@ -186,6 +252,44 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(bw, "\ntotal %.0fs\n", r.Seconds)
 	return bw.Flush()
+}
+
+// writeDeliveryTable compares exactly_once with at_least_once, backlog by
+// backlog.
+func writeDeliveryTable(w io.Writer, r *Report) {
+	fmt.Fprintf(w, "\nDelivery: exactly_once against at_least_once on the same backlogs, drains interleaved; median events/s over %d runs each (min-max), from process start;\n"+
+		"ratio = exactly_once / at_least_once, of the medians, and the median (min-max) of each repetition's two drains; CPU of each mode's median drain;\n"+
+		"peak RSS the largest of each mode's drains; Kafka transactions committed (aborted) in exactly_once's median drain\n", r.Settings.Repeat)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	const header = "shape\tevents\tat_least_once ev/s\texactly_once ev/s\tratio\tratio excl. startup\tratio per repetition\tCPU µs/ev (at_least_once/exactly_once)\tpeak RSS MiB (at_least_once/exactly_once)\tKafka transactions\tevents per Kafka transaction\t"
+	fmt.Fprintln(tw, header)
+	for _, b := range r.Backlogs {
+		alo, eos := b.delivery(config.AtLeastOnce), b.delivery(config.ExactlyOnce)
+		if b.Error != "" || alo == nil || eos == nil || alo.Walrelay == nil || eos.Walrelay == nil {
+			why := "error: " + firstLine(b.Error)
+			if b.Error == "" {
+				why = "not measured in both modes"
+			}
+			errorRow(tw, header, b.Shape, strconv.Itoa(b.Events), why)
+			continue
+		}
+		perTxn := "-"
+		if n := eos.Walrelay.KafkaTransactions; n > 0 {
+			perTxn = fmt.Sprintf("%.0f", float64(b.Events)/float64(n))
+		}
+		lo, hi := math.Inf(1), 0.0
+		for _, v := range b.ExactlyOnceRepRatios {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s (%s-%s)\t%s (%s-%s)\t%.2f\t%.2f\t%.2f (%.2f-%.2f)\t%.2f / %.2f\t%.1f / %.1f\t%d (%d)\t%s\t\n",
+			b.Shape, b.Events,
+			rate(alo.Walrelay.EventsPerSec), rate(alo.MinRate), rate(alo.MaxRate),
+			rate(eos.Walrelay.EventsPerSec), rate(eos.MinRate), rate(eos.MaxRate),
+			b.ExactlyOnceRatio, b.ExactlyOnceStreamRatio, b.ExactlyOnceRepRatio, lo, hi,
+			alo.Walrelay.CPUPerEventUS, eos.Walrelay.CPUPerEventUS,
+			mib(alo.PeakRSSBytes), mib(eos.PeakRSSBytes), eos.Walrelay.KafkaTransactions, eos.Walrelay.KafkaAborted, perTxn)
+	}
+	tw.Flush()
 }
 
 // errorRow writes a row of a failed measurement: its first cells, then

@@ -3,8 +3,11 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/walrelay/walrelay/pkg/config"
 )
 
 // Shape is how a workload groups outbox rows into transactions.
@@ -107,6 +110,26 @@ func ParseLives(s string) ([]Live, error) {
 		}
 		return Live{Shape: shape, Rate: rate}, nil
 	})
+}
+
+// ParseDeliveries reads "at_least_once,exactly_once": the relay.delivery
+// modes walrelay drains each backlog in (Config.Deliveries), in the order
+// the first repetition runs them.
+func ParseDeliveries(s string) ([]string, error) {
+	var out []string
+	for _, d := range splitList(s) {
+		if d != config.AtLeastOnce && d != config.ExactlyOnce {
+			return nil, fmt.Errorf("%q: want %s or %s", d, config.AtLeastOnce, config.ExactlyOnce)
+		}
+		if slices.Contains(out, d) {
+			return nil, fmt.Errorf("%q: given twice", d)
+		}
+		out = append(out, d)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no delivery mode")
+	}
+	return out, nil
 }
 
 // parseList reads comma-separated items "shape<sep><value>" (value named

@@ -77,3 +77,34 @@ func TestFormatRoundTrip(t *testing.T) {
 		t.Errorf("lives %q parse back as %v, %v", FormatList(d.Lives), ls, err)
 	}
 }
+
+func TestParseDeliveries(t *testing.T) {
+	cases := []struct {
+		name    string
+		in      string
+		want    []string
+		wantErr string
+	}{
+		{"both", "at_least_once,exactly_once", []string{"at_least_once", "exactly_once"}, ""},
+		{"order kept", " exactly_once , at_least_once ", []string{"exactly_once", "at_least_once"}, ""},
+		{"one", "exactly_once", []string{"exactly_once"}, ""},
+		{"walrelay's spelling only", "exactly-once", nil, "want at_least_once or exactly_once"},
+		{"unknown", "at_most_once", nil, "want at_least_once or exactly_once"},
+		{"twice", "exactly_once,exactly_once", nil, "given twice"},
+		{"empty", " , ", nil, "no delivery mode"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseDeliveries(tc.in)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ParseDeliveries(%q) error = %v, want one containing %q", tc.in, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("ParseDeliveries(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+			}
+		})
+	}
+}
