@@ -322,12 +322,8 @@ func (t *transactions) finish(ctx context.Context) error {
 		if err := t.abort(ctx); err != nil {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return t.fatal(ctx.Err())
-		case <-t.r.fail.done:
-			return t.r.fail.err()
-		case <-time.After(wait):
+		if err := t.sleep(ctx, wait); err != nil {
+			return err
 		}
 		if err := t.r.pub.BeginTransaction(); err != nil {
 			// franz-go made the producer id unusable (the failed commit's
@@ -369,13 +365,22 @@ func (t *transactions) abort(ctx context.Context) error {
 		}
 		wait := retryBackoff(attempt)
 		t.r.log.Warn("cannot abort the kafka transaction yet; retrying", "retry_in", wait.String(), "err", err)
-		select {
-		case <-ctx.Done():
-			return t.fatal(ctx.Err())
-		case <-t.r.fail.done:
-			return t.r.fail.err()
-		case <-time.After(wait):
+		if err := t.sleep(ctx, wait); err != nil {
+			return err
 		}
+	}
+}
+
+// sleep waits d before a retry, unless ctx ends or the relay fails first
+// (their error).
+func (t *transactions) sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return t.fatal(ctx.Err())
+	case <-t.r.fail.done:
+		return t.r.fail.err()
+	case <-time.After(d):
+		return nil
 	}
 }
 
