@@ -45,34 +45,39 @@ func kfakeChild(args []string) int {
 	return 0
 }
 
+// smokeConfig is what the smoke tests share: a database, a walrelay
+// binary built for them, the broker in a process of this test binary, and
+// a context that bounds the run. The test adds backlogs and live runs.
+func smokeConfig(t *testing.T) (context.Context, Config) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	bin := filepath.Join(t.TempDir(), "walrelay")
+	if err := BuildWalrelay(ctx, bin, raceBuildFlags...); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, Config{
+		DSN:           testenv.Postgres(t).NewDatabase(t),
+		BrokerCommand: []string{os.Args[0], "kfake"},
+		WalrelayBin:   bin,
+		Writers:       2,
+		StepTimeout:   2 * time.Minute,
+		Progress:      t.Output(),
+	}
+}
+
 // TestSmoke runs one small backlog measurement and one short live
 // measurement end to end (private broker process, real walrelay binary)
 // and checks the results are complete and consistent. It asserts nothing
 // about speed.
 func TestSmoke(t *testing.T) {
-	dsn := testenv.Postgres(t).NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	bin := filepath.Join(t.TempDir(), "walrelay")
-	if err := BuildWalrelay(ctx, bin, raceBuildFlags...); err != nil {
-		t.Fatal(err)
-	}
-
+	ctx, cfg := smokeConfig(t)
 	const n = 2000
-	cfg := Config{
-		DSN:           dsn,
-		BrokerCommand: []string{os.Args[0], "kfake"},
-		WalrelayBin:   bin,
-		Backlogs:      []Backlog{{Shape: Shape{RowsPerTx: 1}, N: n}},
-		Lives:         []Live{{Shape: Shape{RowsPerTx: 2}, Rate: 200}},
-		LiveDuration:  2 * time.Second,
-		LiveWarmup:    500 * time.Millisecond,
-		Repeat:        1,
-		Writers:       2,
-		StepTimeout:   2 * time.Minute,
-		KfakeRealtime: true,
-		Progress:      t.Output(),
-	}
+	cfg.Backlogs = []Backlog{{Shape: Shape{RowsPerTx: 1}, N: n}}
+	cfg.Lives = []Live{{Shape: Shape{RowsPerTx: 2}, Rate: 200}}
+	cfg.LiveDuration, cfg.LiveWarmup = 2*time.Second, 500*time.Millisecond
+	cfg.Repeat = 1
+	cfg.KfakeRealtime = true
 	r, err := Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -178,25 +183,11 @@ func TestSmoke(t *testing.T) {
 // exactly-once one by a read_committed consumer, with its Kafka
 // transactions read from walrelay. It asserts nothing about speed.
 func TestSmokeDeliveries(t *testing.T) {
-	dsn := testenv.Postgres(t).NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	bin := filepath.Join(t.TempDir(), "walrelay")
-	if err := BuildWalrelay(ctx, bin, raceBuildFlags...); err != nil {
-		t.Fatal(err)
-	}
+	ctx, cfg := smokeConfig(t)
 	const n = 2000
-	cfg := Config{
-		DSN:           dsn,
-		BrokerCommand: []string{os.Args[0], "kfake"},
-		WalrelayBin:   bin,
-		Backlogs:      []Backlog{{Shape: Shape{RowsPerTx: 10}, N: n}},
-		Deliveries:    []string{"exactly_once", "at_least_once"},
-		Repeat:        2,
-		Writers:       2,
-		StepTimeout:   2 * time.Minute,
-		Progress:      t.Output(),
-	}
+	cfg.Backlogs = []Backlog{{Shape: Shape{RowsPerTx: 10}, N: n}}
+	cfg.Deliveries = []string{"exactly_once", "at_least_once"}
+	cfg.Repeat = 2
 	r, err := Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -188,10 +188,8 @@ func (h *handler) startFromCheckpoint(ctx context.Context, s replication.Session
 		}
 		wait := retryBackoff(attempt)
 		h.log.Warn("cannot read the checkpoint yet; retrying", "topic", t.topic, "retry_in", wait.String(), "err", err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
+		if err := t.sleep(ctx, wait); err != nil {
+			return err
 		}
 	}
 	at := s.SlotConfirmed

@@ -568,10 +568,8 @@ func (t *transactions) ensureTopic(ctx context.Context) error {
 			}
 			wait := retryBackoff(attempt)
 			t.r.log.Warn("cannot create the checkpoint topic yet; retrying", "topic", t.topic, "retry_in", wait.String(), "err", err)
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("creating checkpoint topic %q: %w", t.topic, ctx.Err())
-			case <-time.After(wait):
+			if err := t.sleep(ctx, wait); err != nil {
+				return fmt.Errorf("creating checkpoint topic %q: %w", t.topic, err)
 			}
 			continue
 		}
