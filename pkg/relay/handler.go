@@ -334,9 +334,9 @@ func (h *handler) produce(out *outRecord, published prometheus.Counter) {
 // send tracks out in the current transaction and hands it on: to the
 // producer, or with exactly-once delivery to the transaction loop.
 func (h *handler) send(out *outRecord) {
-	out.pos = rowPos{final: h.final, xid: h.xid, row: h.resume.Handled()}
 	h.r.tracker.Add(out.tx, out.size)
 	if h.r.txns != nil {
+		out.pos = rowPos{final: h.final, xid: h.xid, row: h.resume.Handled()}
 		h.r.txns.add(out)
 		return
 	}
