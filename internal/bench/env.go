@@ -159,7 +159,11 @@ func (e *env) prepareWalrelay(ctx context.Context) error {
 }
 
 // BuildWalrelay builds cmd/walrelay into dst with `go build`, run from the
-// current directory, which must be inside the walrelay module.
+// current directory, which must be inside the walrelay module. It builds
+// without cgo, as `make build` and the container image do, so that the
+// peak RSS measured is that of the static binary users run, without
+// libc's pages; unless CGO_ENABLED is set or flags has -race (which needs
+// cgo).
 func BuildWalrelay(ctx context.Context, dst string, flags ...string) error {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -174,6 +178,9 @@ func BuildWalrelay(ctx context.Context, dst string, flags ...string) error {
 	}
 	args := append(append([]string{"build", "-o", dst}, flags...), walrelayPkg)
 	cmd := exec.CommandContext(ctx, goBin, args...)
+	if _, set := os.LookupEnv("CGO_ENABLED"); !set && !slices.Contains(flags, "-race") {
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
