@@ -35,6 +35,7 @@ type Config struct {
 	Router    router.Config     `yaml:"router"`
 	Converter router.Converters `yaml:"converter"`
 	Relay     Relay             `yaml:"relay"`
+	Outbox    Outbox            `yaml:"outbox"`
 	HTTP      HTTP              `yaml:"http"`
 	Metrics   Metrics           `yaml:"metrics"`
 	Log       Log               `yaml:"log"`
@@ -136,6 +137,20 @@ func (p *ErrorPolicies) SetAll(policy string) {
 	*p = ErrorPolicies{policy, policy, policy, policy, policy}
 }
 
+// Outbox is the outbox table's life besides relaying: its partitions and
+// the removal of rows the slot has confirmed (docs/DESIGN.md, "The
+// outbox's lifecycle").
+type Outbox struct {
+	TimeColumn            string        `yaml:"time_column" help:"the outbox's event time column (timestamptz, set when the row is inserted): partitions, retention and walrelay verify's windows use it"`
+	Partitioned           bool          `yaml:"partitioned" help:"walrelay setup creates the outbox partitioned by range of outbox.time_column, with a publication that publishes through the partition root"`
+	PartitionInterval     time.Duration `yaml:"partition_interval" help:"width of each partition of a partitioned outbox, a whole number of hours (24h: daily, from UTC midnight)"`
+	PartitionsAhead       int           `yaml:"partitions_ahead" help:"partitions of a partitioned outbox kept created beyond the current one (by walrelay setup, walrelay run and walrelay outbox prune)"`
+	Retention             time.Duration `yaml:"retention" help:"remove outbox rows (whole partitions of a partitioned outbox) older than this, and only once the slot has confirmed their transactions (0: keep every row)"`
+	PruneInterval         time.Duration `yaml:"prune_interval" help:"how often walrelay run removes rows past outbox.retention and creates partitions ahead"`
+	PruneBatch            int           `yaml:"prune_batch" help:"rows removed per DELETE statement when pruning"`
+	PruneStatementTimeout time.Duration `yaml:"prune_statement_timeout" help:"statement_timeout of each statement that prunes or creates partitions"`
+}
+
 // HTTP is the listener for /metrics, /healthz, /readyz and /status.
 type HTTP struct {
 	Listen string `yaml:"listen" help:"address for /metrics, /healthz, /readyz and /status (empty: no listener); loopback by default"`
@@ -226,6 +241,14 @@ func Default() Config {
 			OnError:            ErrorPolicies{PolicyDLQ, PolicyDLQ, PolicyDLQ, PolicyDLQ, PolicyDLQ},
 			Delivery:           AtLeastOnce,
 			CheckpointTopic:    "walrelay.checkpoints",
+		},
+		Outbox: Outbox{
+			TimeColumn:            "created_at",
+			PartitionInterval:     24 * time.Hour,
+			PartitionsAhead:       3,
+			PruneInterval:         time.Minute,
+			PruneBatch:            10000,
+			PruneStatementTimeout: 30 * time.Second,
 		},
 		HTTP:    HTTP{Listen: "127.0.0.1:9814"},
 		Metrics: Metrics{SlotPollInterval: 5 * time.Second},

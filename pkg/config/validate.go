@@ -190,6 +190,27 @@ func (c *Config) validate(sources map[string]string) error {
 			bad("http.listen", c.HTTP.Listen, "must be host:port (e.g. 127.0.0.1:9814), or empty for no listener")
 		}
 	}
+	if c.Outbox.TimeColumn == "" {
+		bad("outbox.time_column", c.Outbox.TimeColumn, "must name the outbox's timestamptz column")
+	}
+	if iv := c.Outbox.PartitionInterval; iv < time.Hour || iv%time.Hour != 0 {
+		bad("outbox.partition_interval", iv.String(), "must be a whole number of hours, at least 1h")
+	}
+	if c.Outbox.PartitionsAhead < 1 {
+		bad("outbox.partitions_ahead", fmt.Sprint(c.Outbox.PartitionsAhead), "must be at least 1")
+	}
+	if r := c.Outbox.Retention; r < 0 || (r > 0 && r < time.Minute) {
+		bad("outbox.retention", r.String(), "must be 0 (keep every row) or at least 1m")
+	}
+	if c.Outbox.PruneInterval < time.Second {
+		bad("outbox.prune_interval", c.Outbox.PruneInterval.String(), "must be at least 1s")
+	}
+	if c.Outbox.PruneBatch < 1 {
+		bad("outbox.prune_batch", fmt.Sprint(c.Outbox.PruneBatch), "must be at least 1")
+	}
+	if c.Outbox.PruneStatementTimeout < 100*time.Millisecond {
+		bad("outbox.prune_statement_timeout", c.Outbox.PruneStatementTimeout.String(), "must be at least 100ms")
+	}
 	if c.Metrics.SlotPollInterval < 100*time.Millisecond {
 		bad("metrics.slot_poll_interval", c.Metrics.SlotPollInterval.String(), "must be at least 100ms")
 	}

@@ -45,6 +45,13 @@ func TestValidateNamesFieldAndValue(t *testing.T) {
 		{"delivery", func(c *config.Config) { c.Relay.Delivery = "exactly-once" }, "relay.delivery", "exactly-once"},
 		{"checkpoint topic", func(c *config.Config) { c.Relay.Delivery, c.Relay.CheckpointTopic = config.ExactlyOnce, "" }, "relay.checkpoint_topic", ""},
 		{"transaction timeout", func(c *config.Config) { c.Relay.Delivery, c.Kafka.TransactionTimeout = config.ExactlyOnce, time.Hour }, "kafka.transaction_timeout", "1h0m0s"},
+		{"time column", func(c *config.Config) { c.Outbox.TimeColumn = "" }, "outbox.time_column", ""},
+		{"partition interval", func(c *config.Config) { c.Outbox.PartitionInterval = 90 * time.Minute }, "outbox.partition_interval", "1h30m0s"},
+		{"partitions ahead", func(c *config.Config) { c.Outbox.PartitionsAhead = 0 }, "outbox.partitions_ahead", "0"},
+		{"retention", func(c *config.Config) { c.Outbox.Retention = time.Second }, "outbox.retention", "1s"},
+		{"prune interval", func(c *config.Config) { c.Outbox.PruneInterval = 0 }, "outbox.prune_interval", "0s"},
+		{"prune batch", func(c *config.Config) { c.Outbox.PruneBatch = 0 }, "outbox.prune_batch", "0"},
+		{"prune statement timeout", func(c *config.Config) { c.Outbox.PruneStatementTimeout = 0 }, "outbox.prune_statement_timeout", "0s"},
 		{"log level", func(c *config.Config) { c.Log.Level = "verbose" }, "log.level", "verbose"},
 		{"log format", func(c *config.Config) { c.Log.Format = "xml" }, "log.format", "xml"},
 	}
