@@ -48,16 +48,17 @@ const identitySQL = `(SELECT system_identifier::text FROM pg_control_system()),
 
 // TakeFence takes a fence on conn: in one statement, the statement's
 // snapshot (taken before anything in it runs) and then the WAL insert
-// position; the transaction also gets an xid of its own (not below the
-// snapshot's xmin) and commits with synchronous_commit = local, so the
-// WAL up to the fence is flushed and, after a crash, Postgres never hands
-// out an xid below the fence's xmin again.
+// position. The transaction also takes an xid of its own (not below the
+// snapshot's xmin), and TakeFence returns only once the WAL holding its
+// commit is flushed: then the WAL up to the fence is durable and, after a
+// crash, Postgres never hands out an xid below the fence's xmin again
+// (recovery replays the commit and moves the next xid past it). A
+// transaction that wrote no other WAL commits asynchronously whatever
+// synchronous_commit says, so the flush is waited for (the WAL writer
+// flushes within 3 × wal_writer_delay).
 func TakeFence(ctx context.Context, conn *pgx.Conn) (Fence, error) {
 	var f Fence
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = local`); err != nil {
-			return err
-		}
 		var xmin, lsn, own string
 		var tli int64
 		err := tx.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text, pg_current_wal_insert_lsn()::text,
@@ -76,6 +77,25 @@ func TakeFence(ctx context.Context, conn *pgx.Conn) (Fence, error) {
 	})
 	if err != nil {
 		return Fence{}, fmt.Errorf("taking a retention fence (snapshot, then WAL insert position): %w", err)
+	}
+	// The insert position now is past the fence transaction's commit.
+	var end string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&end); err != nil {
+		return Fence{}, fmt.Errorf("reading the WAL insert position after the retention fence: %w", err)
+	}
+	for {
+		var flushed bool
+		if err := conn.QueryRow(ctx, `SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn`, end).Scan(&flushed); err != nil {
+			return Fence{}, fmt.Errorf("waiting for the retention fence's WAL to be flushed: %w", err)
+		}
+		if flushed {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return Fence{}, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 	return f, nil
 }

@@ -130,6 +130,7 @@ func TestLateCommitIsKeptUntilConfirmed(t *testing.T) {
 	}
 	res := cycle(t, p)
 	if res.Rows != 25 || res.Batches != 3 {
+		t.Logf("pass: %+v", res)
 		t.Errorf("second pass removed %d rows in %d batches, want 25 in 3 (batches of 10)", res.Rows, res.Batches)
 	}
 	if got, want := ids(t, d), []string{"late-sub", "late-top", "young"}; !slices.Equal(got, want) {
