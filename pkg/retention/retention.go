@@ -105,8 +105,10 @@ type Result struct {
 	// Waiting says why nothing could be removed yet ("" when something
 	// could).
 	Waiting string `json:"waiting,omitempty"`
-	// Took is how long the pass ran.
-	Took time.Duration `json:"-"`
+	// Took is how long the pass ran; Deleting how much of it the DELETE
+	// batches took.
+	Took     time.Duration `json:"-"`
+	Deleting time.Duration `json:"-"`
 }
 
 // Progress is reported after each batch.
@@ -350,6 +352,7 @@ func (p *Pruner) removeRows(ctx context.Context, conn *pgx.Conn, f Fence, res *R
 		retries = 0
 		res.Rows += n
 		res.Batches++
+		res.Deleting = time.Since(start)
 		if p.m.RowsPruned != nil {
 			p.m.RowsPruned.Add(float64(n))
 		}
