@@ -23,11 +23,6 @@ import (
 const confirmedRowsSQL = `%[2]s < now() - make_interval(secs => $1)
 	AND (xmin::text::bigint < 3 OR (xmin::text::bigint - $2 + 4294967296) %% 4294967296 >= $3)`
 
-// batchResult is what one batch did.
-type batchResult struct {
-	Rows int64
-}
-
 // fenceWindow reads the xmax of the transaction's snapshot and returns the
 // predicate's $2 and $3 for fence f.
 func fenceWindow(ctx context.Context, tx pgx.Tx, f Fence) (x32, window int64, err error) {
