@@ -2,6 +2,7 @@ package main
 
 import (
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,5 +59,31 @@ func TestOutboxPrune(t *testing.T) {
 	}
 	if n := rows(); n != 1 {
 		t.Errorf("%d rows left, want the young one", n)
+	}
+}
+
+// walrelay run with outbox.retention prunes the old rows it published, on
+// its own schedule, and still stops cleanly on SIGTERM.
+func TestRunPrunes(t *testing.T) {
+	e := newE2E(t)
+	e.setup(t, "created")
+	c := startChild(t, append(e.env, "WALRELAY_OUTBOX_RETENTION=1h", "WALRELAY_OUTBOX_PRUNE_INTERVAL=1s"), "run")
+	testenv.Exec(t, e.dsn, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload, created_at)
+		SELECT 'order', 'old-' || g, 'T', '{}', now() - interval '2 hours' FROM generate_series(1, 20) g;
+		INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', 'young', 'T', '{}')`)
+	e.broker.ReadAll(t, e.topics()[:1], 21, 60*time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for testenv.QueryValue[int64](t, e.dsn, `SELECT count(*) FROM outbox`) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("walrelay run left %d rows 30s after publishing them, want the young one", testenv.QueryValue[int64](t, e.dsn, `SELECT count(*) FROM outbox`))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	c.signal(t, syscall.SIGTERM)
+	if code := c.wait(t, 30*time.Second); code != 0 {
+		t.Errorf("walrelay run exited %d after SIGTERM, want 0", code)
+	}
+	if !strings.Contains(c.stderr.String(), `"msg":"pruned the outbox"`) {
+		t.Errorf("walrelay run did not log its prune:\n%s", c.stderr.String())
 	}
 }

@@ -201,6 +201,12 @@ func (p *Pruner) Run(ctx context.Context) {
 	var lastErr string
 	for {
 		res, err := p.Cycle(ctx)
+		// What a pass removed is logged even when a later step of it
+		// failed or the relay is stopping.
+		if res.Rows > 0 || len(res.Dropped) > 0 || len(res.Detached) > 0 {
+			p.log.Info("pruned the outbox", "table", res.Table, "rows", res.Rows, "batches", res.Batches,
+				"detached", res.Detached, "dropped", res.Dropped, "fence_lsn", res.FenceLSN, "confirmed_flush_lsn", res.ConfirmedLSN, "took", res.Took)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -211,10 +217,7 @@ func (p *Pruner) Run(ctx context.Context) {
 			lastErr = err.Error()
 		default:
 			lastErr = ""
-			if res.Rows > 0 || len(res.Dropped) > 0 || len(res.Detached) > 0 {
-				p.log.Info("pruned the outbox", "table", res.Table, "rows", res.Rows, "batches", res.Batches,
-					"detached", res.Detached, "dropped", res.Dropped, "fence_lsn", res.FenceLSN, "confirmed_flush_lsn", res.ConfirmedLSN, "took", res.Took)
-			} else if res.Waiting != "" {
+			if res.Waiting != "" {
 				p.log.Debug("nothing pruned", "why", res.Waiting)
 			}
 		}
