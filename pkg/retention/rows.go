@@ -21,7 +21,11 @@ import (
 // visible to the statement but for ancient frozen rows whose 32-bit xmin
 // happens to fall in the window, which are kept until the next fence.
 const confirmedRowsSQL = `%[2]s < now() - make_interval(secs => $1)
-	AND (xmin::text::bigint < 3 OR (xmin::text::bigint - $2 + 4294967296) %% 4294967296 >= $3)`
+	AND ` + precedesFenceSQL
+
+// precedesFenceSQL is the xmin part of confirmedRowsSQL: xmin (32 bits,
+// as bigint) precedes the fence's xmin, given $2 and $3.
+const precedesFenceSQL = `(xmin::text::bigint < 3 OR (xmin::text::bigint - $2 + 4294967296) %% 4294967296 >= $3)`
 
 // fenceWindow reads the xmax of the transaction's snapshot and returns the
 // predicate's $2 and $3 for fence f.
