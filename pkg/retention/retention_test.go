@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/pkg/localpg"
 	"github.com/walrelay/walrelay/pkg/metrics"
 	"github.com/walrelay/walrelay/pkg/retention"
 	"github.com/walrelay/walrelay/pkg/setup"
@@ -245,5 +246,34 @@ func TestOnce(t *testing.T) {
 	}
 	if n := len(ids(t, d)); n != 0 {
 		t.Errorf("%d rows left, want 0", n)
+	}
+}
+
+// An invalidated slot (wal_status lost) vouches for nothing: retention
+// refuses to remove anything by it.
+func TestRefusesInvalidatedSlot(t *testing.T) {
+	t.Parallel()
+	c := testenv.PrivateCluster(t, localpg.Options{Settings: map[string]string{"max_slot_wal_keep_size": "1MB"}})
+	d := db{c.DSN("postgres"), "lostslot"}
+	conn := testenv.Connect(t, d.dsn)
+	if _, err := setup.Run(t.Context(), conn, setup.Names{Schema: "public", Table: "outbox", Publication: "walrelay_outbox", Slot: d.slot}); err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	insertOld(t, d, "old", 3)
+	for range 4 { // WAL past max_slot_wal_keep_size, then a checkpoint invalidates the slot
+		testenv.Exec(t, d.dsn, `CREATE TABLE IF NOT EXISTS filler (x int); INSERT INTO filler VALUES (1); SELECT pg_switch_wal()`)
+	}
+	testenv.Exec(t, d.dsn, `CHECKPOINT`)
+	if st := testenv.QueryValue[string](t, d.dsn, `SELECT wal_status FROM pg_replication_slots WHERE slot_name = $1`, d.slot); st != "lost" {
+		t.Fatalf("wal_status %q, want lost (the test could not invalidate the slot)", st)
+	}
+	p, _ := pruner(t, d, nil)
+	for range 2 {
+		if _, err := p.Cycle(t.Context()); !errors.Is(err, retention.ErrSlotInvalidated) {
+			t.Fatalf("Cycle: %v, want ErrSlotInvalidated", err)
+		}
+	}
+	if n := len(ids(t, d)); n != 3 {
+		t.Errorf("%d rows left, want 3", n)
 	}
 }
