@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -275,5 +277,46 @@ func TestRefusesInvalidatedSlot(t *testing.T) {
 	}
 	if n := len(ids(t, d)); n != 3 {
 		t.Errorf("%d rows left, want 3", n)
+	}
+}
+
+// Run retries a failing pass every interval, logging the error once while
+// it stays the same, and prunes once the cause is gone; it returns when
+// its context ends.
+func TestRunRetries(t *testing.T) {
+	t.Parallel()
+	d := plainOutbox(t)
+	insertOld(t, d, "old", 4)
+	missing := testenv.UniqueName(t, "later")
+	logs := &testenv.SyncBuffer{}
+	cfg := retention.Config{DSN: d.dsn, Schema: "public", Table: "outbox", TimeColumn: "created_at", Slot: missing,
+		Retention: time.Hour, Batch: 10, StatementTimeout: 5 * time.Second, Interval: 100 * time.Millisecond}
+	p := retention.New(cfg, slog.New(slog.NewTextHandler(logs, nil)), retention.Metrics{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	time.Sleep(time.Second) // about ten failed passes
+	if n := strings.Count(logs.String(), "pruning the outbox; will retry"); n != 1 {
+		t.Errorf("logged the same failure %d times, want once:\n%s", n, logs.String())
+	}
+	testenv.Exec(t, d.dsn, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, missing)
+	deadline := time.Now().Add(20 * time.Second)
+	for len(ids(t, d)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("rows left 20s after the slot appeared:\n%s", logs.String())
+		}
+		testenv.Exec(t, d.dsn, `SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())`, missing)
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return 10s after its context ended")
+	}
+	if !strings.Contains(logs.String(), "pruned the outbox") {
+		t.Errorf("no log of the prune:\n%s", logs.String())
 	}
 }
