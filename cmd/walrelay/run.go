@@ -20,6 +20,7 @@ import (
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/metrics"
 	"github.com/walrelay/walrelay/pkg/relay"
+	"github.com/walrelay/walrelay/pkg/retention"
 	"github.com/walrelay/walrelay/pkg/server"
 )
 
@@ -59,7 +60,8 @@ func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	r, err := relay.New(cfg, log, metrics.New(reg, version, cfg.Postgres.Slot), append([]relay.Option{relay.OnLargeMessage(memLimit.hold)}, opts...)...)
+	m := metrics.New(reg, version, cfg.Postgres.Slot)
+	r, err := relay.New(cfg, log, m, append([]relay.Option{relay.OnLargeMessage(memLimit.hold)}, opts...)...)
 	if err != nil {
 		return cli.UsageError{Err: err}
 	}
@@ -73,6 +75,12 @@ func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...
 		}
 		srv := server.New(cfg.HTTP.Listen, reg, r, log, opts...)
 		g.Go(func() error { return srv.Run(gctx) })
+	}
+	if cfg.Outbox.Retention > 0 {
+		// Retention (outbox.retention): its failures are logged and
+		// retried, never stopping the relay; it stops with it.
+		p := retention.New(retention.FromConfig(cfg), log.With("component", "retention"), retention.MetricsOf(m))
+		g.Go(func() error { p.Run(gctx); return nil })
 	}
 	g.Go(func() error {
 		defer cancel() // a stopped relay stops the listener

@@ -37,6 +37,10 @@
 //	kafka_topics_one_at_a_time                       topics produced one record at a time (their batches are refused; limit unknown)
 //	order_at_risk_total                              records that reached the broker ahead of an earlier refused record of their partition
 //	kafka_data_loss_total                            partitions that lost records the broker had acknowledged (franz-go's detection)
+//	outbox_rows_pruned_total                         outbox rows retention deleted (outbox.retention; only rows the slot confirmed)
+//	outbox_partitions_dropped_total                  partitions of a partitioned outbox retention dropped
+//	outbox_oldest_row_age_seconds                    now() minus the oldest outbox.time_column in the outbox, measured by each retention pass
+//	outbox_table_size_bytes                          pg_total_relation_size of the outbox and all its partitions, measured by each retention pass
 //
 // events_published_total has at most relay.max_topics + 1 series (the
 // dead-letter topic).
@@ -76,6 +80,13 @@ type Metrics struct {
 	// KafkaTransactions counts Kafka transactions by result (committed,
 	// aborted): exactly-once delivery only.
 	KafkaTransactions *prometheus.CounterVec
+	// Outbox retention (pkg/retention, outbox.retention): rows and
+	// partitions removed, and the table's oldest row and size as the last
+	// pass measured them (0 until the first pass, or with retention off).
+	OutboxRowsPruned        prometheus.Counter
+	OutboxPartitionsDropped prometheus.Counter
+	OutboxOldestRowAge      prometheus.Gauge
+	OutboxTableSize         prometheus.Gauge
 
 	eventsPublished *prometheus.CounterVec
 	mu              sync.Mutex
@@ -122,6 +133,22 @@ func New(reg prometheus.Registerer, version, slot string) *Metrics {
 			Namespace: Namespace, Name: "kafka_transactions_total",
 			Help: "Kafka transactions of exactly-once delivery, by result: committed, or aborted (each aborted one's records are produced again in the next).",
 		}, []string{"result"}),
+		OutboxRowsPruned: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "outbox_rows_pruned_total",
+			Help: "Outbox rows deleted by retention (outbox.retention), each of a transaction the slot had confirmed.",
+		}),
+		OutboxPartitionsDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "outbox_partitions_dropped_total",
+			Help: "Partitions of a partitioned outbox dropped by retention, each once the slot had confirmed a fence taken after its detach.",
+		}),
+		OutboxOldestRowAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "outbox_oldest_row_age_seconds",
+			Help: "Age of the oldest outbox row by outbox.time_column, as the last retention pass measured it (0 when empty or retention is off).",
+		}),
+		OutboxTableSize: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: Namespace, Name: "outbox_table_size_bytes",
+			Help: "pg_total_relation_size of the outbox and all its partitions, as the last retention pass measured it (0 with retention off).",
+		}),
 		eventsPublished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "events_published_total",
 			Help: "Records acknowledged by the broker, by topic.",
@@ -129,7 +156,8 @@ func New(reg prometheus.Registerer, version, slot string) *Metrics {
 		byTopic: make(map[string]prometheus.Counter),
 	}
 	reg.MustRegister(m.RowsRejected, m.PublishErrors, m.CommitReadLatency, m.ProduceAckLatency, m.EndToEndLatency,
-		m.Transactions, m.SlotPollErrors, m.KafkaTransactions, m.eventsPublished)
+		m.Transactions, m.SlotPollErrors, m.KafkaTransactions, m.eventsPublished,
+		m.OutboxRowsPruned, m.OutboxPartitionsDropped, m.OutboxOldestRowAge, m.OutboxTableSize)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: Namespace, Name: "build_info", Help: "walrelay's version.",
 		ConstLabels: prometheus.Labels{"version": version},
