@@ -103,3 +103,42 @@ func TestOldestUnpublishedEventAge(t *testing.T) {
 		})
 	}
 }
+
+// In exactly-once delivery an event counts as unpublished until its Kafka
+// transaction commits, not when the broker acknowledges its record: with
+// the broker taking records but refusing to commit, the gauge grows once
+// a commit was asked for (every record of the transaction had its
+// outcome by then), and drops to 0 once commits go through.
+func TestOldestUnpublishedEventAgeUntilKafkaCommit(t *testing.T) {
+	const gauge = "walrelay_oldest_unpublished_event_age_seconds"
+	f := newFixture(t, exactlyOnce)
+	if f.broker.Cluster == nil {
+		t.Skip("needs kfake for fault injection")
+	}
+	reader := f.broker.As(kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	run := f.start(t)
+	insertAt(t, f.dsn, "order", "warmup")
+	reader.ReadAll(t, []string{"outbox.event.order"}, 1, 30*time.Second)
+	f.waitCaughtUp(t, 30*time.Second)
+
+	fault := f.broker.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.CoordinatorLoadInProgress, Count: -1,
+		When: func(req kmsg.Request) bool { return req.(*kmsg.EndTxnRequest).Commit }})
+	began := insertAt(t, f.dsn, "order", "uncommitted")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := fault.Wait(ctx, 1); err != nil {
+		t.Fatalf("no commit of a Kafka transaction was asked for: %v", err)
+	}
+	v := waitMetric(t, f.reg, gauge, nil, "> 1s", func(v float64) bool { return v > 1 })
+	if bound := time.Since(began).Seconds(); v > bound {
+		t.Errorf("%s = %v, more than the %vs since the transaction began", gauge, v, bound)
+	}
+
+	fault.Remove()
+	reader.ReadAll(t, []string{"outbox.event.order"}, 2, 30*time.Second)
+	f.waitCaughtUp(t, 30*time.Second)
+	waitMetric(t, f.reg, gauge, nil, "0 once committed and confirmed", func(v float64) bool { return v == 0 })
+	if err := run.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
