@@ -207,6 +207,7 @@ func printStatus(w io.Writer, slot string, v statusView) {
 			}
 		}
 		fmt.Fprintf(tw, "  in flight\t%d records, %s, %d pending transaction(s)\n", r.InFlightRecords, admin.HumanBytes(r.InFlightBytes), r.PendingTransaction)
+		fmt.Fprintf(tw, "  oldest unpublished\t%s\n", oldestUnpublished(r))
 		fmt.Fprintf(tw, "  reconnects\t%d\n", r.Reconnects)
 		fmt.Fprintf(tw, "  delivery\t%s\n", dash(r.Delivery))
 		if r.KafkaTransactionsCommitted != nil && r.KafkaTransactionsAborted != nil {
@@ -242,4 +243,15 @@ func printStatus(w io.Writer, slot string, v statusView) {
 		}
 	}
 	_ = tw.Flush()
+}
+
+// oldestUnpublished renders the age of the oldest event the relay read
+// and Kafka has not acknowledged, with its transaction's commit time, or
+// "none".
+func oldestUnpublished(r *relay.Status) string {
+	if r.OldestUnpublishedCommitTime == nil {
+		return "none"
+	}
+	age := time.Duration(r.OldestUnpublishedAgeSeconds * float64(time.Second)).Round(time.Millisecond)
+	return fmt.Sprintf("%s (committed %s)", age, r.OldestUnpublishedCommitTime.UTC().Format(time.RFC3339Nano))
 }

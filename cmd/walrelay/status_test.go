@@ -3,10 +3,15 @@ package main
 import (
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/walrelay/walrelay/internal/testenv"
 )
@@ -15,8 +20,10 @@ type statusResult struct {
 	RelayURL   string `json:"relay_url"`
 	RelayError string `json:"relay_error"`
 	Relay      *struct {
-		Streaming    bool   `json:"streaming"`
-		ConfirmedLSN string `json:"confirmed_lsn"`
+		Streaming           bool       `json:"streaming"`
+		ConfirmedLSN        string     `json:"confirmed_lsn"`
+		OldestUnpublished   float64    `json:"oldest_unpublished_event_age_seconds"`
+		OldestUnpublishedAt *time.Time `json:"oldest_unpublished_commit_time"`
 	} `json:"relay"`
 	Slot *struct {
 		Name      string `json:"name"`
@@ -67,6 +74,50 @@ func TestStatus(t *testing.T) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
 	}
+
+	// The oldest unpublished event: none while idle; while the broker
+	// refuses produce, the refused event's age and commit time.
+	if st.Relay.OldestUnpublishedAt != nil || !regexp.MustCompile(`(?m)^\s+oldest unpublished\s+none$`).MatchString(out) {
+		t.Errorf("status of an idle relay shows an unpublished event (%v):\n%s", st.Relay.OldestUnpublishedAt, out)
+	}
+	t.Run("unpublished event", func(t *testing.T) {
+		if broker.Cluster == nil {
+			t.Skip("needs kfake for fault injection")
+		}
+		fault := broker.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotEnoughReplicas, Count: -1})
+		defer fault.Remove()
+		testenv.Exec(t, dsn, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', 'refused', 'T', '{}')`)
+		aged := regexp.MustCompile(`(?m)^\s+oldest unpublished\s+([0-9.]+)s \(committed \d{4}-\d\d-\d\dT[0-9:.]+Z\)$`)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out, _, _ := walrelay(t, env, "status")
+			if m := aged.FindStringSubmatch(out); m != nil {
+				if age, err := strconv.ParseFloat(m[1], 64); err == nil && age >= 1 {
+					break
+				}
+			}
+			if time.Now().After(deadline) || relay.exited() {
+				t.Fatalf("status never showed an event unpublished for a second while the broker refuses:\n%s", out)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		js := decodeJSON[statusResult](t, wantOK(t, env, "status", "-o", "json"))
+		if js.Relay == nil || js.Relay.OldestUnpublished < 1 || js.Relay.OldestUnpublishedAt == nil {
+			t.Errorf("status -o json while the broker refuses: %+v", js.Relay)
+		}
+		fault.Remove()
+		deadline = time.Now().Add(30 * time.Second)
+		for {
+			out, _, _ := walrelay(t, env, "status")
+			if regexp.MustCompile(`(?m)^\s+oldest unpublished\s+none$`).MatchString(out) {
+				break
+			}
+			if time.Now().After(deadline) || relay.exited() {
+				t.Fatalf("status never showed nothing unpublished once the broker accepts:\n%s", out)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
 
 	t.Run("watch", func(t *testing.T) {
 		w := startChild(t, env, "status", "--watch", "--interval", "200ms")

@@ -85,6 +85,7 @@ func TestDashboardStructure(t *testing.T) {
 		`walrelay_in_flight_records`, `walrelay_in_flight_bytes`,
 		`walrelay_rows_rejected_total`, `walrelay_publish_errors_total`, `walrelay_slot_poll_errors_total`, `walrelay_reconnects_total`,
 		`walrelay_slot_stall_seconds`, `walrelay_slot_held`, `walrelay_slot_active`, `up{`,
+		`walrelay_oldest_unpublished_event_age_seconds`,
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no dashboard query contains %s", want)
@@ -187,7 +188,8 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"WalrelaySlotLagHigh", "WalrelayStalled", "WalrelaySlotInactive", "WalrelayWALStatusAtRisk",
-		"WalrelaySafeWALSizeLow", "WalrelayPublishErrors", "WalrelayEndToEndLatencyHigh", "WalrelayDown"} {
+		"WalrelaySafeWALSizeLow", "WalrelayPublishErrors", "WalrelayEndToEndLatencyHigh", "WalrelayDown",
+		"WalrelayUnpublishedEventOld"} {
 		if !seen[want] {
 			t.Errorf("no alert %s", want)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 )
@@ -35,6 +36,7 @@ type Tx struct {
 	bytes   int64         // bytes added and not yet acked
 	end     pglogrepl.LSN // TransactionEndLSN (raised by folded transactions)
 	covers  int           // transactions this entry stands for: itself + folded ones
+	commit  int64         // commit time (BeginAt), unix nanoseconds; 0: unknown
 	state   txState
 }
 
@@ -54,6 +56,7 @@ type Tracker struct {
 	open    int   // transactions between Begin and Commit/Abort
 	txs     int   // transactions tracked and not yet confirmed or dropped
 	queue   ring  // committed transactions waiting for acks, commit order
+	current *Tx   // the transaction last begun, while open
 	free    []*Tx // recycled handles
 	roomCh  chan struct{}
 	drainCh chan struct{}
@@ -69,8 +72,17 @@ func New(limits Limits) *Tracker {
 }
 
 // Begin starts tracking a transaction at its Begin message and returns its
-// handle.
-func (t *Tracker) Begin() *Tx {
+// handle. Its commit time is unknown: Oldest does not see it (BeginAt).
+func (t *Tracker) Begin() *Tx { return t.BeginAt(time.Time{}) }
+
+// BeginAt is Begin for a transaction committed at commit (the Begin
+// message's commit timestamp), which Oldest reports while the transaction
+// has records not yet acknowledged.
+func (t *Tracker) BeginAt(commit time.Time) *Tx {
+	var at int64
+	if !commit.IsZero() {
+		at = commit.UnixNano()
+	}
 	t.mu.Lock()
 	var tx *Tx
 	if n := len(t.free); n > 0 {
@@ -80,7 +92,8 @@ func (t *Tracker) Begin() *Tx {
 	} else {
 		tx = new(Tx)
 	}
-	*tx = Tx{state: txOpen, covers: 1}
+	*tx = Tx{state: txOpen, covers: 1, commit: at}
+	t.current = tx
 	t.open++
 	t.txs++
 	t.mu.Unlock()
@@ -153,6 +166,9 @@ func (t *Tracker) Commit(tx *Tx, end pglogrepl.LSN) {
 		panic("checkpoint: Commit on a transaction that is not open (double Commit, Commit after Abort, or not from Begin)")
 	}
 	t.open--
+	if t.current == tx {
+		t.current = nil
+	}
 	tx.end = end
 	switch {
 	case tx.pending > 0:
@@ -193,6 +209,9 @@ func (t *Tracker) Abort(tx *Tx) {
 		panic("checkpoint: Abort on a transaction that is not open (after Commit/Abort, or not from Begin)")
 	}
 	t.open--
+	if t.current == tx {
+		t.current = nil
+	}
 	if tx.pending == 0 {
 		t.txs--
 		t.recycleLocked(tx)
@@ -266,6 +285,30 @@ func (t *Tracker) Pending() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.txs
+}
+
+// Oldest returns the commit time of the oldest transaction with a record
+// added and not yet acknowledged, and false when there is none: the age of
+// the oldest event handed on and not yet on Kafka (the unpublished-event
+// alarm). Committed transactions wait in commit order and the one at the
+// front always has a record unacknowledged, so it is the oldest; with none
+// waiting, it is the open transaction if it has one. A transaction begun
+// without a commit time (Begin) and an aborted one (Postgres sends it
+// again, tracked anew) are not reported. Called at scrape time, not on
+// the stream's path.
+func (t *Tracker) Oldest() (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var at int64
+	if front := t.queue.front(); front != nil {
+		at = front.commit
+	} else if tx := t.current; tx != nil && tx.pending > 0 && tx.commit != 0 {
+		at = tx.commit
+	}
+	if at == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, at), true
 }
 
 // advanceLocked pops every finished transaction off the queue's front and

@@ -6,8 +6,8 @@
 // lets an idle stream advance to the server's WAL end (invariant 3), and bounds
 // the records and bytes in flight (invariant 6).
 //
-// In: from the replication goroutine, one call per stream event — Begin at a
-// transaction's Begin message, Add for every record of it handed to the
+// In: from the replication goroutine, one call per stream event — Begin (or
+// BeginAt, with its commit time) at a transaction's Begin message, Add for every record of it handed to the
 // producer, Commit with the Commit message's TransactionEndLSN, Abort when the
 // stream broke before the Commit arrived, ObserveWALEnd with a keepalive's
 // server WAL end, SetStart with the slot's confirmed_flush_lsn, Reset with
@@ -19,7 +19,8 @@
 // gate the replication goroutine passes before it reads more from the slot,
 // and WaitRoomFor, which holds a message larger than the byte cap until
 // nothing is in flight; WaitDrained for shutdown; InFlight and Pending for
-// metrics and logs.
+// metrics and logs; Oldest, the commit time of the oldest transaction with a
+// record not yet acknowledged, for the unpublished-event alarm.
 //
 // What it does not do: it does not talk to Postgres or Kafka, send status
 // updates, retry, log, or register metrics (the caller exports InFlight and
@@ -67,9 +68,9 @@
 //
 // # Contract
 //
-// Begin, Add, Commit, Abort, ObserveWALEnd, SetStart and Reset are called
-// from the replication goroutine; Ack from any goroutine; Confirmed,
-// InFlight, Pending, WaitRoom, WaitRoomFor and WaitDrained from any
+// Begin, BeginAt, Add, Commit, Abort, ObserveWALEnd, SetStart and Reset are
+// called from the replication goroutine; Ack from any goroutine; Confirmed,
+// InFlight, Pending, Oldest, WaitRoom, WaitRoomFor and WaitDrained from any
 // goroutine. Add must be called before the
 // record is handed to the producer, and Ack exactly once per Add with the
 // same byte count. A Tx must not be used by the replication goroutine after

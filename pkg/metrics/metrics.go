@@ -23,6 +23,7 @@
 //	rows_rejected_total{class,policy}                rows the router rejected, by error class and the policy applied
 //	publish_errors_total{kind}                       records the producer gave up on (kind=produce) and rejected rows (kind=<class>)
 //	in_flight_records, in_flight_bytes               produced, not yet acknowledged
+//	oldest_unpublished_event_age_seconds             seconds since the commit of the oldest transaction with an event read and not acknowledged by Kafka (0 when none)
 //	commit_read_latency_seconds                      histogram: transaction commit timestamp to walrelay reading its BEGIN from the slot
 //	produce_ack_latency_seconds                      histogram: handing a record to the producer to the broker's ack
 //	end_to_end_latency_seconds                       histogram: transaction commit timestamp to the broker's ack

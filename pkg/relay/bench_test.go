@@ -133,7 +133,7 @@ func BenchmarkRowPath(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		end++
-		tx := tr.Begin()
+		tx := tr.BeginAt(benchCommitTime)
 		rec, err := pool.route(plan, &msg, cols, benchCommitTime, end, nil)
 		if err != nil {
 			b.Fatal(err)
@@ -166,7 +166,7 @@ func BenchmarkRowPath100(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if tx == nil {
-			tx = tr.Begin()
+			tx = tr.BeginAt(benchCommitTime)
 		}
 		rec, err := pool.route(plan, &msg, cols, benchCommitTime, end, nil)
 		if err != nil {

@@ -85,7 +85,7 @@ func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
 	if n := h.resume.Handled(); n > 0 {
 		h.log.Info("passing over the rows of a transaction the checkpoint says were published", "commit_lsn", m.FinalLSN.String(), "xid", m.Xid, "rows", n)
 	}
-	h.tx, h.commitTime = h.r.tracker.Begin(), m.CommitTime
+	h.tx, h.commitTime = h.r.tracker.BeginAt(m.CommitTime), m.CommitTime
 	h.r.metrics.Transactions.Inc()
 	// pgoutput sends a transaction only after it committed, so this is how
 	// long it took Postgres to decode and send it and this process to read

@@ -36,6 +36,9 @@ func (r *Relay) registerGauges() {
 		_, b := r.tracker.InFlight()
 		return float64(b)
 	})
+	m.GaugeFunc("oldest_unpublished_event_age_seconds", "Seconds since the commit (Postgres's timestamp) of the oldest transaction whose outbox events walrelay read and Kafka has not acknowledged (exactly_once: whose Kafka transaction has not committed); 0 when none. Blind to what walrelay has not read yet (docs/metrics.md).", nil, func() float64 {
+		return r.oldestUnpublishedAge(time.Now()).Seconds()
+	})
 	m.CounterFunc("heartbeats_sent_total", "Heartbeat messages emitted into the slot's database (relay.heartbeat_interval).", nil, func() float64 { return float64(r.hb.Sent()) })
 	m.CounterFunc("heartbeats_received_total", "Heartbeat messages that came back through the replication stream.", nil, func() float64 { return float64(r.hb.Received()) })
 	stats := r.pub.Stats
@@ -71,6 +74,12 @@ type Status struct {
 	PendingTransaction int    `json:"pending_transactions"`
 	Reconnects         uint64 `json:"reconnects"`
 	Delivery           string `json:"delivery"`
+	// OldestUnpublishedAgeSeconds is
+	// walrelay_oldest_unpublished_event_age_seconds, and
+	// OldestUnpublishedCommitTime the commit time it is measured from
+	// (omitted when nothing is unpublished).
+	OldestUnpublishedAgeSeconds float64    `json:"oldest_unpublished_event_age_seconds"`
+	OldestUnpublishedCommitTime *time.Time `json:"oldest_unpublished_commit_time,omitempty"`
 	// Exactly-once delivery only.
 	KafkaTransactionsCommitted *uint64        `json:"kafka_transactions_committed,omitempty"`
 	KafkaTransactionsAborted   *uint64        `json:"kafka_transactions_aborted,omitempty"`
@@ -92,6 +101,11 @@ func (r *Relay) Status(ctx context.Context) Status {
 		Reconnects:         r.stream.Reconnects(),
 		Slot:               r.monitor.Current(),
 		Delivery:           r.cfg.Relay.Delivery,
+	}
+	if at, ok := r.tracker.Oldest(); ok {
+		at = at.UTC()
+		st.OldestUnpublishedCommitTime = &at
+		st.OldestUnpublishedAgeSeconds = max(time.Since(at), 0).Seconds()
 	}
 	if t := r.txns; t != nil {
 		c, a := t.committed.Load(), t.aborted.Load()
@@ -126,4 +140,16 @@ func (r *Relay) Ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	return r.pub.Ping(ctx)
+}
+
+// oldestUnpublishedAge is how long before now the oldest transaction with
+// events walrelay read and Kafka has not acknowledged committed
+// (checkpoint.Tracker.Oldest): 0 when there is none, and 0 rather than
+// negative when Postgres's clock is ahead of this host's.
+func (r *Relay) oldestUnpublishedAge(now time.Time) time.Duration {
+	at, ok := r.tracker.Oldest()
+	if !ok {
+		return 0
+	}
+	return max(now.Sub(at), 0)
 }
