@@ -39,6 +39,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		statusCommand(stdout),
 		lsnCommand(stdout),
 		debeziumCommand(stdout, stderr, os.Stdin),
+		verifyCommand(stdout, stderr),
 	)
 	for _, sub := range root.Commands() {
 		if check := sub.Args; check != nil {
