@@ -78,8 +78,9 @@ type Report struct {
 	// Unparsed counts records read without an event id header.
 	Unparsed int64 `json:"unparsed_records"`
 	// Passes is how many times the topics and the rows were read (see
-	// Options.MaxIDs).
-	Passes int `json:"passes"`
+	// Options.MaxIDs), and MaxHeld the most records one pass held.
+	Passes  int `json:"passes"`
+	MaxHeld int `json:"max_held"`
 	// Missing are the event ids of rows in the window with no record on
 	// their topic.
 	Missing []string `json:"missing"`
@@ -328,6 +329,7 @@ func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error
 			return nil, err
 		}
 		v.rep.Records += int64(len(held))
+		v.rep.MaxHeld = max(v.rep.MaxHeld, len(held))
 		sort.Slice(held, func(i, j int) bool { return bytes.Compare(held[i].k[:], held[j].k[:]) < 0 })
 
 		// The rows of this share, looked up.
