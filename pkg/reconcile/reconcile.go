@@ -290,7 +290,7 @@ func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error
 	total := spans.records()
 	passes := max(1, int((total+int64(o.MaxIDs)-1)/int64(o.MaxIDs)))
 	v.rep.Passes = passes
-	v.log.Info("verify: window read", "rows", v.rep.Rows, "topics", len(v.rep.Topics), "records_to_read", total, "passes", passes)
+	v.log.Debug("verify: window read", "rows", v.rep.Rows, "topics", len(v.rep.Topics), "records_to_read", total, "passes", passes)
 
 	candidates := map[string]int{}
 	for pass := range passes {
