@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -13,6 +15,13 @@ import (
 	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/reconcile"
+)
+
+// verify's soft memory limit (unless GOMEMLIMIT is set): a base for the
+// clients and buffers, and twice an id's 32 bytes per --max-ids.
+const (
+	verifyMemoryBase = 48 << 20
+	verifyBytesPerID = 64
 )
 
 // verifyListMax is how many ids of each list the table output shows.
@@ -70,6 +79,12 @@ runtime failure; 2 bad usage.`, cobra.NoArgs,
 				return cli.UsageError{Err: fmt.Errorf("--margin %s: must not be negative", margin)}
 			}
 			log := newLogger(cfg.Log, stderr)
+			if os.Getenv("GOMEMLIMIT") == "" {
+				// A soft limit from --max-ids: the GC works harder
+				// near it instead of letting garbage (fetched
+				// records, fetched rows) double the held ids.
+				debug.SetMemoryLimit(verifyMemoryBase + verifyBytesPerID*int64(max(maxIDs, 1)))
+			}
 			rep, err := reconcile.Run(ctx, cfg, reconcile.Options{
 				Since: from, Until: to, Margin: margin, Republish: republish,
 				MaxIDs: maxIDs, StatementTimeout: stmtTimeout,

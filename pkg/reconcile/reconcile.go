@@ -295,7 +295,9 @@ func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error
 	candidates := map[string]int{}
 	for pass := range passes {
 		// Pass p holds the records whose id is in its share.
-		var held []entry
+		// Sized for this pass's share (plus a tenth for the hash's
+		// unevenness), so that the slice is not grown by doubling.
+		held := make([]entry, 0, min(int64(o.MaxIDs), total/int64(passes)+total/int64(passes)/10+16))
 		var texts []string
 		var read int64
 		err := spans.read(ctx, v.kopts, func(rec *kgo.Record) {

@@ -126,4 +126,3 @@ func (r *republisher) finish(ctx context.Context) (*Republished, error) {
 	defer r.mu.Unlock()
 	return &Republished{Sent: r.sent, Acknowledged: r.acked, Failed: r.failed}, nil
 }
-

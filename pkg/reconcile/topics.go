@@ -11,6 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// fetchMaxBytes bounds one fetch response.
+const fetchMaxBytes = 4 << 20
+
 // span is the offsets of one partition verify reads: [start, end).
 type span struct{ start, end int64 }
 
@@ -95,6 +98,12 @@ func (r ranges) read(ctx context.Context, opts []kgo.Opt, each func(*kgo.Record)
 		kgo.ConsumePartitions(from),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
+		// Small fetches: a record read is held as 32 bytes, and the
+		// fetch buffers, not the ids, would otherwise be most of
+		// verify's memory (franz-go's default is 50 MiB a fetch).
+		kgo.FetchMaxBytes(fetchMaxBytes),
+		kgo.FetchMaxPartitionBytes(fetchMaxBytes),
+		kgo.MaxConcurrentFetches(1),
 	)...)
 	if err != nil {
 		return fmt.Errorf("creating kafka consumer: %w", err)
