@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -292,5 +293,37 @@ func TestVerifyPassesBoundMemory(t *testing.T) {
 	}
 	if !slices.Equal(rep.Missing, sorted(removed)) || len(rep.Unknown)+len(rep.Duplicates) != 0 || rep.Rows != n {
 		t.Fatalf("rows %d missing %v unknown %v duplicates %v; want %d rows, missing %v", rep.Rows, rep.Missing, rep.Unknown, rep.Duplicates, n, sorted(removed))
+	}
+}
+
+// TestVerifyDeletedTopicAndMissingTable: a routed topic that no longer
+// exists makes each of its rows missing; an outbox table that does not
+// exist is an error naming it.
+func TestVerifyDeletedTopicAndMissingTable(t *testing.T) {
+	f := newFixture(t)
+	ids := f.insert(t, 20, time.Time{})
+	f.relayAll(t, 20)
+	var gone []string
+	for i, id := range ids {
+		if i%2 == 1 { // customer rows
+			gone = append(gone, id)
+		}
+	}
+	resp, err := kadm.NewClient(f.broker.Client(t)).DeleteTopics(t.Context(), topics[1])
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("deleting topic: %v", err)
+	}
+	rep := f.verify(t, false)
+	if !slices.Equal(rep.Missing, sorted(gone)) || rep.Rows != 20 {
+		t.Fatalf("after deleting %s: rows %d, missing %v; want 20 rows, missing %v", topics[1], rep.Rows, rep.Missing, sorted(gone))
+	}
+
+	f.cfg.Postgres.Table = "public.no_such_outbox"
+	_, err = reconcile.Run(t.Context(), f.cfg, reconcile.Options{Since: time.Now().Add(-time.Hour), Until: time.Now()}, nil)
+	if err == nil || !strings.Contains(err.Error(), `"public"."no_such_outbox"`) || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("verify of a missing table: %v, want an error naming it", err)
 	}
 }

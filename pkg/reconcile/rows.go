@@ -61,7 +61,7 @@ func describe(ctx context.Context, conn *pgx.Conn, cfg config.Config) (*outbox, 
 	}
 	quoted := pgx.Identifier{schema, name}.Sanitize()
 	var oid uint32
-	if err := conn.QueryRow(ctx, `SELECT to_regclass($1)::oid`, quoted).Scan(&oid); err != nil || oid == 0 {
+	if err := conn.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, quoted).Scan(&oid); err != nil || oid == 0 {
 		if err == nil {
 			err = errors.New("it does not exist (run `walrelay setup`, or fix postgres.table)")
 		}
