@@ -102,6 +102,8 @@ runtime failure; 2 bad usage.`, cobra.NoArgs,
 			}
 			return verifyOutcome(rep)
 		})
+	// Its own exit statuses replace the operator commands' general ones.
+	cmd.Long = strings.TrimSuffix(cmd.Long, "\n"+exitCodesHelp)
 	f := cmd.Flags()
 	f.StringVar(&since, "since", "1h", "start of the window of outbox.time_column: an RFC 3339 time, or a duration back from now")
 	f.StringVar(&until, "until", "10s", "end of the window (exclusive): an RFC 3339 time, or a duration back from now")
