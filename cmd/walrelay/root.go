@@ -40,6 +40,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		lsnCommand(stdout),
 		debeziumCommand(stdout, stderr, os.Stdin),
 		outboxCommand(stdout, stderr),
+		verifyCommand(stdout, stderr),
 	)
 	for _, sub := range root.Commands() {
 		if check := sub.Args; check != nil {

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/walrelay/walrelay/internal/cli"
+	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/reconcile"
+)
+
+// verify's soft memory limit (unless GOMEMLIMIT is set): a base for the
+// clients and buffers, and twice an id's 32 bytes per --max-ids.
+const (
+	verifyMemoryBase = 48 << 20
+	verifyBytesPerID = 64
+)
+
+// verifyListMax is how many ids of each list the table output shows.
+const verifyListMax = 20
+
+func verifyCommand(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		since, until string
+		margin       time.Duration
+		republish    bool
+		maxIDs       int
+		stmtTimeout  time.Duration
+	)
+	cmd := adminCommand("verify", "Reconcile: find outbox events missing from their topics (and republish them)",
+		`Reads the outbox rows whose outbox.time_column is in the window [--since,
+--until) and the records of the topics they route to (with the relay's router
+and converters), and reports every event that is in the table and not on its
+topic (missing), on a topic with a timestamp in the window and not in the table
+(unknown, informational), or on its topic more than once (duplicates,
+informational). Rows the router refuses are listed as unroutable (the relay
+dead-letters them per relay.on_error).
+
+--since and --until take an RFC 3339 time or a duration back from now
+(default: the last hour, up to 10s before now). Records are read from the
+first offset whose timestamp is at or after since - --margin (a record's
+timestamp is its transaction's commit time, after the row's time) to the end
+of each partition, without a consumer group.
+
+--republish produces the missing rows again through the same router and
+converters, with header walrelay.republished: true and the row's time column as
+record timestamp. Consumers dedupe on the "id" header.
+
+It is read-only on Postgres (one REPEATABLE READ READ ONLY transaction, FETCH
+pages, every statement under --statement-timeout) and safe to run from cron.
+Memory is bounded by --max-ids (32 bytes per record held; more records are
+read in several passes). Progress goes to stderr.
+
+Exit status: 0 nothing missing (or, with --republish, every missing event
+republished and acknowledged); 1 events missing (the report says which) or a
+runtime failure; 2 bad usage.`, cobra.NoArgs,
+		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, _ []string) error {
+			now := time.Now()
+			from, err := windowBound("--since", since, now)
+			if err != nil {
+				return err
+			}
+			to, err := windowBound("--until", until, now)
+			if err != nil {
+				return err
+			}
+			if !from.Before(to) {
+				return cli.UsageError{Err: fmt.Errorf("--since %s is not before --until %s", from.Format(time.RFC3339), to.Format(time.RFC3339))}
+			}
+			if margin < 0 {
+				return cli.UsageError{Err: fmt.Errorf("--margin %s: must not be negative", margin)}
+			}
+			log := newLogger(cfg.Log, stderr)
+			if os.Getenv("GOMEMLIMIT") == "" {
+				// A soft limit from --max-ids: the GC works harder
+				// near it instead of letting garbage (fetched
+				// records, fetched rows) double the held ids.
+				debug.SetMemoryLimit(verifyMemoryBase + verifyBytesPerID*int64(max(maxIDs, 1)))
+			}
+			rep, err := reconcile.Run(ctx, cfg, reconcile.Options{
+				Since: from, Until: to, Margin: margin, Republish: republish,
+				MaxIDs: maxIDs, StatementTimeout: stmtTimeout,
+			}, log)
+			if err != nil {
+				return err
+			}
+			if format == outputJSON {
+				err = writeJSON(stdout, verifyJSON{Report: rep, MissingCount: len(rep.Missing), UnknownCount: len(rep.Unknown), DuplicateCount: len(rep.Duplicates)})
+			} else {
+				err = printVerify(stdout, rep)
+			}
+			if err != nil {
+				return err
+			}
+			return verifyOutcome(rep)
+		})
+	// Its own exit statuses replace the operator commands' general ones.
+	cmd.Long = strings.TrimSuffix(cmd.Long, "\n"+exitCodesHelp)
+	f := cmd.Flags()
+	f.StringVar(&since, "since", "1h", "start of the window of outbox.time_column: an RFC 3339 time, or a duration back from now")
+	f.StringVar(&until, "until", "10s", "end of the window (exclusive): an RFC 3339 time, or a duration back from now")
+	f.DurationVar(&margin, "margin", reconcile.DefaultMargin, "record timestamps read beyond each end of the window (a record's timestamp is its transaction's commit time)")
+	f.BoolVar(&republish, "republish", false, "produce the missing events again (header walrelay.republished: true, the row's time as timestamp)")
+	f.IntVar(&maxIDs, "max-ids", reconcile.DefaultMaxIDs, "records held in memory at once (32 bytes each); more are read in several passes")
+	f.DurationVar(&stmtTimeout, "statement-timeout", reconcile.DefaultStatementTimeout, "statement_timeout of each statement verify runs on Postgres")
+	return cmd
+}
+
+// windowBound parses a --since or --until value: an RFC 3339 time, or a
+// duration back from now.
+func windowBound(flag, s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return time.Time{}, cli.UsageError{Err: fmt.Errorf("%s %q: want an RFC 3339 time (2026-01-02T15:04:05Z) or a non-negative duration back from now (1h)", flag, s)}
+	}
+	return now.Add(-d), nil
+}
+
+// verifyJSON is verify's -o json: the report with the counts.
+type verifyJSON struct {
+	*reconcile.Report
+	MissingCount   int `json:"missing_count"`
+	UnknownCount   int `json:"unknown_count"`
+	DuplicateCount int `json:"duplicate_count"`
+}
+
+// errMissing is verify's exit status 1: the report already says which
+// events are missing.
+var errMissing = errors.New("events missing")
+
+// verifyOutcome is verify's result after printing: a Reported failure when
+// events are missing and were not all republished and acknowledged.
+func verifyOutcome(rep *reconcile.Report) error {
+	if len(rep.Missing) == 0 {
+		return nil
+	}
+	if r := rep.Republished; r != nil && r.Acknowledged == len(rep.Missing) && len(r.Failed) == 0 {
+		return nil
+	}
+	return cli.Reported{Err: fmt.Errorf("%d %w", len(rep.Missing), errMissing)}
+}
+
+// printVerify prints the report for a person.
+func printVerify(w io.Writer, rep *reconcile.Report) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "window: %s = [%s, %s) of %s, margin %s\n", rep.TimeColumn, rep.Since.Format(time.RFC3339), rep.Until.Format(time.RFC3339), rep.Table, rep.Margin)
+	fmt.Fprintf(&b, "rows: %d  records read in the window ± margin: %d  topics: %s  passes: %d\n", rep.Rows, rep.Records, dash(strings.Join(rep.Topics, ", ")), rep.Passes)
+	list := func(name string, ids []string, note string) {
+		fmt.Fprintf(&b, "%s: %d%s\n", name, len(ids), note)
+		for i, id := range ids {
+			if i == verifyListMax {
+				fmt.Fprintf(&b, "  … and %d more (-o json lists them all)\n", len(ids)-verifyListMax)
+				break
+			}
+			fmt.Fprintf(&b, "  %s\n", id)
+		}
+	}
+	list("missing", rep.Missing, "")
+	list("unknown", rep.Unknown, " (informational: on a topic, not in the table)")
+	list("duplicates", rep.Duplicates, " (informational: consumers dedupe on the id header)")
+	if len(rep.Unroutable) > 0 {
+		list("unroutable", rep.Unroutable, " (the router refuses them: see the dead-letter topic or the relay's log)")
+	}
+	if rep.RowsWithoutID > 0 {
+		fmt.Fprintf(&b, "rows without an event id: %d\n", rep.RowsWithoutID)
+	}
+	if rep.Unparsed > 0 {
+		fmt.Fprintf(&b, "records without an id header: %d\n", rep.Unparsed)
+	}
+	if r := rep.Republished; r != nil {
+		fmt.Fprintf(&b, "republished: %d sent, %d acknowledged, %d failed\n", r.Sent, r.Acknowledged, len(r.Failed))
+		for _, f := range r.Failed {
+			fmt.Fprintf(&b, "  %s\n", f)
+		}
+	}
+	switch {
+	case len(rep.Missing) == 0:
+		b.WriteString("ok: nothing missing\n")
+	case verifyOutcome(rep) == nil:
+		b.WriteString("ok: every missing event was republished\n")
+	default:
+		b.WriteString("FAIL: events missing (docs/runbook.md: \"walrelay verify reports missing events\")\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

@@ -1,0 +1,49 @@
+// Package reconcile is walrelay verify: it compares the outbox rows of a
+// time window with the records on their routed topics and reports the
+// events that are in the table and not on their topic (missing), on a
+// topic and not in the table (unknown), and on a topic more than once
+// (duplicates), and, when asked, publishes the missing ones again.
+//
+// In: walrelay's config (the outbox table, outbox.time_column, the router
+// and converters, the brokers) and a window [Since, Until) of the time
+// column. Out: a [Report]; with Options.Republish, the missing rows
+// produced again through the same router and converters as the relay,
+// with header walrelay.republished: true and the row's time column as
+// record timestamp.
+//
+// Why: a relay that reads the WAL cannot lose a committed row without a bug
+// or an operator's mistake (a slot dropped or advanced, a topic deleted or
+// truncated by retention, records deleted), and the outbox pattern's last
+// safety net is a periodic job that checks what should be on the broker is
+// there. It is safe against production: the outbox is read in one
+// read-only REPEATABLE READ transaction, in FETCH pages of a cursor, each
+// statement under a statement_timeout; topics are read partition by
+// partition without a consumer group (nothing is committed), with
+// read_committed isolation.
+//
+// How the sets are matched, with bounded memory: rows are never held.
+// A first pass over the window's rows counts them and routes each (the
+// router is the relay's, so the topics are the relay's); then each
+// routed topic's partitions are read from the first offset whose
+// timestamp is at or after Since - Margin (ListOffsets by timestamp) to
+// their last stable offset, and every record whose timestamp is within
+// [Since - Margin, Until + Margin] is held as 32 bytes: its event id's 16
+// bytes (a UUID's, or a hash of any other id, whose text is kept aside)
+// and its timestamp. The held records are sorted, and a second pass over
+// the rows looks each row's id up. When the records would be more than
+// Options.MaxIDs, the ids are split by hash into passes, each reading the
+// topics and the rows again and holding only its share: memory is bounded
+// by MaxIDs, not by the window. The reports' id lists are what is held
+// besides.
+//
+// Topics are read to their end, not only to the offset of Until + Margin,
+// because a republished record carries its row's old timestamp and lands
+// at the end of its partition: an end found by timestamp would miss it and
+// the next verify would report it missing again.
+//
+// What it does not do: decide whether a row's transaction has been
+// confirmed (a row the relay has not reached yet is missing: verify's
+// default window ends 10 s before now for that reason), read the
+// dead-letter topic (rows the router refuses are reported as unroutable
+// instead), or commit consumer offsets.
+package reconcile
