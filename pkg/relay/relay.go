@@ -13,9 +13,10 @@
 //     the goroutines (stream, slot monitor, heartbeats, dead-letter worker)
 //     until a stop or the first failure.
 //   - prepare.go: the startup checks. The slot exists with plugin pgoutput
-//     in this database, or is created; the publications exist; every
-//     column the router needs is in every published table. A bad config
-//     fails at startup, not at the first row.
+//     in this database, or is created; the publications exist and publish
+//     partitioned tables through their root; every column the router needs
+//     is in every published table. A bad config fails at startup, not at
+//     the first row.
 //   - handler.go: the replication.Handler, on the stream's goroutine:
 //     transactions into the checkpoint, rows into records, sessions and
 //     WAL histories (with package resume deciding what a reconnect re-sent).
