@@ -19,6 +19,7 @@ import (
 	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/metrics"
+	"github.com/walrelay/walrelay/pkg/partition"
 	"github.com/walrelay/walrelay/pkg/relay"
 	"github.com/walrelay/walrelay/pkg/server"
 )
@@ -45,8 +46,9 @@ in-flight records to be acknowledged, confirms them to Postgres and exits 0.`,
 	return cmd
 }
 
-// runRelay runs the relay (with opts: debezium takeover's) and, when
-// http.listen is set, its HTTP listener.
+// runRelay runs the relay (with opts: debezium takeover's), the
+// partition maintainer (pkg/partition) and, when http.listen is set, its
+// HTTP listener.
 // The listener stops when the relay does; a listener that cannot bind
 // stops the relay.
 func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...relay.Option) error {
@@ -74,6 +76,10 @@ func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...
 		srv := server.New(cfg.HTTP.Listen, reg, r, log, opts...)
 		g.Go(func() error { return srv.Run(gctx) })
 	}
+	// A partitioned outbox gets its partitions created ahead; the
+	// maintainer logs and retries its failures and stops with the relay.
+	maintainer := partition.NewMaintainer(cfg, log)
+	g.Go(func() error { return maintainer.Run(gctx) })
 	g.Go(func() error {
 		defer cancel() // a stopped relay stops the listener
 		// A failed connection reads like the operator commands' (one

@@ -33,7 +33,10 @@ const LockTimeout = time.Second
 // the relay.
 type Maintainer struct {
 	dsn     string
+	table   string // postgres.table
+	column  string
 	scheme  Scheme
+	invalid error // NewScheme's error: reported only for a partitioned outbox
 	ahead   int
 	every   time.Duration
 	timeout time.Duration
@@ -44,18 +47,18 @@ type Maintainer struct {
 }
 
 // NewMaintainer returns the Maintainer for cfg's outbox (postgres.table,
-// postgres.dsn and the outbox section), logging to log. It fails when the
-// partition names would be too long (see NewScheme).
-func NewMaintainer(cfg config.Config, log *slog.Logger) (*Maintainer, error) {
+// postgres.dsn and the outbox section), logging to log. A scheme
+// NewScheme refuses (partition names over 63 bytes) is reported by each
+// round that finds the outbox partitioned, not here: a plain outbox with a
+// long name is no error.
+func NewMaintainer(cfg config.Config, log *slog.Logger) *Maintainer {
 	s, err := NewScheme(cfg.Postgres.Table, cfg.Outbox.TimeColumn, cfg.Outbox.PartitionInterval)
-	if err != nil {
-		return nil, err
-	}
 	return &Maintainer{
-		dsn: cfg.Postgres.DSN, scheme: s, ahead: cfg.Outbox.PartitionsAhead,
+		dsn: cfg.Postgres.DSN, table: cfg.Postgres.Table, column: cfg.Outbox.TimeColumn,
+		scheme: s, invalid: err, ahead: cfg.Outbox.PartitionsAhead,
 		every: cfg.Outbox.PruneInterval, timeout: cfg.Outbox.PruneStatementTimeout,
 		log: log.With("component", "partitions"), now: time.Now,
-	}, nil
+	}
 }
 
 // Run runs a round at once and then every outbox.prune_interval until ctx
@@ -66,7 +69,7 @@ func (m *Maintainer) Run(ctx context.Context) error {
 	for {
 		if err := m.round(ctx); err != nil && ctx.Err() == nil {
 			m.log.Warn("could not create the outbox's partitions ahead; trying again at the next round",
-				"table", m.scheme.qualified(), "next_in", m.every.String(), "err", err)
+				"table", m.table, "next_in", m.every.String(), "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -93,7 +96,7 @@ func (m *Maintainer) round(ctx context.Context) error {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 
-	layout, err := Inspect(cctx, conn, m.scheme.qualified())
+	layout, err := Inspect(cctx, conn, m.table)
 	switch {
 	case errors.Is(err, ErrNoTable):
 		m.once("the outbox table does not exist; no partitions to create")
@@ -103,9 +106,11 @@ func (m *Maintainer) round(ctx context.Context) error {
 	case !layout.Partitioned:
 		m.once("the outbox is a plain table; no partitions to create")
 		return nil
-	case !layout.RangeOn(m.scheme.Column):
-		m.once(fmt.Sprintf("the outbox is %s, not by range of outbox.time_column %q; walrelay does not create its partitions", layout, m.scheme.Column))
+	case !layout.RangeOn(m.column):
+		m.once(fmt.Sprintf("the outbox is %s, not by range of outbox.time_column %q; walrelay does not create its partitions", layout, m.column))
 		return nil
+	case m.invalid != nil:
+		return m.invalid
 	}
 	m.said = ""
 	created, err := m.scheme.EnsureAhead(cctx, conn, m.ahead, m.now())
@@ -119,6 +124,6 @@ func (m *Maintainer) round(ctx context.Context) error {
 func (m *Maintainer) once(reason string) {
 	if m.said != reason {
 		m.said = reason
-		m.log.Info(reason, "table", m.scheme.qualified())
+		m.log.Info(reason, "table", m.table)
 	}
 }

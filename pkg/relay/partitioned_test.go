@@ -64,10 +64,7 @@ func TestPartitionedOutboxLosesNothing(t *testing.T) {
 	run := f.start(t)
 	mcfg := f.cfg
 	mcfg.Outbox.PruneInterval = 200 * time.Millisecond // below the option's minimum: faster rounds
-	m, err := partition.NewMaintainer(mcfg, f.logs.logger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := partition.NewMaintainer(mcfg, f.logs.logger())
 	mctx, stopMaintainer := context.WithCancel(context.Background())
 	maintained := make(chan error, 1)
 	go func() { maintained <- m.Run(mctx) }()
@@ -104,7 +101,7 @@ func TestPartitionedOutboxLosesNothing(t *testing.T) {
 	far := time.Now().Add(30 * 24 * time.Hour)
 	testenv.Exec(t, f.dsn, fmt.Sprintf(`CREATE TABLE outbox_far PARTITION OF outbox FOR VALUES FROM ('%s') TO ('%s')`,
 		far.Add(-time.Hour).UTC().Format(time.RFC3339), far.Add(time.Hour).UTC().Format(time.RFC3339)))
-	err = pgx.BeginFunc(t.Context(), conn, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(t.Context(), conn, func(tx pgx.Tx) error {
 		for _, at := range []any{nil, far, nil, far} {
 			var id string
 			if err := tx.QueryRow(t.Context(), `INSERT INTO outbox (aggregatetype, aggregateid, type, payload, created_at)
