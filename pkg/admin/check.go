@@ -27,9 +27,9 @@ type Item struct {
 }
 
 // Check runs the preflight for cfg: Postgres settings, privileges, the
-// outbox's partitions, publication, outbox columns, slot, WAL retention, then Kafka, and with
-// relay.delivery=exactly_once Kafka transactions and the checkpoint
-// topic. It changes nothing on either side (it never initializes the
+// outbox's partitions, publication, outbox columns, slot, WAL retention,
+// then Kafka, and with relay.delivery=exactly_once Kafka transactions and
+// the checkpoint topic. It changes nothing on either side (it never initializes the
 // relay's transactional id, which would fence a running relay). It never
 // stops early on a failed item, except that Postgres items after a failed
 // connection are not run.
