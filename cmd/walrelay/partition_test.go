@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/partition"
@@ -75,4 +77,38 @@ func TestSetupAndCheckPartitionedOutbox(t *testing.T) {
 	c.want(t, "outbox partitions", admin.OK, []string{"plain table"}, nil)
 	c, _ = checkJSON(t, childEnv("WALRELAY_POSTGRES_DSN="+plain, "WALRELAY_KAFKA_BROKERS="+strings.Join(broker.Addrs(), ","), "WALRELAY_OUTBOX_PARTITIONED=true"))
 	c.want(t, "outbox partitions", admin.Warn, []string{"plain table, although outbox.partitioned is set"}, nil)
+}
+
+// `walrelay run` keeps a partitioned outbox's partitions created ahead: a
+// partition ahead that disappears is created again within a round, logged,
+// and the events written into it are relayed.
+func TestRunKeepsPartitionsAhead(t *testing.T) {
+	e := newE2E(t)
+	env := append(e.env, "WALRELAY_OUTBOX_PARTITIONED=true", "WALRELAY_OUTBOX_PARTITION_INTERVAL=1h", "WALRELAY_OUTBOX_PARTITIONS_AHEAD=2", "WALRELAY_OUTBOX_PRUNE_INTERVAL=1s")
+	wantOK(t, env, "setup")
+	scheme, _ := partition.NewScheme("public.outbox", "created_at", time.Hour)
+	ahead := scheme.Partition(scheme.Start(time.Now()).Add(2 * time.Hour))
+	testenv.Exec(t, e.dsn, "DROP TABLE "+pgx.Identifier{ahead.Schema, ahead.Name}.Sanitize())
+
+	relay := startChild(t, env, "run")
+	waitStreaming(t, relay, e.dsn)
+	created := func() bool {
+		for _, l := range strings.Split(relay.stderr.String(), "\n") {
+			if strings.Contains(l, `"msg":"created outbox partition"`) && strings.Contains(l, `"partition":"public.`+ahead.Name+`"`) {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(30 * time.Second); !created(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) || relay.exited() {
+			t.Fatalf("walrelay run did not create %s:\n%s", ahead.Name, relay.stderr.String())
+		}
+	}
+	testenv.Exec(t, e.dsn, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload, created_at) VALUES ('order', 'o-1', 'Placed', '{}', $1)`, ahead.From.Add(time.Minute))
+	recs := e.broker.ReadAll(t, []string{e.prefix + ".order"}, 1, 30*time.Second)
+	if got := testenv.QueryValue[string](t, e.dsn, `SELECT id::text FROM outbox`); testenv.Header(recs[0], "id") != got {
+		t.Errorf("relayed event %q, want %q", testenv.Header(recs[0], "id"), got)
+	}
+	stopRelay(t, relay)
 }
