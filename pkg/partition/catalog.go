@@ -232,8 +232,9 @@ func parseValue(v string) (time.Time, error) {
 	case "MAXVALUE", "'infinity'":
 		return unbounded(), nil
 	}
-	lit, ok := strings.CutPrefix(v, "'")
-	if lit, ok = strings.CutSuffix(lit, "'"); !ok {
+	lit, quoted := strings.CutPrefix(v, "'")
+	lit, closed := strings.CutSuffix(lit, "'")
+	if !quoted || !closed {
 		return time.Time{}, fmt.Errorf("value %s is not one timestamp", v)
 	}
 	for _, layout := range []string{"2006-01-02 15:04:05.999999-07", "2006-01-02 15:04:05.999999-07:00", "2006-01-02 15:04:05.999999"} {

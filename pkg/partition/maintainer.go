@@ -28,9 +28,9 @@ const LockTimeout = time.Second
 // outbox.time_column, creates the partition holding now and
 // outbox.partitions_ahead more (EnsureAhead), each statement under
 // outbox.prune_statement_timeout and LockTimeout. A plain table, or one
-// partitioned otherwise, is left alone (said once in the log). A failed
-// round is logged and tried again at the next: the Maintainer never stops
-// the relay.
+// partitioned otherwise, is left alone (said once in the log, at debug
+// for a plain table). A failed round is logged and tried again at the
+// next: the Maintainer never stops the relay.
 type Maintainer struct {
 	dsn     string
 	table   string // postgres.table
@@ -99,15 +99,15 @@ func (m *Maintainer) round(ctx context.Context) error {
 	layout, err := Inspect(cctx, conn, m.table)
 	switch {
 	case errors.Is(err, ErrNoTable):
-		m.once("the outbox table does not exist; no partitions to create")
+		m.once(slog.LevelInfo, "the outbox table does not exist; no partitions to create")
 		return nil
 	case err != nil:
 		return err
 	case !layout.Partitioned:
-		m.once("the outbox is a plain table; no partitions to create")
+		m.once(slog.LevelDebug, "the outbox is a plain table; no partitions to create")
 		return nil
 	case !layout.RangeOn(m.column):
-		m.once(fmt.Sprintf("the outbox is %s, not by range of outbox.time_column %q; walrelay does not create its partitions", layout, m.column))
+		m.once(slog.LevelInfo, fmt.Sprintf("the outbox is %s, not by range of outbox.time_column %q; walrelay does not create its partitions", layout, m.column))
 		return nil
 	case m.invalid != nil:
 		return m.invalid
@@ -120,10 +120,11 @@ func (m *Maintainer) round(ctx context.Context) error {
 	return err
 }
 
-// once logs an informational reason for doing nothing, once per reason.
-func (m *Maintainer) once(reason string) {
+// once logs a reason for doing nothing, once per reason: at debug for a
+// plain table (most outboxes), at info otherwise.
+func (m *Maintainer) once(level slog.Level, reason string) {
 	if m.said != reason {
 		m.said = reason
-		m.log.Info(reason, "table", m.table)
+		m.log.Log(context.Background(), level, reason, "table", m.table)
 	}
 }

@@ -41,7 +41,7 @@ func startMaintainer(t *testing.T, cfg config.Config) *testenv.SyncBuffer {
 	t.Helper()
 	cfg.Outbox.PruneInterval = 100 * time.Millisecond
 	logs := &testenv.SyncBuffer{}
-	m := partition.NewMaintainer(cfg, slog.New(slog.NewJSONHandler(logs, nil)))
+	m := partition.NewMaintainer(cfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
