@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,13 +62,27 @@ func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	r, err := relay.New(cfg, log, metrics.New(reg, version, cfg.Postgres.Slot), append([]relay.Option{relay.OnLargeMessage(memLimit.hold)}, opts...)...)
+	// A partitioned outbox gets its partitions created ahead, once the
+	// relay passed its startup checks; the maintainer logs and retries its
+	// failures and stops with the relay.
+	maintainer := partition.NewMaintainer(cfg, log)
+	startMaintainer := make(chan struct{})
+	opts = append([]relay.Option{relay.OnLargeMessage(memLimit.hold), relay.AfterStartup(sync.OnceFunc(func() { close(startMaintainer) }))}, opts...)
+	r, err := relay.New(cfg, log, metrics.New(reg, version, cfg.Postgres.Slot), opts...)
 	if err != nil {
 		return cli.UsageError{Err: err}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		select {
+		case <-startMaintainer:
+			return maintainer.Run(gctx)
+		case <-gctx.Done():
+			return nil
+		}
+	})
 	if cfg.HTTP.Listen != "" {
 		var opts []server.Option
 		if cfg.HTTP.Pprof {
@@ -76,10 +91,6 @@ func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...
 		srv := server.New(cfg.HTTP.Listen, reg, r, log, opts...)
 		g.Go(func() error { return srv.Run(gctx) })
 	}
-	// A partitioned outbox gets its partitions created ahead; the
-	// maintainer logs and retries its failures and stops with the relay.
-	maintainer := partition.NewMaintainer(cfg, log)
-	g.Go(func() error { return maintainer.Run(gctx) })
 	g.Go(func() error {
 		defer cancel() // a stopped relay stops the listener
 		// A failed connection reads like the operator commands' (one

@@ -15,8 +15,9 @@ import (
 
 // This file holds the preflight's Postgres items, in the order checker.run
 // runs them: server version and settings, the role's privileges, the
-// outbox's partitions (checkpartitions.go), the publications, the outbox columns (and the topics its rows route to), the
-// slot and its WAL retention.
+// outbox's partitions (checkpartitions.go), the publications, the outbox
+// columns (and the topics its rows route to), the slot and its WAL
+// retention.
 
 // minServerVersion is the oldest Postgres the relay streams from (pgoutput
 // with messages 'true', wal_status in pg_replication_slots).
