@@ -15,6 +15,17 @@ var OutboxTable string
 // comments mention the name too).
 const CreateOutboxTable = "CREATE TABLE IF NOT EXISTS public.outbox ("
 
+// PartitionedOutboxTable is outbox_partitioned.sql: the outbox table of
+// 001_outbox_table.sql partitioned by range of created_at. Setup (through
+// pkg/partition) substitutes the configured table name in
+// CreateOutboxTable, as for OutboxTable.
+//
+//go:embed outbox_partitioned.sql
+var PartitionedOutboxTable string
+
+// PartitionedOutboxColumn is the partition key of PartitionedOutboxTable.
+const PartitionedOutboxColumn = "created_at"
+
 // ExampleTransactions is example_transactions.sql: an orders table and the
 // two ways an application writes events (used by `make demo`, cmd/walrelay-demo).
 //

@@ -21,8 +21,12 @@ func checkCommand(stdout io.Writer) *cobra.Command {
 		`Checks, with the configuration 'walrelay run' would use, and prints each item
 as ok, warn or fail with the fix: server version; wal_level=logical; headroom
 in max_replication_slots and max_wal_senders; the role's REPLICATION attribute
-and SELECT on the outbox; each publication exists, contains the outbox table
-and publishes inserts; the outbox columns match the router config; the slot
+and SELECT on the outbox; the outbox's partitions (a plain table, or how many
+partitions up to which bound: fail when none holds now and there is no DEFAULT
+partition, warn when fewer than outbox.partitions_ahead lie ahead); each
+publication exists, contains the outbox table, publishes inserts, and
+publishes a partitioned outbox through its root; the outbox columns match the
+router config; the slot
 exists with plugin pgoutput in this database, or can be created;
 max_slot_wal_keep_size (warn when unlimited); Kafka brokers reachable and the
 routed topics (from the outbox's rows, plus the dead-letter topic) present or

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,7 @@ import (
 	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/metrics"
+	"github.com/walrelay/walrelay/pkg/partition"
 	"github.com/walrelay/walrelay/pkg/relay"
 	"github.com/walrelay/walrelay/pkg/retention"
 	"github.com/walrelay/walrelay/pkg/server"
@@ -46,8 +48,9 @@ in-flight records to be acknowledged, confirms them to Postgres and exits 0.`,
 	return cmd
 }
 
-// runRelay runs the relay (with opts: debezium takeover's) and, when
-// http.listen is set, its HTTP listener.
+// runRelay runs the relay (with opts: debezium takeover's), the
+// partition maintainer (pkg/partition) and, when http.listen is set, its
+// HTTP listener.
 // The listener stops when the relay does; a listener that cannot bind
 // stops the relay.
 func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...relay.Option) error {
@@ -60,14 +63,32 @@ func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The outbox's upkeep (partitions created ahead; retention) starts once
+	// the relay passed its startup checks, so a relay that cannot start
+	// reports its one error alone; each logs and retries its failures and
+	// stops with the relay.
+	maintainer := partition.NewMaintainer(cfg, log)
+	started := make(chan struct{})
 	m := metrics.New(reg, version, cfg.Postgres.Slot)
-	r, err := relay.New(cfg, log, m, append([]relay.Option{relay.OnLargeMessage(memLimit.hold)}, opts...)...)
+	opts = append([]relay.Option{relay.OnLargeMessage(memLimit.hold), relay.AfterStartup(sync.OnceFunc(func() { close(started) }))}, opts...)
+	r, err := relay.New(cfg, log, m, opts...)
 	if err != nil {
 		return cli.UsageError{Err: err}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
+	afterStartup := func(run func(context.Context) error) {
+		g.Go(func() error {
+			select {
+			case <-started:
+				return run(gctx)
+			case <-gctx.Done():
+				return nil
+			}
+		})
+	}
+	afterStartup(maintainer.Run)
 	if cfg.HTTP.Listen != "" {
 		var opts []server.Option
 		if cfg.HTTP.Pprof {
@@ -80,7 +101,7 @@ func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...
 		// Retention (outbox.retention): its failures are logged and
 		// retried, never stopping the relay; it stops with it.
 		p := retention.New(retention.FromConfig(cfg), log.With("component", "retention"), retention.MetricsOf(m))
-		g.Go(func() error { p.Run(gctx); return nil })
+		afterStartup(func(ctx context.Context) error { p.Run(ctx); return nil })
 	}
 	g.Go(func() error {
 		defer cancel() // a stopped relay stops the listener

@@ -19,7 +19,12 @@ func setupCommand(stdout, stderr io.Writer) *cobra.Command {
 		Long: `Creates what is missing of postgres.table (from sql/001_outbox_table.sql),
 the first of postgres.publications (INSERTs only) and postgres.slot (pgoutput),
 and reports what it created and what already existed. The role needs to be
-able to create tables and publications and to have REPLICATION.`,
+able to create tables and publications and to have REPLICATION.
+
+With outbox.partitioned=true the table is created partitioned by range of
+created_at (sql/outbox_partitioned.sql), with the partition holding now and
+outbox.partitions_ahead more (outbox.partition_interval wide), and the
+publication publishes through the partition root.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd.Flags())
@@ -32,11 +37,15 @@ able to create tables and publications and to have REPLICATION.`,
 				return err
 			}
 			defer conn.Close(cmd.Context())
-			steps, err := setup.Run(cmd.Context(), conn, setup.Names{
+			names := setup.Names{
 				Schema: schema, Table: table,
 				Publication: cfg.Postgres.Publications[0],
 				Slot:        cfg.Postgres.Slot,
-			})
+			}
+			if cfg.Outbox.Partitioned {
+				names.Partitions = &setup.Partitions{Column: cfg.Outbox.TimeColumn, Interval: cfg.Outbox.PartitionInterval, Ahead: cfg.Outbox.PartitionsAhead}
+			}
+			steps, err := setup.Run(cmd.Context(), conn, names)
 			for _, s := range steps {
 				fmt.Fprintln(stdout, s)
 			}

@@ -26,10 +26,10 @@ type Item struct {
 	Fix    string `json:"fix,omitempty"`
 }
 
-// Check runs the preflight for cfg: Postgres settings, privileges,
-// publication, outbox columns, slot, WAL retention, then Kafka, and with
-// relay.delivery=exactly_once Kafka transactions and the checkpoint
-// topic. It changes nothing on either side (it never initializes the
+// Check runs the preflight for cfg: Postgres settings, privileges, the
+// outbox's partitions, publication, outbox columns, slot, WAL retention,
+// then Kafka, and with relay.delivery=exactly_once Kafka transactions and
+// the checkpoint topic. It changes nothing on either side (it never initializes the
 // relay's transactional id, which would fence a running relay). It never
 // stops early on a failed item, except that Postgres items after a failed
 // connection are not run.
@@ -96,6 +96,7 @@ type checker struct {
 	user        string
 	replication bool
 	tableOID    uint32 // 0: missing
+	partitioned bool   // the outbox is a partitioned table
 	slotExists  bool
 	slotActive  bool
 }
@@ -125,6 +126,7 @@ func (c *checker) run() {
 	c.senderHeadroom()
 	c.roleReplication()
 	c.tableSelect()
+	c.outboxPartitions()
 	c.publications()
 	c.columns()
 	c.slot()

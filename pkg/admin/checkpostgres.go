@@ -15,8 +15,9 @@ import (
 
 // This file holds the preflight's Postgres items, in the order checker.run
 // runs them: server version and settings, the role's privileges, the
-// publications, the outbox columns (and the topics its rows route to), the
-// slot and its WAL retention.
+// outbox's partitions (checkpartitions.go), the publications, the outbox
+// columns (and the topics its rows route to), the slot and its WAL
+// retention.
 
 // minServerVersion is the oldest Postgres the relay streams from (pgoutput
 // with messages 'true', wal_status in pg_replication_slots).
@@ -165,8 +166,8 @@ func (c *checker) publications() {
 	for _, pub := range pubs {
 		name := "publication " + pub
 		qp := pgx.Identifier{pub}.Sanitize()
-		var ins, upd, del bool
-		err := c.conn.QueryRow(c.ctx, `SELECT pubinsert, pubupdate, pubdelete FROM pg_publication WHERE pubname = $1`, pub).Scan(&ins, &upd, &del)
+		var ins, upd, del, viaRoot bool
+		err := c.conn.QueryRow(c.ctx, `SELECT pubinsert, pubupdate, pubdelete, pubviaroot FROM pg_publication WHERE pubname = $1`, pub).Scan(&ins, &upd, &del, &viaRoot)
 		if errors.Is(err, pgx.ErrNoRows) {
 			c.fail(name, fmt.Sprintf("publication %q does not exist (postgres.publications)", pub),
 				fmt.Sprintf("run `walrelay setup`, or CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert');", qp, qt))
@@ -181,6 +182,17 @@ func (c *checker) publications() {
 			c.fail(name, queryError("reading publication "+pub, "", err).Error(), "")
 			continue
 		}
+		if !has && c.partitioned && !viaRoot {
+			leaves, err := c.publishesLeaves(pub)
+			if err != nil {
+				c.fail(name, queryError("reading publication "+pub, "", err).Error(), "")
+				continue
+			}
+			if leaves {
+				c.fail(name, fmt.Sprintf("publishes the partitions of %s under their own names (publish_via_partition_root is off): walrelay run refuses to start", c.cfg.Postgres.Table), leafFix(pub))
+				continue
+			}
+		}
 		switch {
 		case !has && len(pubs) == 1:
 			c.fail(name, fmt.Sprintf("does not contain %s", c.cfg.Postgres.Table), fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", qp, qt))
@@ -191,6 +203,8 @@ func (c *checker) publications() {
 		case upd || del:
 			c.warn(name, fmt.Sprintf("contains %s and publishes updates or deletes too (they are ignored or follow table.op.invalid.behavior)", c.cfg.Postgres.Table),
 				fmt.Sprintf("ALTER PUBLICATION %s SET (publish = 'insert');", qp))
+		case c.partitioned:
+			c.ok(name, fmt.Sprintf("contains %s, publishes inserts only, through the partition root", c.cfg.Postgres.Table))
 		default:
 			c.ok(name, fmt.Sprintf("contains %s, publishes inserts only", c.cfg.Postgres.Table))
 		}

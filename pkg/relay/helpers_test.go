@@ -44,9 +44,16 @@ type fixture struct {
 // mutate may adjust the config before the relay is created.
 func newFixture(t *testing.T, mutate func(*config.Config), kafkaOpts ...kfake.Opt) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil, mutate, kafkaOpts...)
+}
+
+// newFixtureWith is newFixture with the outbox partitioned by parts (nil:
+// a plain table).
+func newFixtureWith(t *testing.T, parts *setup.Partitions, mutate func(*config.Config), kafkaOpts ...kfake.Opt) *fixture {
+	t.Helper()
 	dsn := testenv.Postgres(t).NewDatabase(t)
 	conn := testenv.Connect(t, dsn)
-	if _, err := setup.Run(t.Context(), conn, setup.Names{Schema: "public", Table: "outbox", Publication: "walrelay_outbox", Slot: "walrelay"}); err != nil {
+	if _, err := setup.Run(t.Context(), conn, setup.Names{Schema: "public", Table: "outbox", Publication: "walrelay_outbox", Slot: "walrelay", Partitions: parts}); err != nil {
 		t.Fatalf("setup: %v", err)
 	}
 	cfg := config.Default()

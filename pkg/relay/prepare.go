@@ -23,6 +23,10 @@ var (
 	ErrSlotMismatch = errors.New("replication slot is not usable by walrelay")
 	// ErrPublicationMissing: a configured publication does not exist.
 	ErrPublicationMissing = errors.New("publication does not exist")
+	// ErrPublicationLeaves: a configured publication publishes the
+	// partitions of a partitioned table under their own names
+	// (publish_via_partition_root is off).
+	ErrPublicationLeaves = errors.New("publication publishes partitions under their own names")
 )
 
 // prepare checks the database before streaming: the slot (created when
@@ -110,6 +114,9 @@ func (r *Relay) checkPublications(ctx context.Context, conn *pgx.Conn) error {
 	if len(missing) > 0 {
 		return fmt.Errorf("%w: %q (run `walrelay setup`, or fix postgres.publications)", ErrPublicationMissing, missing)
 	}
+	if err := checkPartitionRoot(ctx, conn, pubs); err != nil {
+		return err
+	}
 	rows, err := conn.Query(ctx, `
 		SELECT DISTINCT t.schemaname, t.tablename, c.oid::int8
 		FROM pg_publication_tables t
@@ -148,6 +155,39 @@ func (r *Relay) checkPublications(ctx context.Context, conn *pgx.Conn) error {
 	}
 	r.columns = cols
 	return nil
+}
+
+// checkPartitionRoot refuses publications that publish a partitioned
+// table's partitions under their own names. Without
+// publish_via_partition_root, pgoutput sends each row with its leaf
+// partition's Relation (public.outbox_p20261125), a new relation every
+// interval. The relay would route them (it binds every published relation
+// that has the router's columns), but as tables of their own: dead letters
+// and logs would name a partition instead of the outbox, the relay would
+// keep a plan and a column cache entry per partition for as long as it
+// streams, and `walrelay check` and retention reason about the root. One
+// relation per outbox is the rule; the fix is one statement, so startup
+// fails with it. Rows already in the slot from before the fix still arrive
+// with their partition's relation (pgoutput decodes WAL with the catalog
+// of its time) and are routed like any published relation, not lost.
+func checkPartitionRoot(ctx context.Context, conn *pgx.Conn, pubs []string) error {
+	var pub, table string
+	err := conn.QueryRow(ctx, `
+		SELECT p.pubname::text, t.schemaname || '.' || t.tablename
+		FROM pg_publication p
+		JOIN pg_publication_tables t ON t.pubname = p.pubname
+		JOIN pg_namespace n ON n.nspname = t.schemaname
+		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.tablename
+		WHERE p.pubname = ANY($1) AND NOT p.pubviaroot AND c.relispartition
+		ORDER BY 1, 2 LIMIT 1`, pubs).Scan(&pub, &table)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading published partitions: %w", err)
+	}
+	return fmt.Errorf("%w: publication %q publishes partition %s under its own name, not its partitioned table's (publish_via_partition_root is off): ALTER PUBLICATION %s SET (publish_via_partition_root = true);",
+		ErrPublicationLeaves, pub, table, pgx.Identifier{pub}.Sanitize())
 }
 
 // relationOf converts a Relation message for the router, with what the

@@ -80,3 +80,49 @@ func TestStartupChecks(t *testing.T) {
 		}
 	})
 }
+
+// AfterStartup's function runs once the startup checks passed, and never
+// when they fail: walrelay run starts its partition maintainer with it, so
+// a relay that cannot start reports one error, not the maintainer's too.
+func TestAfterStartup(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*config.Config)
+		start  bool
+	}{
+		{"checks pass", nil, true},
+		{"checks fail", func(c *config.Config) { c.Postgres.Publications = []string{"nope"} }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.mutate)
+			started := make(chan struct{})
+			r, err := relay.New(f.cfg, f.logs.logger(), nil, relay.AfterStartup(func() { close(started) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- r.Run(ctx) }()
+			select {
+			case <-started:
+				if !tc.start {
+					t.Fatal("called although the startup checks failed")
+				}
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Run after a stop = %v", err)
+				}
+			case err := <-done:
+				if tc.start {
+					t.Fatalf("Run returned %v without calling AfterStartup's function", err)
+				}
+				if !errors.Is(err, relay.ErrPublicationMissing) {
+					t.Errorf("Run = %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("neither started nor stopped in 30s")
+			}
+		})
+	}
+}

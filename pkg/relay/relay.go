@@ -13,9 +13,10 @@
 //     the goroutines (stream, slot monitor, heartbeats, dead-letter worker)
 //     until a stop or the first failure.
 //   - prepare.go: the startup checks. The slot exists with plugin pgoutput
-//     in this database, or is created; the publications exist; every
-//     column the router needs is in every published table. A bad config
-//     fails at startup, not at the first row.
+//     in this database, or is created; the publications exist and publish
+//     partitioned tables through their root; every column the router needs
+//     is in every published table. A bad config fails at startup, not at
+//     the first row.
 //   - handler.go: the replication.Handler, on the stream's goroutine:
 //     transactions into the checkpoint, rows into records, sessions and
 //     WAL histories (with package resume deciding what a reconnect re-sent).
@@ -97,6 +98,8 @@ type Relay struct {
 	// txns puts records into Kafka transactions (relay.delivery=
 	// exactly_once); nil for at-least-once delivery.
 	txns *transactions
+	// started is AfterStartup's function, or nil.
+	started func()
 	// columns holds the published tables' columns as the catalog describes
 	// them: read at startup (prepare), then, table by table, on the
 	// stream's goroutine at each Relation message (relationOf).
@@ -109,6 +112,15 @@ type Option func(*options)
 type options struct {
 	largeMessage func(n int)
 	published    *dbzoffset.Open // SkipPublished
+	started      func()          // AfterStartup
+}
+
+// AfterStartup has fn called once, on Run's goroutine, when the startup
+// checks passed and streaming is about to begin: walrelay run starts its
+// partition maintainer then, so that a database it cannot reach or a
+// configuration it refuses is reported by the relay's one error alone.
+func AfterStartup(fn func()) Option {
+	return func(o *options) { o.started = fn }
 }
 
 // OnLargeMessage has fn called, on the stream's goroutine, with the size
@@ -206,6 +218,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		r.txns = newTransactions(r, txnID, database, opts)
 		log.Info("exactly-once delivery: records go into kafka transactions with a checkpoint", "transactional_id", txnID, "checkpoint_topic", cfg.Relay.CheckpointTopic)
 	}
+	r.started = o.started
 	h := newHandler(r)
 	h.skip.p = o.published
 	r.stream = replication.New(replication.Config{
@@ -256,6 +269,9 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil // asked to stop while starting (SIGTERM)
 		}
 		return err
+	}
+	if r.started != nil {
+		r.started()
 	}
 
 	streamCtx, stop := context.WithCancel(ctx)

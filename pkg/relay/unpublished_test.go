@@ -15,9 +15,9 @@ import (
 	"github.com/walrelay/walrelay/pkg/config"
 )
 
-// insertAt inserts one outbox event in its own transaction and returns
+// insertStamped inserts one outbox event in its own transaction and returns
 // the transaction's start (now()), which its commit time follows.
-func insertAt(t *testing.T, dsn, typ, aggregate string) time.Time {
+func insertStamped(t *testing.T, dsn, typ, aggregate string) time.Time {
 	t.Helper()
 	conn := testenv.Connect(t, dsn)
 	defer conn.Close(context.Background())
@@ -57,7 +57,7 @@ func TestOldestUnpublishedEventAge(t *testing.T) {
 			// its Kafka transaction committed.
 			reader := f.broker.As(kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 			run := f.start(t)
-			insertAt(t, f.dsn, "order", "warmup")
+			insertStamped(t, f.dsn, "order", "warmup")
 			reader.ReadAll(t, []string{"outbox.event.order"}, 1, 30*time.Second)
 			f.waitCaughtUp(t, 30*time.Second)
 
@@ -70,9 +70,9 @@ func TestOldestUnpublishedEventAge(t *testing.T) {
 			}
 
 			fault := f.broker.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotEnoughReplicas, Count: -1})
-			began := insertAt(t, f.dsn, "order", "refused")
+			began := insertStamped(t, f.dsn, "order", "refused")
 			// Events after it do not make it younger.
-			insertAt(t, f.dsn, "order", "refused-later")
+			insertStamped(t, f.dsn, "order", "refused-later")
 			first := waitMetric(t, f.reg, gauge, nil, "> 1s", func(v float64) bool { return v > 1 })
 			if bound := time.Since(began).Seconds(); first > bound {
 				t.Errorf("%s = %v, more than the %vs since the transaction began", gauge, first, bound)
@@ -117,13 +117,13 @@ func TestOldestUnpublishedEventAgeUntilKafkaCommit(t *testing.T) {
 	}
 	reader := f.broker.As(kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	run := f.start(t)
-	insertAt(t, f.dsn, "order", "warmup")
+	insertStamped(t, f.dsn, "order", "warmup")
 	reader.ReadAll(t, []string{"outbox.event.order"}, 1, 30*time.Second)
 	f.waitCaughtUp(t, 30*time.Second)
 
 	fault := f.broker.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.CoordinatorLoadInProgress, Count: -1,
 		When: func(req kmsg.Request) bool { return req.(*kmsg.EndTxnRequest).Commit }})
-	began := insertAt(t, f.dsn, "order", "uncommitted")
+	began := insertStamped(t, f.dsn, "order", "uncommitted")
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	if err := fault.Wait(ctx, 1); err != nil {

@@ -1,7 +1,9 @@
 // Package setup creates what walrelay needs in Postgres: the outbox table
-// (sql/001_outbox_table.sql), the publication (INSERTs only) and the
-// logical replication slot. It is idempotent: each object that already
-// exists is reported and left alone.
+// (sql/001_outbox_table.sql, or with Names.Partitions the partitioned
+// sql/outbox_partitioned.sql and its partitions from now on, by
+// pkg/partition's scheme), the publication (INSERTs only, through the
+// partition root) and the logical replication slot. It is idempotent:
+// each object that already exists is reported and left alone.
 //
 // In: a connection and the names from config. Out: one Step per object,
 // saying whether it was created or already existed.
@@ -15,15 +17,17 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/pkg/partition"
 	sqlfiles "github.com/walrelay/walrelay/sql"
 )
 
 // Step is the outcome for one object.
 type Step struct {
-	Object  string // "table", "publication" or "slot"
+	Object  string // "table", "partitions", "publication" or "slot"
 	Name    string
 	Created bool // false: it already existed
 }
@@ -41,10 +45,27 @@ type Names struct {
 	Schema, Table string // the outbox table
 	Publication   string
 	Slot          string
+	// Partitions, when set, makes a new outbox table partitioned
+	// (outbox.partitioned) and creates its partitions ahead. The
+	// partitions of an existing table partitioned by range of
+	// Partitions.Column are created ahead too.
+	Partitions *Partitions
 }
 
-// Run creates what is missing, in order: table, publication, slot. It
-// stops at the first error, returning the steps done so far.
+// Partitions is the partition scheme of outbox.* options.
+type Partitions struct {
+	Column   string        // outbox.time_column
+	Interval time.Duration // outbox.partition_interval
+	Ahead    int           // outbox.partitions_ahead
+	Now      time.Time     // the time whose partition is the first created; zero: time.Now()
+}
+
+// Run creates what is missing, in order: table, partitions (with
+// n.Partitions), publication, slot. It stops at the first error, returning
+// the steps done so far. A publication it creates for a partitioned table
+// publishes through the partition root (publish_via_partition_root), so
+// every row arrives under the table's own name and partitions created
+// later are included.
 func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 	var steps []Step
 	table := pgx.Identifier{n.Schema, n.Table}.Sanitize()
@@ -53,22 +74,58 @@ func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
 		return steps, fmt.Errorf("looking up table %s: %w", table, err)
 	}
-	if !exists {
-		if !strings.Contains(sqlfiles.OutboxTable, sqlfiles.CreateOutboxTable) {
-			return steps, fmt.Errorf("sql/001_outbox_table.sql no longer starts its statement with %q", sqlfiles.CreateOutboxTable)
+	var scheme partition.Scheme
+	if n.Partitions != nil {
+		var err error
+		if scheme, err = partition.NewScheme(n.Schema+"."+n.Table, n.Partitions.Column, n.Partitions.Interval); err != nil {
+			return steps, err
 		}
-		ddl := strings.Replace(sqlfiles.OutboxTable, sqlfiles.CreateOutboxTable, "CREATE TABLE IF NOT EXISTS "+table+" (", 1)
+	}
+	if !exists {
+		ddl, err := outboxDDL(n, scheme, table)
+		if err != nil {
+			return steps, err
+		}
 		if _, err := conn.Exec(ctx, ddl); err != nil {
 			return steps, fmt.Errorf("creating table %s: %w", table, err)
 		}
 	}
 	steps = append(steps, Step{Object: "table", Name: n.Schema + "." + n.Table, Created: !exists})
 
+	layout, err := partition.Inspect(ctx, conn, n.Schema+"."+n.Table)
+	if err != nil {
+		return steps, err
+	}
+	if n.Partitions != nil {
+		switch {
+		case !layout.Partitioned:
+			return steps, fmt.Errorf("table %s already exists as a plain table: outbox.partitioned does not convert it (create a partitioned table under another name and move to it, see docs/runbook.md, or set outbox.partitioned=false)", table)
+		case !layout.RangeOn(scheme.Column):
+			return steps, fmt.Errorf("table %s already exists %s, not by range of outbox.time_column %q: fix outbox.time_column, or set outbox.partitioned=false", table, layout, scheme.Column)
+		}
+		now := n.Partitions.Now
+		if now.IsZero() {
+			now = time.Now()
+		}
+		created, err := scheme.EnsureAhead(ctx, conn, n.Partitions.Ahead, now)
+		if err != nil {
+			return steps, err
+		}
+		first := scheme.Partition(scheme.Start(now))
+		last := scheme.Partition(first.From.Add(time.Duration(n.Partitions.Ahead) * scheme.Interval))
+		steps = append(steps, Step{Object: "partitions", Name: first.Name + ".." + last.Name, Created: len(created) > 0})
+	}
+
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, n.Publication).Scan(&exists); err != nil {
 		return steps, fmt.Errorf("looking up publication %q: %w", n.Publication, err)
 	}
 	if !exists {
-		stmt := fmt.Sprintf(`CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert')`, pgx.Identifier{n.Publication}.Sanitize(), table)
+		with := "publish = 'insert'"
+		if layout.Partitioned {
+			// Every row under the root's name, new partitions included.
+			with += ", publish_via_partition_root = true"
+		}
+		stmt := fmt.Sprintf(`CREATE PUBLICATION %s FOR TABLE %s WITH (%s)`, pgx.Identifier{n.Publication}.Sanitize(), table, with)
 		if _, err := conn.Exec(ctx, stmt); err != nil {
 			return steps, fmt.Errorf("creating publication %q: %w", n.Publication, err)
 		}
@@ -78,7 +135,7 @@ func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 	// Slots are cluster-wide: one of this name may belong to another
 	// database or plugin, and must not be reported as ours.
 	var plugin, database, current string
-	err := conn.QueryRow(ctx, `SELECT coalesce(s.plugin, ''), coalesce(s.database, ''), current_database()
+	err = conn.QueryRow(ctx, `SELECT coalesce(s.plugin, ''), coalesce(s.database, ''), current_database()
 		FROM (SELECT 1) one LEFT JOIN pg_replication_slots s ON s.slot_name = $1`, n.Slot).Scan(&plugin, &database, &current)
 	if err != nil {
 		return steps, fmt.Errorf("looking up slot %q: %w", n.Slot, err)
@@ -97,4 +154,16 @@ func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 	}
 	steps = append(steps, Step{Object: "slot", Name: n.Slot, Created: !exists})
 	return steps, nil
+}
+
+// outboxDDL is the statement that creates the outbox table: sql/001's, or
+// with partitions sql/outbox_partitioned.sql's, for the configured name.
+func outboxDDL(n Names, scheme partition.Scheme, table string) (string, error) {
+	if n.Partitions != nil {
+		return scheme.RootStatement()
+	}
+	if !strings.Contains(sqlfiles.OutboxTable, sqlfiles.CreateOutboxTable) {
+		return "", fmt.Errorf("sql/001_outbox_table.sql no longer starts its statement with %q", sqlfiles.CreateOutboxTable)
+	}
+	return strings.Replace(sqlfiles.OutboxTable, sqlfiles.CreateOutboxTable, "CREATE TABLE IF NOT EXISTS "+table+" (", 1), nil
 }
