@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/partition"
 	"github.com/walrelay/walrelay/pkg/retention"
 )
 
@@ -39,7 +41,9 @@ confirmed_flush_lsn to pass it, then deletes in batches of outbox.prune_batch
 rows, each statement with outbox.prune_statement_timeout. On a partitioned
 outbox it detaches the partitions whose upper bound is older than the
 retention, takes a second fence, waits for it too and drops them (never the
-DEFAULT partition). 'walrelay run' does the same every outbox.prune_interval.
+DEFAULT partition), and creates the partitions outbox.partitions_ahead
+ahead that are missing. 'walrelay run' does the same every
+outbox.prune_interval.
 
 It refuses a slot that is missing, not a pgoutput slot of this database, or
 invalidated, and exits 1 saying why when the slot does not pass the fence
@@ -66,6 +70,21 @@ go and removes nothing.`, cobra.NoArgs,
 					fmt.Fprintf(stderr, "removed %d rows so far in %d batches (%s)\n", pr.Rows, pr.Batches, rate(pr.Rows, pr.Elapsed))
 				}
 			}
+			// Partitions ahead first: their lack fails inserts now, and
+			// creating them needs no confirmation.
+			var created []string
+			if !dryRun {
+				parts, err := partition.NewMaintainer(cfg, slog.New(slog.DiscardHandler)).Round(ctx)
+				if err != nil {
+					return fmt.Errorf("creating the outbox's partitions ahead: %w", err)
+				}
+				for _, pt := range parts {
+					created = append(created, pt.Schema+"."+pt.Name)
+				}
+				if len(created) > 0 && format == outputTable {
+					fmt.Fprintf(stdout, "created partitions ahead: %s\n", strings.Join(created, ", "))
+				}
+			}
 			res, err := p.Once(ctx, wait)
 			if err != nil {
 				if format == outputTable && (res.Rows > 0 || len(res.Dropped)+len(res.Detached) > 0) {
@@ -76,9 +95,10 @@ go and removes nothing.`, cobra.NoArgs,
 			if format == outputJSON {
 				return writeJSON(stdout, struct {
 					retention.Result
-					DryRun  bool    `json:"dry_run"`
-					Seconds float64 `json:"seconds"`
-				}{res, dryRun, res.Took.Seconds()})
+					Created []string `json:"partitions_created"`
+					DryRun  bool     `json:"dry_run"`
+					Seconds float64  `json:"seconds"`
+				}{res, created, dryRun, res.Took.Seconds()})
 			}
 			printPrune(stdout, res, dryRun)
 			return nil

@@ -112,3 +112,32 @@ func TestRunKeepsPartitionsAhead(t *testing.T) {
 	}
 	stopRelay(t, relay)
 }
+
+// walrelay outbox prune creates the partitions ahead that are missing,
+// whether or not the slot lets it remove anything: a missing partition
+// fails inserts now, and creating one needs no confirmation.
+func TestOutboxPruneCreatesPartitionsAhead(t *testing.T) {
+	dsn := testenv.Postgres(t).NewDatabase(t)
+	env := childEnv("WALRELAY_POSTGRES_DSN="+dsn, "WALRELAY_OUTBOX_RETENTION=168h")
+	scheme, _ := partition.NewScheme("public.outbox", "created_at", 24*time.Hour)
+	wantOK(t, env, "setup", "--outbox.partitioned=true")
+	last := scheme.Name(scheme.Start(time.Now()).Add(72 * time.Hour))
+	testenv.Exec(t, dsn, "DROP TABLE "+last)
+
+	// Nothing streams from the slot: the prune itself cannot go on (exit
+	// 1), and the partition is created all the same.
+	stdout, stderr, code := walrelay(t, env, "outbox", "prune", "--wait", "300ms")
+	wantFailure(t, stdout, stderr, code, 1, "has not confirmed the fence")
+	if !strings.Contains(stdout, "created partitions ahead: public."+last) {
+		t.Errorf("stdout does not name the partition created:\n%s", stdout)
+	}
+	if n := testenv.QueryValue[int64](t, dsn, `SELECT count(*) FROM pg_class WHERE relname = $1`, last); n != 1 {
+		t.Errorf("partition %s: %d tables, want 1", last, n)
+	}
+	// A dry run creates nothing.
+	testenv.Exec(t, dsn, "DROP TABLE "+last)
+	walrelay(t, env, "outbox", "prune", "--dry-run", "--wait", "300ms")
+	if n := testenv.QueryValue[int64](t, dsn, `SELECT count(*) FROM pg_class WHERE relname = $1`, last); n != 0 {
+		t.Errorf("a dry run created %s", last)
+	}
+}

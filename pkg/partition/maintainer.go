@@ -67,7 +67,7 @@ func (m *Maintainer) Run(ctx context.Context) error {
 	t := time.NewTicker(m.every)
 	defer t.Stop()
 	for {
-		if err := m.round(ctx); err != nil && ctx.Err() == nil {
+		if _, err := m.Round(ctx); err != nil && ctx.Err() == nil {
 			m.log.Warn("could not create the outbox's partitions ahead; trying again at the next round",
 				"table", m.table, "next_in", m.every.String(), "err", err)
 		}
@@ -79,11 +79,13 @@ func (m *Maintainer) Run(ctx context.Context) error {
 	}
 }
 
-// round connects, checks the outbox's layout and creates what is missing.
-func (m *Maintainer) round(ctx context.Context) error {
+// Round is one round of Run, for `walrelay outbox prune`: it connects,
+// checks the outbox's layout and creates the partitions that are missing,
+// returning those it created (none for a plain outbox).
+func (m *Maintainer) Round(ctx context.Context) ([]Partition, error) {
 	pc, err := pgx.ParseConfig(m.dsn)
 	if err != nil {
-		return fmt.Errorf("parsing postgres.dsn: %w", err)
+		return nil, fmt.Errorf("parsing postgres.dsn: %w", err)
 	}
 	pc.RuntimeParams["statement_timeout"] = strconv.FormatInt(m.timeout.Milliseconds(), 10)
 	pc.RuntimeParams["lock_timeout"] = strconv.FormatInt(min(LockTimeout, m.timeout).Milliseconds(), 10)
@@ -92,7 +94,7 @@ func (m *Maintainer) round(ctx context.Context) error {
 	defer cancel()
 	conn, err := pgx.ConnectConfig(cctx, pc)
 	if err != nil {
-		return fmt.Errorf("connecting to postgres: %w", err)
+		return nil, fmt.Errorf("connecting to postgres: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 
@@ -100,24 +102,24 @@ func (m *Maintainer) round(ctx context.Context) error {
 	switch {
 	case errors.Is(err, ErrNoTable):
 		m.once(slog.LevelInfo, "the outbox table does not exist; no partitions to create")
-		return nil
+		return nil, nil
 	case err != nil:
-		return err
+		return nil, err
 	case !layout.Partitioned:
 		m.once(slog.LevelDebug, "the outbox is a plain table; no partitions to create")
-		return nil
+		return nil, nil
 	case !layout.RangeOn(m.column):
 		m.once(slog.LevelInfo, fmt.Sprintf("the outbox is %s, not by range of outbox.time_column %q; walrelay does not create its partitions", layout, m.column))
-		return nil
+		return nil, nil
 	case m.invalid != nil:
-		return m.invalid
+		return nil, m.invalid
 	}
 	m.said = ""
 	created, err := m.scheme.EnsureAhead(cctx, conn, m.ahead, m.now())
 	for _, p := range created {
 		m.log.Info("created outbox partition", "partition", p.Schema+"."+p.Name, "from", p.From, "to", p.To)
 	}
-	return err
+	return created, err
 }
 
 // once logs a reason for doing nothing, once per reason: at debug for a
