@@ -31,7 +31,15 @@ type Partition struct {
 	Schema, Name string
 	From, To     time.Time
 	Default      bool
+	// DetachPending: a DETACH PARTITION ... CONCURRENTLY of it was
+	// interrupted (pg_inherits.inhdetachpending); it still counts as a
+	// partition until ALTER TABLE ... DETACH PARTITION ... FINALIZE.
+	DetachPending bool
 }
+
+// Bounded reports whether p has an upper bound: false for a DEFAULT
+// partition and one bounded by MAXVALUE or 'infinity'.
+func (p Partition) Bounded() bool { return !p.Default && p.To.Before(unbounded()) }
 
 // String is the partition's qualified name and bounds, for logs.
 func (p Partition) String() string {
@@ -144,7 +152,10 @@ func List(ctx context.Context, conn *pgx.Conn, table string) ([]Partition, error
 	if err != nil {
 		return nil, err
 	}
-	type row struct{ schema, name, bound string }
+	type row struct {
+		schema, name, bound string
+		pending             bool
+	}
 	var rows []row
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		// pg_get_expr prints timestamptz bounds in the session's zone.
@@ -159,7 +170,7 @@ func List(ctx context.Context, conn *pgx.Conn, table string) ([]Partition, error
 			return fmt.Errorf("%w: %s (postgres.table)", ErrNoTable, table)
 		}
 		res, err := tx.Query(ctx, `
-			SELECT n.nspname::text, c.relname::text, pg_get_expr(c.relpartbound, c.oid)
+			SELECT n.nspname::text, c.relname::text, pg_get_expr(c.relpartbound, c.oid), i.inhdetachpending
 			FROM pg_inherits i
 			JOIN pg_class c ON c.oid = i.inhrelid
 			JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -169,7 +180,7 @@ func List(ctx context.Context, conn *pgx.Conn, table string) ([]Partition, error
 		}
 		rows, err = pgx.CollectRows(res, func(r pgx.CollectableRow) (row, error) {
 			var x row
-			return x, r.Scan(&x.schema, &x.name, &x.bound)
+			return x, r.Scan(&x.schema, &x.name, &x.bound, &x.pending)
 		})
 		return err
 	})
@@ -178,7 +189,7 @@ func List(ctx context.Context, conn *pgx.Conn, table string) ([]Partition, error
 	}
 	out := make([]Partition, 0, len(rows))
 	for _, r := range rows {
-		p := Partition{Schema: r.schema, Name: r.name}
+		p := Partition{Schema: r.schema, Name: r.name, DetachPending: r.pending}
 		if p.From, p.To, p.Default, err = parseBound(r.bound); err != nil {
 			return nil, fmt.Errorf("listing the partitions of %s: partition %s.%s: %w", table, r.schema, r.name, err)
 		}

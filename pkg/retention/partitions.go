@@ -2,10 +2,13 @@ package retention
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/pkg/partition"
 )
 
 // Partition is one partition of a partitioned outbox, read from the
@@ -28,56 +31,41 @@ func (p Partition) Qualified() string { return pgx.Identifier{p.Schema, p.Name}.
 
 func (p Partition) String() string { return p.Schema + "." + p.Name }
 
-// tableKind tells a plain outbox from a partitioned one. A partitioned
-// outbox must be partitioned by range of the time column alone for its
+// tableKind tells a plain outbox from a partitioned one (table in
+// postgres.table's form), as pkg/partition reads it. A partitioned outbox
+// must be partitioned by range of the time column alone for its
 // partitions' bounds to say how old their rows are.
 func tableKind(ctx context.Context, conn *pgx.Conn, table, timeCol string) (partitioned bool, err error) {
-	var kind *string
-	if err := conn.QueryRow(ctx, `SELECT relkind::text FROM pg_class WHERE oid = to_regclass($1)`, table).Scan(&kind); err != nil {
-		return false, fmt.Errorf("looking up the outbox table %s: %w", table, err)
-	}
-	if kind == nil {
+	layout, err := partition.Inspect(ctx, conn, table)
+	switch {
+	case errors.Is(err, partition.ErrNoTable):
 		return false, fmt.Errorf("%w %s does not exist: fix postgres.table (or create it with walrelay setup)", ErrTable, table)
-	}
-	if *kind != "p" {
+	case err != nil:
+		return false, err
+	case !layout.Partitioned:
 		return false, nil
-	}
-	var strategy, column string
-	var natts int
-	err = conn.QueryRow(ctx, `SELECT p.partstrat::text, p.partnatts, coalesce(a.attname::text, '')
-		FROM pg_partitioned_table p LEFT JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = p.partattrs[0]
-		WHERE p.partrelid = to_regclass($1)`, table).Scan(&strategy, &natts, &column)
-	if err != nil {
-		return false, fmt.Errorf("reading the partition key of %s: %w", table, err)
-	}
-	if strategy != "r" || natts != 1 || column != timeCol {
-		return true, fmt.Errorf("%w %s is partitioned, but not by range of outbox.time_column %q alone: retention cannot tell its partitions' age; partition it by RANGE (%s) or fix outbox.time_column", ErrTable, table, timeCol, timeCol)
+	case !layout.RangeOn(timeCol):
+		return true, fmt.Errorf("%w %s is %s, not by range of outbox.time_column %q alone: retention cannot tell its partitions' age; partition it by RANGE (%s) or fix outbox.time_column", ErrTable, table, layout, timeCol, timeCol)
 	}
 	return true, nil
 }
 
-// ListPartitions returns the partitions of the partitioned table (quoted
-// name), oldest upper bound first, the DEFAULT partition last.
+// ListPartitions returns the partitions of table (postgres.table's form)
+// as partition.List reads them, oldest first, the DEFAULT partition last.
 func ListPartitions(ctx context.Context, conn *pgx.Conn, table string) ([]Partition, error) {
-	rows, err := conn.Query(ctx, `SELECT c.oid, n.nspname::text, c.relname::text,
-			pg_get_expr(c.relpartbound, c.oid) = 'DEFAULT',
-			(regexp_match(pg_get_expr(c.relpartbound, c.oid), 'TO \(''([^'']*)''\)'))[1]::timestamptz,
-			i.inhdetachpending
-		FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE i.inhparent = to_regclass($1)
-		ORDER BY 5 NULLS LAST, 3`, table)
+	parts, err := partition.List(ctx, conn, table)
 	if err != nil {
-		return nil, fmt.Errorf("listing the partitions of %s: %w", table, err)
+		return nil, err
 	}
-	parts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Partition, error) {
-		var p Partition
-		err := r.Scan(&p.OID, &p.Schema, &p.Name, &p.Default, &p.Upper, &p.DetachPending)
-		return p, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listing the partitions of %s: %w", table, err)
+	out := make([]Partition, len(parts))
+	for i, pt := range parts {
+		out[i] = Partition{Schema: pt.Schema, Name: pt.Name, Default: pt.Default, DetachPending: pt.DetachPending}
+		if pt.Bounded() {
+			upper := pt.To
+			out[i].Upper = &upper
+		}
 	}
-	return parts, nil
+	return out, nil
 }
 
 // detachedMarker is the comment retention puts on a partition before it

@@ -245,7 +245,7 @@ func (p *Pruner) cycle(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	if res.Partitioned, err = tableKind(ctx, conn, p.table, p.cfg.TimeColumn); err != nil {
+	if res.Partitioned, err = tableKind(ctx, conn, p.cfg.Schema+"."+p.cfg.Table, p.cfg.TimeColumn); err != nil {
 		return res, err
 	}
 	slot, err := readSlot(ctx, conn, p.cfg.Slot)
@@ -400,7 +400,7 @@ func (p *Pruner) dropDetached(ctx context.Context, conn *pgx.Conn, f Fence, res 
 // confirmed; a fence after the detach decides), finishing interrupted
 // detaches first.
 func (p *Pruner) detachOld(ctx context.Context, conn *pgx.Conn, f Fence, res *Result) error {
-	parts, err := ListPartitions(ctx, conn, p.table)
+	parts, err := ListPartitions(ctx, conn, p.cfg.Schema+"."+p.cfg.Table)
 	if err != nil {
 		return err
 	}
@@ -480,7 +480,7 @@ func (p *Pruner) once(ctx context.Context, wait time.Duration) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	if res.Partitioned, err = tableKind(ctx, conn, p.table, p.cfg.TimeColumn); err != nil {
+	if res.Partitioned, err = tableKind(ctx, conn, p.cfg.Schema+"."+p.cfg.Table, p.cfg.TimeColumn); err != nil {
 		return res, err
 	}
 	if _, err := readSlot(ctx, conn, p.cfg.Slot); err != nil {
