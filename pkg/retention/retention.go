@@ -17,8 +17,8 @@
 // xmin precedes the snapshot's xmin, once the slot's confirmed_flush_lsn
 // is at or past L; a partition is detached first, which waits for every
 // transaction that wrote to it, and dropped only once a fence taken after
-// the detach is confirmed. The proof is in docs/DESIGN.md, "The fence" and "Retention"; the
-// fence is pkg/txfence's.
+// the detach is confirmed. The proof is in docs/DESIGN.md, "Retention";
+// the fence is pkg/txfence's.
 // Pruner.Run uses the newest fence an earlier pass took that the slot has
 // confirmed since, so it never waits; Pruner.Once (walrelay outbox prune)
 // takes a fence and waits, bounded, for the slot to pass it.

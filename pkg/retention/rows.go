@@ -17,9 +17,9 @@ import (
 // %[2]s) that are older than the retention ($1, seconds before now()) and
 // whose xmin precedes the fence's xmin X (txfence.PrecedesSQL, with $2 =
 // X mod 2^32 and $3 = the window txfence.Window computes). See
-// docs/DESIGN.md, "The fence", for why this is exact for every row
-// visible to the statement but for ancient frozen rows whose 32-bit xmin
-// happens to fall in the window, which are kept until the next fence.
+// docs/DESIGN.md, "Retention", for why this is exact for every row visible
+// to the statement but for ancient frozen rows whose 32-bit xmin happens
+// to fall in the window, which are kept until the next fence.
 var confirmedRowsSQL = `%[2]s < now() - make_interval(secs => $1)
 	AND ` + strings.ReplaceAll(txfence.PrecedesSQL(txfence.XminExpr, "$2", "$3"), "%", "%%")
 

@@ -13,7 +13,7 @@
 // xid below X had finished before the snapshot, so its commit record is
 // before L; once the slot's confirmed_flush_lsn is at or past L, Kafka
 // acknowledged every row whose xmin precedes X. The proof is in
-// docs/DESIGN.md, "The fence".
+// docs/DESIGN.md, "Retention" (the fence).
 //
 // Users: pkg/retention deletes only rows (and drops only partitions) a
 // confirmed fence covers; pkg/reconcile (walrelay verify) calls missing

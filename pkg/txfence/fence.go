@@ -11,12 +11,12 @@ import (
 )
 
 // Fence is a point that divides the outbox's rows into those whose
-// transactions committed before it and the rest (docs/DESIGN.md, "The
-// fence"). It is a snapshot's xmin X, the WAL insert position L read
-// after that snapshot, and the server's identity. Once the slot's
-// confirmed_flush_lsn is at or past L, every transaction that committed
-// before the snapshot is confirmed, and a row whose xmin precedes X is
-// one of theirs.
+// transactions committed before it and the rest (docs/DESIGN.md,
+// "Retention", the fence). It is a snapshot's xmin X, the WAL insert
+// position L read after that snapshot, and the server's identity. Once the
+// slot's confirmed_flush_lsn is at or past L, every transaction that
+// committed before the snapshot is confirmed, and a row whose xmin
+// precedes X is one of theirs.
 type Fence struct {
 	// Seq numbers the fences one user took, from 1 (pkg/retention's
 	// Pruner); TakeFence leaves it 0.

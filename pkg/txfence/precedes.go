@@ -20,8 +20,8 @@ const XminExpr = "xmin::text::bigint"
 // frozen), which precede every other. X+W is above every xid a row the
 // snapshot sees can have, so this is exact for every visible row but for
 // ancient (frozen) rows whose 32 bits happen to fall in the window: those
-// are taken as not preceding, the safe side (docs/DESIGN.md, "The
-// fence").
+// are taken as not preceding, the safe side (docs/DESIGN.md,
+// "Retention", the fence, claim 5).
 func PrecedesSQL(xmin, x32, window string) string {
 	return `(` + xmin + ` < 3 OR (` + xmin + ` - ` + x32 + ` + 4294967296) % 4294967296 >= ` + window + `)`
 }
