@@ -34,6 +34,7 @@ func verifyCommand(stdout, stderr io.Writer) *cobra.Command {
 		republish    bool
 		maxIDs       int
 		stmtTimeout  time.Duration
+		wait         time.Duration
 	)
 	cmd := adminCommand("verify", "Reconcile: find outbox events missing from their topics (and republish them)",
 		`Reads the outbox rows whose outbox.time_column is in the window [--since,
@@ -43,6 +44,14 @@ topic (missing), on a topic with a timestamp in the window and not in the table
 (unknown, informational), or on its topic more than once (duplicates,
 informational). Rows the router refuses are listed as unroutable (the relay
 dead-letters them per relay.on_error).
+
+A row is called missing only when postgres.slot confirmed its transaction
+(Kafka acknowledged it): before reading, verify takes a fence (a snapshot and
+the WAL position after it) and waits up to --wait for the slot to pass it. A
+row not on its topic whose transaction the fence does not cover may not be on
+Kafka yet: it is listed as unconfirmed (informational, never republished).
+When the slot does not pass the fence in time (the relay is down, stalled or
+behind), verify says so on stderr and calls nothing missing.
 
 --since and --until take an RFC 3339 time or a duration back from now
 (default: the last hour, up to 10s before now). Records are read from the
@@ -54,8 +63,10 @@ of each partition, without a consumer group.
 converters, with header walrelay.republished: true and the row's time column as
 record timestamp. Consumers dedupe on the "id" header.
 
-It is read-only on Postgres (one REPEATABLE READ READ ONLY transaction, FETCH
-pages, every statement under --statement-timeout) and safe to run from cron.
+It writes nothing to Postgres's tables (one REPEATABLE READ READ ONLY
+transaction, FETCH pages, every statement under --statement-timeout; the fence
+takes a transaction id, so its commit is one WAL record) and is safe to run
+from cron.
 Memory is bounded by --max-ids (32 bytes per record held; more records are
 read in several passes). Progress goes to stderr.
 
@@ -78,6 +89,9 @@ runtime failure; 2 bad usage.`, cobra.NoArgs,
 			if margin < 0 {
 				return cli.UsageError{Err: fmt.Errorf("--margin %s: must not be negative", margin)}
 			}
+			if wait < 0 {
+				return cli.UsageError{Err: fmt.Errorf("--wait %s: must not be negative", wait)}
+			}
 			log := newLogger(cfg.Log, stderr)
 			if os.Getenv("GOMEMLIMIT") == "" {
 				// A soft limit from --max-ids: the GC works harder
@@ -87,13 +101,13 @@ runtime failure; 2 bad usage.`, cobra.NoArgs,
 			}
 			rep, err := reconcile.Run(ctx, cfg, reconcile.Options{
 				Since: from, Until: to, Margin: margin, Republish: republish,
-				MaxIDs: maxIDs, StatementTimeout: stmtTimeout,
+				MaxIDs: maxIDs, StatementTimeout: stmtTimeout, Wait: wait,
 			}, log)
 			if err != nil {
 				return err
 			}
 			if format == outputJSON {
-				err = writeJSON(stdout, verifyJSON{Report: rep, MissingCount: len(rep.Missing), UnknownCount: len(rep.Unknown), DuplicateCount: len(rep.Duplicates)})
+				err = writeJSON(stdout, verifyJSON{Report: rep, MissingCount: len(rep.Missing), UnconfirmedCount: len(rep.Unconfirmed), UnknownCount: len(rep.Unknown), DuplicateCount: len(rep.Duplicates)})
 			} else {
 				err = printVerify(stdout, rep)
 			}
@@ -110,6 +124,7 @@ runtime failure; 2 bad usage.`, cobra.NoArgs,
 	f.DurationVar(&margin, "margin", reconcile.DefaultMargin, "record timestamps read beyond each end of the window (a record's timestamp is its transaction's commit time)")
 	f.BoolVar(&republish, "republish", false, "produce the missing events again (header walrelay.republished: true, the row's time as timestamp)")
 	f.IntVar(&maxIDs, "max-ids", reconcile.DefaultMaxIDs, "records held in memory at once (32 bytes each); more are read in several passes")
+	f.DurationVar(&wait, "wait", 30*time.Second, "how long to wait for postgres.slot to confirm verify's fence (rows it does not cover are unconfirmed, not missing)")
 	f.DurationVar(&stmtTimeout, "statement-timeout", reconcile.DefaultStatementTimeout, "statement_timeout of each statement verify runs on Postgres")
 	return cmd
 }
@@ -130,9 +145,10 @@ func windowBound(flag, s string, now time.Time) (time.Time, error) {
 // verifyJSON is verify's -o json: the report with the counts.
 type verifyJSON struct {
 	*reconcile.Report
-	MissingCount   int `json:"missing_count"`
-	UnknownCount   int `json:"unknown_count"`
-	DuplicateCount int `json:"duplicate_count"`
+	MissingCount     int `json:"missing_count"`
+	UnconfirmedCount int `json:"unconfirmed_count"`
+	UnknownCount     int `json:"unknown_count"`
+	DuplicateCount   int `json:"duplicate_count"`
 }
 
 // errMissing is verify's exit status 1: the report already says which
@@ -166,7 +182,13 @@ func printVerify(w io.Writer, rep *reconcile.Report) error {
 			fmt.Fprintf(&b, "  %s\n", id)
 		}
 	}
+	if rep.FenceConfirmed {
+		fmt.Fprintf(&b, "slot %s confirmed the fence at %s (confirmed_flush_lsn %s)\n", rep.Slot, rep.FenceLSN, rep.ConfirmedLSN)
+	} else {
+		fmt.Fprintf(&b, "slot %s did not confirm the fence: %s\nno row can be called missing; rows not on their topics are unconfirmed\n", rep.Slot, rep.NotConfirmed)
+	}
 	list("missing", rep.Missing, "")
+	list("unconfirmed", rep.Unconfirmed, " (informational: the slot had not confirmed their transactions; never republished)")
 	list("unknown", rep.Unknown, " (informational: on a topic, not in the table)")
 	list("duplicates", rep.Duplicates, " (informational: consumers dedupe on the id header)")
 	if len(rep.Unroutable) > 0 {

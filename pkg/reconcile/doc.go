@@ -15,11 +15,21 @@
 // or an operator's mistake (a slot dropped or advanced, a topic deleted or
 // truncated by retention, records deleted), and the outbox pattern's last
 // safety net is a periodic job that checks what should be on the broker is
-// there. It is safe against production: the outbox is read in one
-// read-only REPEATABLE READ transaction, in FETCH pages of a cursor, each
-// statement under a statement_timeout; topics are read partition by
-// partition without a consumer group (nothing is committed), with
-// read_committed isolation.
+// there. It is safe against production: it writes no table (its fence,
+// below, takes an xid, whose commit is one WAL record); the outbox is read
+// in one read-only REPEATABLE READ transaction, in FETCH pages of a
+// cursor, each statement under a statement_timeout; topics are read
+// partition by partition without a consumer group (nothing is committed),
+// with read_committed isolation.
+//
+// Only confirmed rows can be missing: before reading, verify takes a
+// txfence.Fence and waits up to Options.Wait for postgres.slot to confirm
+// it; Postgres then tests each row's xmin against the fence. A row not on
+// its topic whose transaction the fence covers is missing (Kafka
+// acknowledged it before the topics were read); one it does not cover is
+// unconfirmed (the relay may not have published it yet; never
+// republished). When the slot does not confirm the fence in time, no row
+// is covered, so none is missing, and the report and the log say why.
 //
 // How the sets are matched, with bounded memory: rows are never held.
 // A first pass over the window's rows counts them and routes each (the
@@ -41,9 +51,6 @@
 // at the end of its partition: an end found by timestamp would miss it and
 // the next verify would report it missing again.
 //
-// What it does not do: decide whether a row's transaction has been
-// confirmed (a row the relay has not reached yet is missing: verify's
-// default window ends 10 s before now for that reason), read the
-// dead-letter topic (rows the router refuses are reported as unroutable
-// instead), or commit consumer offsets.
+// What it does not do: read the dead-letter topic (rows the router
+// refuses are reported as unroutable instead), or commit consumer offsets.
 package reconcile

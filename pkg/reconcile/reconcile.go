@@ -3,6 +3,7 @@ package reconcile
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/router"
+	"github.com/walrelay/walrelay/pkg/txfence"
 )
 
 // HeaderRepublished is the header a republished record carries, with the
@@ -47,6 +49,10 @@ type Options struct {
 	Margin time.Duration
 	// Republish produces every missing row again.
 	Republish bool
+	// Wait is how long verify waits for postgres.slot to confirm the fence
+	// it takes before reading (0: it looks once). Rows are called missing
+	// only when the slot confirmed it.
+	Wait time.Duration
 	// MaxIDs bounds the records held at once (32 bytes each); more are
 	// split into passes (default DefaultMaxIDs).
 	MaxIDs int
@@ -81,9 +87,27 @@ type Report struct {
 	// Options.MaxIDs), and MaxHeld the most records one pass held.
 	Passes  int `json:"passes"`
 	MaxHeld int `json:"max_held"`
+	// Slot is postgres.slot. FenceLSN is the WAL position of the fence
+	// verify took before reading (pkg/txfence), ConfirmedLSN the slot's
+	// confirmed_flush_lsn when verify last looked.
+	Slot         string `json:"slot"`
+	FenceLSN     string `json:"fence_lsn"`
+	ConfirmedLSN string `json:"confirmed_flush_lsn"`
+	// FenceConfirmed is whether the slot confirmed the fence within
+	// Options.Wait. Without it nothing is called missing (nothing proves
+	// any row's transaction reached Kafka), and NotConfirmed says why:
+	// where the slot and the fence are, and what to look at.
+	FenceConfirmed bool   `json:"fence_confirmed"`
+	NotConfirmed   string `json:"not_confirmed,omitempty"`
 	// Missing are the event ids of rows in the window with no record on
-	// their topic.
+	// their topic whose transactions the slot confirmed (Kafka
+	// acknowledged them).
 	Missing []string `json:"missing"`
+	// Unconfirmed are the event ids of rows in the window with no record
+	// on their topic whose transactions the slot had not confirmed when
+	// verify read: the relay may not have published them yet
+	// (informational; never republished).
+	Unconfirmed []string `json:"unconfirmed"`
 	// Unknown are the event ids of records with a timestamp in the window
 	// and no row in the table (informational: e.g. rows deleted by
 	// retention, or produced by something else).
@@ -131,6 +155,7 @@ type verifier struct {
 	kopts   []kgo.Opt
 	rep     *Report
 	repub   *republisher
+	fw      *fenceWindow // nil when no fence is confirmed
 }
 
 // Run verifies the window in opts against the topics and returns the
@@ -168,8 +193,14 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger)
 	}
 	v.rep = &Report{
 		Since: opts.Since.UTC(), Until: opts.Until.UTC(), Margin: opts.Margin.String(),
-		Table: v.table.quoted, TimeColumn: cfg.Outbox.TimeColumn,
-		Topics: []string{}, Missing: []string{}, Unknown: []string{}, Duplicates: []string{}, Unroutable: []string{},
+		Table: v.table.quoted, TimeColumn: cfg.Outbox.TimeColumn, Slot: cfg.Postgres.Slot,
+		Topics: []string{}, Missing: []string{}, Unconfirmed: []string{}, Unknown: []string{}, Duplicates: []string{}, Unroutable: []string{},
+	}
+	// The fence first, and the slot's confirmation of it: the rows'
+	// snapshot and the topics are read after it.
+	fence, err := v.fence(ctx, conn)
+	if err != nil {
+		return nil, err
 	}
 	// One snapshot for every pass: the passes see the same rows, and the
 	// topics' end offsets are listed after it was taken, so a row it
@@ -179,6 +210,13 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger)
 		return nil, fmt.Errorf("starting a read-only transaction: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if v.rep.FenceConfirmed {
+		x32, window, err := txfence.Window(ctx, tx, fence)
+		if err != nil {
+			return nil, err
+		}
+		v.fw = &fenceWindow{x32: x32, window: window}
+	}
 	candidates, err := v.verify(ctx, tx)
 	if err != nil {
 		return nil, err
@@ -198,16 +236,49 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger)
 	} else if opts.Republish {
 		v.rep.Republished = &Republished{Failed: []string{}}
 	}
-	for _, l := range [][]string{v.rep.Missing, v.rep.Unknown, v.rep.Duplicates, v.rep.Unroutable} {
+	for _, l := range [][]string{v.rep.Missing, v.rep.Unconfirmed, v.rep.Unknown, v.rep.Duplicates, v.rep.Unroutable} {
 		slices.Sort(l)
 	}
 	return v.rep, nil
+}
+
+// fence takes a fence on conn and waits up to Options.Wait for
+// postgres.slot to confirm it, noting both in the report. A fence the slot
+// does not confirm in time is no error: the report says why, and every
+// row not found on its topic is unconfirmed. A slot that is missing, not
+// walrelay's, of another database or invalidated is an error.
+func (v *verifier) fence(ctx context.Context, conn *pgx.Conn) (txfence.Fence, error) {
+	slot := v.cfg.Postgres.Slot
+	if _, err := txfence.ReadSlot(ctx, conn, slot); err != nil {
+		return txfence.Fence{}, err
+	}
+	f, err := txfence.TakeFence(ctx, conn)
+	if err != nil {
+		return txfence.Fence{}, err
+	}
+	v.rep.FenceLSN = f.LSN.String()
+	s, err := txfence.Wait(ctx, conn, slot, f, time.Now().Add(v.opts.Wait))
+	switch {
+	case err == nil:
+		v.rep.FenceConfirmed = true
+	case errors.Is(err, txfence.ErrNotConfirmed):
+		v.rep.NotConfirmed = err.Error()
+		v.log.Warn("verify: the slot did not confirm the fence in time, so no row can be called missing: rows not on their topics are reported unconfirmed",
+			"waited", v.opts.Wait, "slot", slot, "confirmed_flush_lsn", s.Confirmed.String(), "fence_lsn", f.LSN.String(), "error", err)
+	default:
+		return txfence.Fence{}, err
+	}
+	v.rep.ConfirmedLSN = s.Confirmed.String()
+	return f, nil
 }
 
 // fill defaults and checks the options.
 func (o *Options) fill() error {
 	if o.Since.IsZero() || o.Until.IsZero() || !o.Since.Before(o.Until) {
 		return fmt.Errorf("the window [%s, %s) is empty: since must be before until", o.Since.Format(time.RFC3339), o.Until.Format(time.RFC3339))
+	}
+	if o.Wait < 0 {
+		return fmt.Errorf("wait %s: must not be negative", o.Wait)
 	}
 	if o.Margin < 0 {
 		return fmt.Errorf("margin %s: must not be negative", o.Margin)
@@ -254,7 +325,7 @@ func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error
 	o := v.opts
 	// Pass 0: count the rows and learn their topics.
 	topics := map[string]bool{}
-	err := v.table.scanRows(ctx, tx, o.Since, o.Until, o.PageRows, func(r *row) error {
+	err := v.table.scanRows(ctx, tx, o.Since, o.Until, o.PageRows, v.fw, func(r *row) error {
 		v.rep.Rows++
 		switch msg, _, why := v.route(r); why {
 		case "":
@@ -336,7 +407,7 @@ func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error
 
 		// The rows of this share, looked up.
 		var rows int64
-		err = v.table.scanRows(ctx, tx, o.Since, o.Until, o.PageRows, func(r *row) error {
+		err = v.table.scanRows(ctx, tx, o.Since, o.Until, o.PageRows, v.fw, func(r *row) error {
 			rows++
 			if rows%o.ProgressEvery == 0 {
 				v.log.Info("verify: checking rows", "pass", pass+1, "passes", passes, "rows", rows, "of", v.rep.Rows)
@@ -356,6 +427,9 @@ func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error
 				n++
 			}
 			switch {
+			case n == 0 && !r.confirmed:
+				// Its transaction may not be on Kafka yet.
+				v.rep.Unconfirmed = append(v.rep.Unconfirmed, string(id))
 			case n == 0:
 				v.rep.Missing = append(v.rep.Missing, string(id))
 				if o.Republish {

@@ -24,9 +24,10 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // fixture is a database with walrelay's outbox, a kfake broker and the
 // config of a relay between them.
 type fixture struct {
-	dsn    string
-	broker *testenv.Broker
-	cfg    config.Config
+	dsn     string
+	broker  *testenv.Broker
+	cfg     config.Config
+	running bool // a relay runs until the test ends
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -81,30 +82,54 @@ func nullTime(t time.Time) any {
 
 var topics = []string{"outbox.event.order", "outbox.event.customer"}
 
-// relayAll runs the relay until want records are on the topics, stops it
-// and returns every record.
-func (f *fixture) relayAll(t *testing.T, want int) []*kgo.Record {
+// startRelay starts the relay, which runs (and confirms what Kafka
+// acknowledged, as in production while verify runs) until the test ends.
+func (f *fixture) startRelay(t *testing.T) {
 	t.Helper()
-	r, err := relay.New(f.cfg, slog.New(slog.DiscardHandler), nil)
+	if f.running {
+		return
+	}
+	logs := &testenv.SyncBuffer{}
+	r, err := relay.New(f.cfg, slog.New(slog.NewTextHandler(logs, nil)), nil)
 	if err != nil {
 		t.Fatalf("relay.New: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
+	f.running = true
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("relay: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("relay log:\n%s", logs.String())
+		}
+	})
+}
+
+// relayAll runs the relay (until the test ends) and returns every record
+// once want records are on the topics and the slot confirmed them.
+func (f *fixture) relayAll(t *testing.T, want int) []*kgo.Record {
+	t.Helper()
+	f.startRelay(t)
 	recs := f.broker.ReadAll(t, topics, want, 60*time.Second)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("relay: %v", err)
-	}
+	testenv.WaitCaughtUp(t, f.dsn, f.cfg.Postgres.Slot, 30*time.Second)
 	return recs
 }
 
-// verify runs reconcile over the last hour up to a minute ahead.
+// verify runs reconcile over the last hour up to a minute ahead, waiting
+// up to 30s for the slot to confirm its fence.
 func (f *fixture) verify(t *testing.T, republish bool) *reconcile.Report {
 	t.Helper()
+	return f.verifyWait(t, republish, 30*time.Second)
+}
+
+func (f *fixture) verifyWait(t *testing.T, republish bool, wait time.Duration) *reconcile.Report {
+	t.Helper()
 	now := time.Now()
-	rep, err := reconcile.Run(t.Context(), f.cfg, reconcile.Options{Since: now.Add(-time.Hour), Until: now.Add(time.Minute), Republish: republish}, nil)
+	rep, err := reconcile.Run(t.Context(), f.cfg, reconcile.Options{Since: now.Add(-time.Hour), Until: now.Add(time.Minute), Republish: republish, Wait: wait}, nil)
 	if err != nil {
 		t.Fatalf("reconcile.Run: %v", err)
 	}
@@ -284,7 +309,7 @@ func TestVerifyPassesBoundMemory(t *testing.T) {
 		}
 	}
 	now := time.Now()
-	rep, err := reconcile.Run(t.Context(), f.cfg, reconcile.Options{Since: now.Add(-time.Hour), Until: now.Add(time.Minute), MaxIDs: 50, PageRows: 7}, nil)
+	rep, err := reconcile.Run(t.Context(), f.cfg, reconcile.Options{Since: now.Add(-time.Hour), Until: now.Add(time.Minute), MaxIDs: 50, PageRows: 7, Wait: 30 * time.Second}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/router"
+	"github.com/walrelay/walrelay/pkg/txfence"
 )
 
 // outbox is the outbox table as verify reads it.
@@ -101,15 +102,27 @@ func describe(ctx context.Context, conn *pgx.Conn, cfg config.Config) (*outbox, 
 type row struct {
 	cols []*pglogrepl.TupleDataColumn
 	at   time.Time // the time column
+	// confirmed: the row's xmin precedes a fence the slot confirmed, so
+	// Kafka acknowledged its transaction (see pkg/txfence).
+	confirmed bool
 }
 
+// fenceWindow is txfence.PrecedesSQL's parameters for the transaction's
+// snapshot and the confirmed fence; nil when no fence is confirmed.
+type fenceWindow struct{ x32, window int64 }
+
 // scanRows calls each with every row of the window [since, until), read
-// through a cursor in pages of page rows, inside tx. The row's bytes are
-// valid during the call only.
-func (o *outbox) scanRows(ctx context.Context, tx pgx.Tx, since, until time.Time, page int, each func(*row) error) error {
+// through a cursor in pages of page rows, inside tx, with row.confirmed
+// computed by Postgres from fw (false for every row when fw is nil). The
+// row's bytes are valid during the call only.
+func (o *outbox) scanRows(ctx context.Context, tx pgx.Tx, since, until time.Time, page int, fw *fenceWindow, each func(*row) error) error {
 	const cursor = "walrelay_verify"
-	_, err := tx.Exec(ctx, `DECLARE `+cursor+` NO SCROLL CURSOR FOR SELECT `+o.selected+` FROM `+o.quoted+
-		` WHERE `+o.timeCol+` >= $1 AND `+o.timeCol+` < $2`, since, until)
+	confirmed, args := "false", []any{since, until}
+	if fw != nil {
+		confirmed, args = txfence.PrecedesSQL(txfence.XminExpr, "$3", "$4"), append(args, fw.x32, fw.window)
+	}
+	_, err := tx.Exec(ctx, `DECLARE `+cursor+` NO SCROLL CURSOR FOR SELECT `+o.selected+`, `+confirmed+` FROM `+o.quoted+
+		` WHERE `+o.timeCol+` >= $1 AND `+o.timeCol+` < $2`, args...)
 	if err != nil {
 		return fmt.Errorf("reading outbox rows: %w", err)
 	}
@@ -139,6 +152,10 @@ func (o *outbox) scanRows(ctx context.Context, tx pgx.Tx, since, until time.Time
 			if r.at, err = timeValue(raw[n], rows.FieldDescriptions()[n].Format); err != nil {
 				rows.Close()
 				return fmt.Errorf("reading outbox column %s: %w", o.timeCol, err)
+			}
+			if r.confirmed, err = boolValue(raw[n+1], rows.FieldDescriptions()[n+1].Format); err != nil {
+				rows.Close()
+				return fmt.Errorf("reading whether an outbox row is confirmed: %w", err)
 			}
 			if err := each(r); err != nil {
 				rows.Close()
@@ -177,6 +194,18 @@ func timeValue(b []byte, format int16) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("parsing timestamptz %q: %w", b, err)
 	}
 	return t, nil
+}
+
+// boolValue decodes a non-NULL boolean in the binary or text format.
+func boolValue(b []byte, format int16) (bool, error) {
+	switch {
+	case len(b) != 1:
+		return false, fmt.Errorf("boolean of %d bytes", len(b))
+	case format == pgx.BinaryFormatCode:
+		return b[0] == 1, nil
+	default:
+		return b[0] == 't', nil
+	}
 }
 
 // existing returns which of ids are event ids of rows in the table (in

@@ -17,7 +17,8 @@
 // xmin precedes the snapshot's xmin, once the slot's confirmed_flush_lsn
 // is at or past L; a partition is detached first, which waits for every
 // transaction that wrote to it, and dropped only once a fence taken after
-// the detach is confirmed. The proof is in docs/DESIGN.md, "Retention".
+// the detach is confirmed. The proof is in docs/DESIGN.md, "Retention";
+// the fence is pkg/txfence's.
 // Pruner.Run uses the newest fence an earlier pass took that the slot has
 // confirmed since, so it never waits; Pruner.Once (walrelay outbox prune)
 // takes a fence and waits, bounded, for the slot to pass it.
@@ -39,6 +40,7 @@ import (
 	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/metrics"
+	"github.com/walrelay/walrelay/pkg/txfence"
 )
 
 // Config is what a Pruner removes and how.
@@ -91,7 +93,7 @@ type Result struct {
 	Partitioned bool `json:"partitioned"`
 	// Fence is the fence the pass removed by; nil when no fence was
 	// confirmed yet (nothing was removed).
-	Fence *Fence `json:"fence,omitempty"`
+	Fence *txfence.Fence `json:"fence,omitempty"`
 	// FenceLSN is the fence's WAL position, ConfirmedLSN the slot's.
 	FenceLSN     string `json:"fence_lsn,omitempty"`
 	ConfirmedLSN string `json:"confirmed_flush_lsn"`
@@ -129,9 +131,9 @@ type Pruner struct {
 	m       Metrics
 
 	conn     *pgx.Conn
-	fences   []Fence        // taken, not yet confirmed or the newest confirmed, oldest first
-	seq      int            // of the last fence taken
-	detached map[uint32]int // detached partition → the first fence seq taken after it was seen detached
+	fences   []txfence.Fence // taken, not yet confirmed or the newest confirmed, oldest first
+	seq      int             // of the last fence taken
+	detached map[uint32]int  // detached partition → the first fence seq taken after it was seen detached
 	// OnProgress, when set, is called after each DELETE batch.
 	OnProgress func(Progress)
 }
@@ -248,7 +250,7 @@ func (p *Pruner) cycle(ctx context.Context) (Result, error) {
 	if res.Partitioned, err = tableKind(ctx, conn, p.cfg.Schema+"."+p.cfg.Table, p.cfg.TimeColumn); err != nil {
 		return res, err
 	}
-	slot, err := readSlot(ctx, conn, p.cfg.Slot)
+	slot, err := txfence.ReadSlot(ctx, conn, p.cfg.Slot)
 	if err != nil {
 		return res, err
 	}
@@ -263,7 +265,7 @@ func (p *Pruner) cycle(ctx context.Context) (Result, error) {
 	case len(p.fences) == 0:
 		res.Waiting = "first pass: took the fence the next passes remove by"
 	default:
-		res.Waiting = errNotConfirmed(p.cfg.Slot, slot, p.fences[0]).Error()
+		res.Waiting = txfence.NotConfirmed(p.cfg.Slot, slot, p.fences[0]).Error()
 	}
 	if res.Partitioned {
 		if err := p.observeDetached(ctx, conn); err != nil {
@@ -271,7 +273,7 @@ func (p *Pruner) cycle(ctx context.Context) (Result, error) {
 		}
 	}
 	if len(p.fences) < maxFences {
-		f, err := TakeFence(ctx, conn)
+		f, err := txfence.TakeFence(ctx, conn)
 		if err != nil {
 			return res, err
 		}
@@ -284,10 +286,10 @@ func (p *Pruner) cycle(ctx context.Context) (Result, error) {
 
 // confirmed returns the newest kept fence slot s confirmed, and forgets
 // the fences before it and those of another WAL history.
-func (p *Pruner) confirmed(s slotState) (Fence, bool) {
+func (p *Pruner) confirmed(s txfence.SlotState) (txfence.Fence, bool) {
 	kept := p.fences[:0]
 	for _, f := range p.fences {
-		if f.identity() == s.identity {
+		if f.Identity() == s.Identity {
 			kept = append(kept, f)
 		}
 	}
@@ -299,7 +301,7 @@ func (p *Pruner) confirmed(s slotState) (Fence, bool) {
 		}
 	}
 	if best < 0 {
-		return Fence{}, false
+		return txfence.Fence{}, false
 	}
 	f := p.fences[best]
 	p.fences = append(p.fences[:0], p.fences[best:]...) // keep it: the next pass may have nothing newer
@@ -324,7 +326,7 @@ func (p *Pruner) observeDetached(ctx context.Context, conn *pgx.Conn) error {
 // remove removes what fence f (confirmed) allows: rows of a plain outbox;
 // on a partitioned one, detached partitions whose fence is confirmed are
 // dropped and partitions past the retention are detached.
-func (p *Pruner) remove(ctx context.Context, conn *pgx.Conn, f Fence, partitioned bool, res *Result) error {
+func (p *Pruner) remove(ctx context.Context, conn *pgx.Conn, f txfence.Fence, partitioned bool, res *Result) error {
 	if !partitioned {
 		return p.removeRows(ctx, conn, f, res)
 	}
@@ -335,7 +337,7 @@ func (p *Pruner) remove(ctx context.Context, conn *pgx.Conn, f Fence, partitione
 }
 
 // removeRows deletes batches until one removes fewer than Batch rows.
-func (p *Pruner) removeRows(ctx context.Context, conn *pgx.Conn, f Fence, res *Result) error {
+func (p *Pruner) removeRows(ctx context.Context, conn *pgx.Conn, f txfence.Fence, res *Result) error {
 	if p.cfg.DryRun {
 		n, err := deleteBatch(ctx, conn, p.table, p.timeCol, p.cfg.Retention, f, 0, true)
 		res.Rows = n
@@ -371,7 +373,7 @@ func (p *Pruner) removeRows(ctx context.Context, conn *pgx.Conn, f Fence, res *R
 
 // dropDetached drops the detached partitions whose first fence taken after
 // their detach is f or older.
-func (p *Pruner) dropDetached(ctx context.Context, conn *pgx.Conn, f Fence, res *Result) error {
+func (p *Pruner) dropDetached(ctx context.Context, conn *pgx.Conn, f txfence.Fence, res *Result) error {
 	parts, err := detached(ctx, conn, p.marker)
 	if err != nil {
 		return err
@@ -399,7 +401,7 @@ func (p *Pruner) dropDetached(ctx context.Context, conn *pgx.Conn, f Fence, res 
 // the retention and the confirmed fence f (so their rows very likely are
 // confirmed; a fence after the detach decides), finishing interrupted
 // detaches first.
-func (p *Pruner) detachOld(ctx context.Context, conn *pgx.Conn, f Fence, res *Result) error {
+func (p *Pruner) detachOld(ctx context.Context, conn *pgx.Conn, f txfence.Fence, res *Result) error {
 	parts, err := ListPartitions(ctx, conn, p.cfg.Schema+"."+p.cfg.Table)
 	if err != nil {
 		return err
@@ -483,7 +485,7 @@ func (p *Pruner) once(ctx context.Context, wait time.Duration) (Result, error) {
 	if res.Partitioned, err = tableKind(ctx, conn, p.cfg.Schema+"."+p.cfg.Table, p.cfg.TimeColumn); err != nil {
 		return res, err
 	}
-	if _, err := readSlot(ctx, conn, p.cfg.Slot); err != nil {
+	if _, err := txfence.ReadSlot(ctx, conn, p.cfg.Slot); err != nil {
 		return res, err
 	}
 	deadline := time.Now().Add(wait)
@@ -528,30 +530,15 @@ func (p *Pruner) once(ctx context.Context, wait time.Duration) (Result, error) {
 
 // fenceAndWait takes a fence and polls the slot until it confirms it or
 // the deadline passes.
-func (p *Pruner) fenceAndWait(ctx context.Context, conn *pgx.Conn, deadline time.Time) (Fence, slotState, error) {
-	f, err := TakeFence(ctx, conn)
+func (p *Pruner) fenceAndWait(ctx context.Context, conn *pgx.Conn, deadline time.Time) (txfence.Fence, txfence.SlotState, error) {
+	f, err := txfence.TakeFence(ctx, conn)
 	if err != nil {
-		return Fence{}, slotState{}, err
+		return txfence.Fence{}, txfence.SlotState{}, err
 	}
 	p.seq++
 	f.Seq = p.seq
-	for {
-		slot, err := readSlot(ctx, conn, p.cfg.Slot)
-		if err != nil {
-			return f, slotState{}, err
-		}
-		if slot.covers(f) {
-			return f, slot, nil
-		}
-		if slot.identity != f.identity() || !time.Now().Before(deadline) {
-			return f, slot, errNotConfirmed(p.cfg.Slot, slot, f)
-		}
-		select {
-		case <-ctx.Done():
-			return f, slot, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	slot, err := txfence.Wait(ctx, conn, p.cfg.Slot, f, deadline)
+	return f, slot, err
 }
 
 // MetricsOf picks the retention collectors of walrelay's metrics (m may

@@ -235,11 +235,13 @@ func TestOnce(t *testing.T) {
 	if n := len(ids(t, d)); n != 12 {
 		t.Fatalf("dry run left %d rows, want 12", n)
 	}
-	go func() { time.Sleep(300 * time.Millisecond); advance(t, d) }()
+	advanced := make(chan struct{})
+	go func() { defer close(advanced); time.Sleep(300 * time.Millisecond); advance(t, d) }()
 	var progress []retention.Progress
 	p.OnProgress = func(pr retention.Progress) { progress = append(progress, pr) }
 	p2 := p
 	res, err = p2.Once(t.Context(), 10*time.Second)
+	<-advanced // Once may return before it: nothing else wrote WAL since the last advance
 	if err != nil || res.Rows != 12 {
 		t.Fatalf("Once: %d rows, %v; want 12 and no error", res.Rows, err)
 	}

@@ -4,45 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/walrelay/walrelay/pkg/txfence"
 )
 
 // confirmedRowsSQL selects the rows of a table (%[1]s, the time column
 // %[2]s) that are older than the retention ($1, seconds before now()) and
-// whose xmin precedes the fence's xmin X: the row's 32-bit xmin is
-// outside [X, X+W) modulo 2^32 ($2 = X mod 2^32, $3 = W), where X+W is the
-// xmax of the statement's snapshot, above every xid a row it sees can
-// have. xids 0-2 (bootstrap, frozen) precede every other. See
-// docs/DESIGN.md, "Retention", for why this is exact for every row
-// visible to the statement but for ancient frozen rows whose 32-bit xmin
-// happens to fall in the window, which are kept until the next fence.
-const confirmedRowsSQL = `%[2]s < now() - make_interval(secs => $1)
-	AND ` + precedesFenceSQL
-
-// precedesFenceSQL is the xmin part of confirmedRowsSQL: xmin (32 bits,
-// as bigint) precedes the fence's xmin, given $2 and $3.
-const precedesFenceSQL = `(xmin::text::bigint < 3 OR (xmin::text::bigint - $2 + 4294967296) %% 4294967296 >= $3)`
-
-// fenceWindow reads the xmax of the transaction's snapshot and returns the
-// predicate's $2 and $3 for fence f.
-func fenceWindow(ctx context.Context, tx pgx.Tx, f Fence) (x32, window int64, err error) {
-	var s string
-	if err := tx.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).Scan(&s); err != nil {
-		return 0, 0, fmt.Errorf("reading the snapshot's xmax: %w", err)
-	}
-	xmax, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, 0, fmt.Errorf("parsing snapshot xmax %q: %w", s, err)
-	}
-	if xmax < f.Xmin || xmax-f.Xmin >= 1<<31 {
-		return 0, 0, fmt.Errorf("snapshot xmax %d is not within 2^31 after the fence's xmin %d: the fence is not of this server's history", xmax, f.Xmin)
-	}
-	return int64(f.Xmin % (1 << 32)), int64(xmax - f.Xmin), nil
-}
+// whose xmin precedes the fence's xmin X (txfence.PrecedesSQL, with $2 =
+// X mod 2^32 and $3 = the window txfence.Window computes). See
+// docs/DESIGN.md, "Retention", for why this is exact for every row visible
+// to the statement but for ancient frozen rows whose 32-bit xmin happens
+// to fall in the window, which are kept until the next fence.
+var confirmedRowsSQL = `%[2]s < now() - make_interval(secs => $1)
+	AND ` + strings.ReplaceAll(txfence.PrecedesSQL(txfence.XminExpr, "$2", "$3"), "%", "%%")
 
 // deleteBatch removes up to batch confirmed rows older than retention from
 // table (quoted) in one REPEATABLE READ transaction, so the rows deleted
@@ -50,10 +29,10 @@ func fenceWindow(ctx context.Context, tx pgx.Tx, f Fence) (x32, window int64, er
 // meanwhile fails the batch with a serialization error instead of being
 // re-read). With count it deletes nothing and counts the rows instead
 // (batch is ignored).
-func deleteBatch(ctx context.Context, conn *pgx.Conn, table, timeCol string, retention time.Duration, f Fence, batch int, count bool) (int64, error) {
+func deleteBatch(ctx context.Context, conn *pgx.Conn, table, timeCol string, retention time.Duration, f txfence.Fence, batch int, count bool) (int64, error) {
 	var n int64
 	err := pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
-		x32, window, err := fenceWindow(ctx, tx, f)
+		x32, window, err := txfence.Window(ctx, tx, f)
 		if err != nil {
 			return err
 		}

@@ -1,10 +1,10 @@
-package retention_test
+package txfence_test
 
 import (
 	"testing"
 
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/pkg/retention"
+	"github.com/walrelay/walrelay/pkg/txfence"
 )
 
 // The 32-bit xmin test, evaluated by Postgres, around the wraparound of
@@ -37,7 +37,7 @@ func TestPrecedesFenceAcrossWraparound(t *testing.T) {
 		if x32 < 0 {
 			x32 += two32
 		}
-		got := testenv.QueryValue[bool](t, dsn, `SELECT `+retention.PrecedesFenceSQL, x32, tc.x%two32, tc.window)
+		got := testenv.QueryValue[bool](t, dsn, `SELECT `+txfence.PrecedesSQL("$1::bigint", "$2", "$3"), x32, tc.x%two32, tc.window)
 		if got != tc.precedes {
 			t.Errorf("%s: row xid %d (32 bits %d), fence xmin %d, window %d: precedes = %t, want %t (%s)", tc.name, tc.full, x32, tc.x, tc.window, got, tc.precedes, tc.rationale)
 		}
