@@ -4,9 +4,7 @@ package reconcile_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +18,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/pkg/relay"
 )
 
 // watchHWM reads the process's VmHWM (its peak RSS, of its own address
@@ -75,21 +72,9 @@ func TestVerifyMillionRows(t *testing.T) {
 	}
 	t.Logf("inserted %d rows in %s", n, time.Since(start))
 
-	r, err := relay.New(f.cfg, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The relay keeps running while verify runs, as in production: verify
 	// calls missing only rows whose transactions the slot confirmed.
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("relay: %v", err)
-		}
-	})
+	f.startRelay(t)
 	adm := kadm.NewClient(f.broker.Client(t))
 	start = time.Now()
 	for total := int64(0); total < n; {
