@@ -1,0 +1,178 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/snapshot"
+)
+
+// snapshotFixture is a fixture whose slot does not exist yet, with
+// snapshot.mode=initial and rows outbox rows already in the table
+// (aggregatetype snap, 50 aggregates).
+func snapshotFixture(t *testing.T, rows int, mutate func(*config.Config)) *fixture {
+	t.Helper()
+	f := newFixture(t, func(c *config.Config) {
+		c.Snapshot.Mode = config.SnapshotInitial
+		c.Snapshot.ProgressInterval = 500 * time.Millisecond
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+	testenv.Exec(t, f.dsn, `SELECT pg_drop_replication_slot('walrelay')`)
+	testenv.Exec(t, f.dsn, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
+		SELECT 'snap', 'agg-' || (g % 50), 'T', jsonb_build_object('n', g) FROM generate_series(1, $1::int) g`, rows)
+	return f
+}
+
+// writers inserts outbox rows (aggregatetype snap), one per transaction,
+// from two connections until the returned stop is called, and returns how
+// many it inserted.
+func writers(t *testing.T, dsn string) (stop func() int64) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var n atomic.Int64
+	for w := range 2 {
+		conn := testenv.Connect(t, dsn)
+		wg.Go(func() {
+			defer conn.Close(context.Background())
+			for i := 0; ctx.Err() == nil; i++ {
+				_, err := conn.Exec(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('snap', $1, 'T', '{"w": true}')`,
+					"agg-"+string(rune('a'+w))+string(rune('0'+i%10)))
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("writer: %v", err)
+					}
+					return
+				}
+				n.Add(1)
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	return func() int64 {
+		cancel()
+		wg.Wait()
+		return n.Load()
+	}
+}
+
+// topicRecords is how many records topic holds (the sum of its
+// partitions' end offsets: at-least-once, nothing compacted).
+func topicRecords(t *testing.T, f *fixture, topic string) int64 {
+	t.Helper()
+	adm := kadm.NewClient(f.broker.Client(t))
+	ends, err := adm.ListEndOffsets(t.Context(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	return n
+}
+
+// checkExactlyOnce reads every record of outbox.event.snap and checks
+// that each outbox row is there once, and nothing else.
+func checkExactlyOnce(t *testing.T, f *fixture) {
+	t.Helper()
+	rows := testenv.QueryValue[int64](t, f.dsn, `SELECT count(*) FROM outbox`)
+	recs := f.broker.ReadAll(t, []string{"outbox.event.snap"}, int(rows), 2*time.Minute)
+	seen := make(map[string]int, len(recs))
+	for _, r := range recs {
+		seen[testenv.Header(r, "id")]++
+	}
+	dups := 0
+	for _, c := range seen {
+		dups += c - 1
+	}
+	ids := testenv.QueryValue[[]string](t, f.dsn, `SELECT coalesce(array_agg(id::text), '{}') FROM outbox`)
+	missing := 0
+	for _, id := range ids {
+		if seen[id] == 0 {
+			missing++
+		}
+	}
+	onTopic := topicRecords(t, f, "outbox.event.snap")
+	if missing != 0 || dups != 0 || onTopic != rows {
+		t.Fatalf("%d outbox rows; %d records on the topic, %d read: %d rows missing, %d duplicates", rows, onTopic, len(recs), missing, dups)
+	}
+}
+
+// The initial snapshot publishes the rows already in the outbox, then the
+// stream the rows committed after it, while writers keep inserting: every
+// row is on Kafka exactly once (none missed at the boundary, none of the
+// snapshot sent again by the stream).
+func TestInitialSnapshotWhileWriting(t *testing.T) {
+	f := snapshotFixture(t, snapshotRows, func(c *config.Config) { c.Snapshot.ChunkRows = 500 })
+	stopWriters := writers(t, f.dsn)
+	time.Sleep(200 * time.Millisecond) // writers run before, during and after the snapshot's start
+	began := time.Now()
+	run := f.start(t)
+	done := f.logs.waitLog(t, "initial snapshot done", nil, 3*time.Minute)
+	took := time.Since(began)
+	time.Sleep(500 * time.Millisecond)
+	written := stopWriters()
+	f.waitCaughtUp(t, time.Minute)
+	if err := run.stop(); err != nil {
+		t.Fatalf("relay: %v", err)
+	}
+	snapRows := int64(done["rows"].(float64))
+	if snapRows < snapshotRows || snapRows >= snapshotRows+written {
+		t.Fatalf("the snapshot published %d rows: want the %d inserted before it and some, not all, of the %d written meanwhile", snapRows, snapshotRows, written)
+	}
+	st := run.relay.SnapshotStatus()
+	if st.Running || st.Done != snapRows || st.Total != snapRows {
+		t.Fatalf("snapshot status %+v, want done, %d of %d", st, snapRows, snapRows)
+	}
+	checkExactlyOnce(t, f)
+	t.Logf("snapshot of %d rows (%d written by writers meanwhile, %d streamed) in %s", snapRows, written, snapshotRows+written-snapRows, took.Round(time.Millisecond))
+	if !strings.Contains(testenv.QueryValue[string](t, f.dsn, `SELECT string_agg(slot_name || ':' || temporary::text, ',') FROM pg_replication_slots`), "walrelay:false") {
+		t.Fatal("the permanent slot was not created")
+	}
+	if n := testenv.QueryValue[int64](t, f.dsn, `SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'walrelay_snapshot_%'`); n != 0 {
+		t.Fatalf("%d temporary snapshot slots left", n)
+	}
+}
+
+// A filter Postgres rejects and a table without a primary key fail at
+// startup with errors naming them, before any slot exists.
+func TestInitialSnapshotRefusesBadInput(t *testing.T) {
+	cases := []struct {
+		name  string
+		where string
+		sql   string
+		want  error
+		text  string
+	}{
+		{name: "bad where", where: "no_such_column IS NULL", want: snapshot.ErrBadWhere, text: `column "no_such_column" does not exist`},
+		{name: "not boolean", where: "created_at", want: snapshot.ErrBadWhere, text: "boolean"},
+		{name: "no primary key", sql: `ALTER TABLE outbox DROP CONSTRAINT outbox_pkey`, want: snapshot.ErrNoPrimaryKey, text: "public.outbox"},
+		{name: "no table", sql: `ALTER PUBLICATION walrelay_outbox DROP TABLE outbox`, want: snapshot.ErrNoTable, text: "walrelay_outbox"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := snapshotFixture(t, 10, func(cfg *config.Config) { cfg.Snapshot.Where = c.where })
+			if c.sql != "" {
+				testenv.Exec(t, f.dsn, c.sql)
+			}
+			run := f.start(t)
+			err := run.wait(time.Minute)
+			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.text) {
+				t.Fatalf("Run: %v; want %v mentioning %q", err, c.want, c.text)
+			}
+			if n := testenv.QueryValue[int64](t, f.dsn, `SELECT count(*) FROM pg_replication_slots`); n != 0 {
+				t.Fatalf("%d slots exist after a refused start", n)
+			}
+		})
+	}
+}
