@@ -86,7 +86,8 @@ func topicRecords(t *testing.T, f *fixture, topic string) int64 {
 func checkExactlyOnce(t *testing.T, f *fixture) {
 	t.Helper()
 	rows := testenv.QueryValue[int64](t, f.dsn, `SELECT count(*) FROM outbox`)
-	recs := f.broker.ReadAll(t, []string{"outbox.event.snap"}, int(rows), 2*time.Minute)
+	onTopic := topicRecords(t, f, "outbox.event.snap")
+	recs := f.broker.ReadAll(t, []string{"outbox.event.snap"}, int(onTopic), time.Minute)
 	seen := make(map[string]int, len(recs))
 	for _, r := range recs {
 		seen[testenv.Header(r, "id")]++
@@ -102,7 +103,6 @@ func checkExactlyOnce(t *testing.T, f *fixture) {
 			missing++
 		}
 	}
-	onTopic := topicRecords(t, f, "outbox.event.snap")
 	if missing != 0 || dups != 0 || onTopic != rows {
 		t.Fatalf("%d outbox rows; %d records on the topic, %d read: %d rows missing, %d duplicates", rows, onTopic, len(recs), missing, dups)
 	}
