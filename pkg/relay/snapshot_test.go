@@ -176,3 +176,34 @@ func TestInitialSnapshotRefusesBadInput(t *testing.T) {
 		})
 	}
 }
+
+// Two processes (an active and a standby) starting together on a missing
+// slot: one snapshots and creates the slot, the other waits for it (the
+// snapshot lock), finds the slot and snapshots nothing. Every row is on
+// Kafka once.
+func TestInitialSnapshotTwoProcesses(t *testing.T) {
+	f := snapshotFixture(t, 5000, nil)
+	logsA, logsB := &logBuffer{}, &logBuffer{}
+	a := runRelay(t, f.cfg, logsA, nil)
+	b := runRelay(t, f.cfg, logsB, nil)
+	deadline := time.Now().Add(time.Minute)
+	for len(logsA.lines("initial snapshot done"))+len(logsB.lines("initial snapshot done")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot done within a minute\nA:\n%s\nB:\n%s", logsA.String(), logsB.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	testenv.Exec(t, f.dsn, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) SELECT 'snap', 'after', 'T', '{}' FROM generate_series(1, 100)`)
+	f.waitCaughtUp(t, time.Minute)
+	for _, r := range []*running{a, b} {
+		if err := r.stop(); err != nil {
+			t.Fatalf("relay: %v", err)
+		}
+	}
+	done := len(logsA.lines("initial snapshot done")) + len(logsB.lines("initial snapshot done"))
+	skipped := len(logsA.lines("initial snapshot not needed")) + len(logsB.lines("initial snapshot not needed"))
+	if done != 1 || skipped != 1 {
+		t.Fatalf("%d processes snapshotted and %d found the slot created, want 1 and 1\nA:\n%s\nB:\n%s", done, skipped, logsA.String(), logsB.String())
+	}
+	checkExactlyOnce(t, f)
+}
