@@ -125,7 +125,7 @@ func (r *Relay) initialSnapshot(ctx context.Context) error {
 	}
 	defer func() { _ = exp.Close(context.WithoutCancel(ctx)) }()
 	r.log.Info("initial snapshot: exported", "temporary_slot", tmp, "consistent_lsn", exp.LSN.String(), "snapshot", exp.Name)
-	rows, err := r.publishSnapshot(ctx, conn, exp.Name, exp.LSN, r.cfg.Snapshot.Where)
+	rows, err := r.publishSnapshot(ctx, conn, exp.Name, exp.LSN, r.cfg.Snapshot.Where, false)
 	if err != nil {
 		return fmt.Errorf("initial snapshot (no slot was created; the next start snapshots again): %w", err)
 	}
@@ -157,7 +157,9 @@ func tempSlotName() (string, error) {
 // in-flight caps. It returns once the broker acknowledged every record
 // (dead letters included), with the rows read; the transaction that read
 // them ends as soon as they are read, releasing its xmin horizon.
-func (r *Relay) publishSnapshot(ctx context.Context, conn *pgx.Conn, name string, lsn pglogrepl.LSN, where string) (int64, error) {
+//
+// With dryRun it only counts: it returns the rows it would publish.
+func (r *Relay) publishSnapshot(ctx context.Context, conn *pgx.Conn, name string, lsn pglogrepl.LSN, where string, dryRun bool) (int64, error) {
 	tables, err := r.snapshotTables()
 	if err != nil {
 		return 0, err
@@ -178,6 +180,9 @@ func (r *Relay) publishSnapshot(ctx context.Context, conn *pgx.Conn, name string
 			return 0, err
 		}
 		total += n
+	}
+	if dryRun {
+		return total, nil
 	}
 	p := &r.snap.progress
 	p.Start(total, time.Now())
@@ -284,4 +289,62 @@ func relationMessage(rel router.Relation) *pglogrepl.RelationMessage {
 		m.Columns = append(m.Columns, &pglogrepl.RelationMessageColumn{Name: c.Name, DataType: c.TypeOID, TypeModifier: c.TypeModifier})
 	}
 	return m
+}
+
+// BackfillResult is what Backfill did.
+type BackfillResult struct {
+	Tables []string `json:"tables"`
+	Where  string   `json:"where"`
+	// Rows is how many rows were published and acknowledged (with DryRun,
+	// how many would be).
+	Rows    int64         `json:"rows"`
+	DryRun  bool          `json:"dry_run"`
+	Elapsed time.Duration `json:"-"`
+	Seconds float64       `json:"seconds"`
+}
+
+// Backfill publishes the published tables' rows matching where, read in
+// one REPEATABLE READ snapshot of its own, through the relay's router,
+// converters, relay.on_error and producer, and returns once Kafka
+// acknowledged every record (walrelay snapshot). It is not coordinated
+// with the slot: a row the slot also sends (committed after the slot's
+// confirmed position and before the snapshot) is published by both; no
+// row visible to the snapshot is missed. It neither needs nor touches
+// the slot. report, when not nil, gets the progress every
+// snapshot.progress_interval and at the end. Call it instead of Run, once.
+func (r *Relay) Backfill(ctx context.Context, where string, dryRun bool, report func(snapshot.Status)) (BackfillResult, error) {
+	defer r.closePublisher()
+	res := BackfillResult{Where: where, DryRun: dryRun}
+	if r.txns != nil {
+		return res, errors.New("walrelay snapshot publishes with at-least-once delivery: run it with relay.delivery=at_least_once (consumers dedupe on the id header)")
+	}
+	r.snap.report = report
+	conn, err := snapshot.Connect(ctx, r.cfg.Postgres.DSN)
+	if err != nil {
+		return res, admin.ExplainConnectError(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if err := r.checkPublications(ctx, conn); err != nil {
+		return res, err
+	}
+	for _, t := range r.tables {
+		res.Tables = append(res.Tables, t.Namespace+"."+t.Name)
+	}
+	if !dryRun {
+		if err := r.pub.CheckAccess(ctx, 10*time.Second); err != nil {
+			return res, err
+		}
+	}
+	dlqCtx, stopDLQ := context.WithCancel(context.WithoutCancel(ctx))
+	dlqDone := make(chan struct{})
+	go func() {
+		defer close(dlqDone)
+		r.runDeadLetters(dlqCtx)
+	}()
+	defer func() { stopDLQ(); <-dlqDone }()
+	start := time.Now()
+	res.Rows, err = r.publishSnapshot(ctx, conn, "", 0, where, dryRun)
+	res.Elapsed = time.Since(start)
+	res.Seconds = res.Elapsed.Seconds()
+	return res, err
 }

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/config"
@@ -60,11 +62,13 @@ func writers(t *testing.T, dsn string) (stop func() int64) {
 			}
 		})
 	}
-	return func() int64 {
+	stop = func() int64 {
 		cancel()
 		wg.Wait()
 		return n.Load()
 	}
+	t.Cleanup(func() { stop() }) // before the connections close
+	return stop
 }
 
 // topicRecords is how many records topic holds (the sum of its
@@ -204,6 +208,88 @@ func TestInitialSnapshotTwoProcesses(t *testing.T) {
 	skipped := len(logsA.lines("initial snapshot not needed")) + len(logsB.lines("initial snapshot not needed"))
 	if done != 1 || skipped != 1 {
 		t.Fatalf("%d processes snapshotted and %d found the slot created, want 1 and 1\nA:\n%s\nB:\n%s", done, skipped, logsA.String(), logsB.String())
+	}
+	checkExactlyOnce(t, f)
+}
+
+// poll is one round of a classic polling publisher: it locks up to n
+// unpublished rows, produces them (key aggregateid, header id, the payload
+// as value) and marks them published, in one transaction. It returns how
+// many it published.
+func poll(t *testing.T, conn *pgx.Conn, cl *kgo.Client, n int) int {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	rows, err := tx.Query(ctx, `SELECT id::text, aggregatetype, aggregateid, payload::text FROM outbox
+		WHERE published_at IS NULL ORDER BY created_at, id FOR UPDATE SKIP LOCKED LIMIT $1`, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	var recs []*kgo.Record
+	for rows.Next() {
+		var id, typ, agg, payload string
+		if err := rows.Scan(&id, &typ, &agg, &payload); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		recs = append(recs, &kgo.Record{Topic: "outbox.event." + typ, Key: []byte(agg), Value: []byte(payload),
+			Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(id)}}})
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("poller: producing: %v", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE outbox SET published_at = now() WHERE id = ANY($1::uuid[])`, ids); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return len(ids)
+}
+
+// The cut-over from a polling publisher (docs/migrating-from-a-polling-
+// publisher.md): a poller publishes part of the outbox and stops while the
+// application keeps inserting; walrelay then starts on a new slot with
+// snapshot.where `published_at IS NULL` and a publication of INSERTs only
+// (the poller's UPDATEs are not streamed). The poller's records and
+// walrelay's hold every row exactly once.
+func TestCutOverFromPollingPublisher(t *testing.T) {
+	f := snapshotFixture(t, 0, func(c *config.Config) { c.Snapshot.Where = "published_at IS NULL" })
+	testenv.Exec(t, f.dsn, `ALTER TABLE outbox ADD COLUMN published_at timestamptz`)
+	testenv.Exec(t, f.dsn, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
+		SELECT 'snap', 'agg-' || (g % 20), 'T', jsonb_build_object('n', g) FROM generate_series(1, 3000) g`)
+	if pub := testenv.QueryValue[bool](t, f.dsn, `SELECT pubinsert AND NOT pubupdate FROM pg_publication WHERE pubname = 'walrelay_outbox'`); !pub {
+		t.Fatal("the publication publishes more than INSERTs")
+	}
+	stopWriters := writers(t, f.dsn)
+	conn := testenv.Connect(t, f.dsn)
+	f.broker.CreateTopic(t, "outbox.event.snap", 4)
+	cl := f.broker.Client(t)
+	polled := 0
+	for range 15 {
+		polled += poll(t, conn, cl, 100)
+	}
+	// The poller has stopped: its last transaction committed.
+	run := f.start(t)
+	done := f.logs.waitLog(t, "initial snapshot done", nil, time.Minute)
+	time.Sleep(300 * time.Millisecond)
+	written := stopWriters()
+	f.waitCaughtUp(t, time.Minute)
+	if err := run.stop(); err != nil {
+		t.Fatalf("relay: %v", err)
+	}
+	unpublished := testenv.QueryValue[int64](t, f.dsn, `SELECT count(*) FROM outbox WHERE published_at IS NULL`)
+	t.Logf("poller published %d rows; writers inserted %d; the snapshot published %v, the stream the rest of %d unpublished", polled, written, done["rows"], unpublished)
+	if polled != 1500 || int64(done["rows"].(float64)) >= unpublished {
+		t.Fatalf("poller published %d rows (want 1500); snapshot %v of %d unpublished rows (want fewer: some streamed)", polled, done["rows"], unpublished)
 	}
 	checkExactlyOnce(t, f)
 }
