@@ -138,7 +138,20 @@ func TestInitialSnapshotWhileWriting(t *testing.T) {
 	if st.Running || st.Done != snapRows || st.Total != snapRows {
 		t.Fatalf("snapshot status %+v, want done, %d of %d", st, snapRows, snapRows)
 	}
+	if sn := run.relay.Status(t.Context()).Snapshot; sn == nil || sn.Done != snapRows || sn.Running {
+		t.Fatalf("/status snapshot = %+v, want %d rows done", sn, snapRows)
+	}
+	for name, want := range map[string]int64{"walrelay_snapshot_rows_total": snapRows, "walrelay_snapshot_rows_planned": snapRows, "walrelay_snapshot_rows_remaining": 0} {
+		if v, _ := testenv.FindMetric(t, f.reg, name, nil); int64(v) != want {
+			t.Errorf("%s = %v, want %d", name, v, want)
+		}
+	}
+	last := f.logs.lines("snapshot progress")
+	if len(last) == 0 || int64(last[len(last)-1]["rows_done"].(float64)) != snapRows {
+		t.Errorf("no final progress line with rows_done %d: %v", snapRows, last)
+	}
 	checkExactlyOnce(t, f)
+	checkSnapshotOrder(t, f)
 	t.Logf("snapshot of %d rows (%d written by writers meanwhile, %d streamed) in %s", snapRows, written, snapshotRows+written-snapRows, took.Round(time.Millisecond))
 	if !strings.Contains(testenv.QueryValue[string](t, f.dsn, `SELECT string_agg(slot_name || ':' || temporary::text, ',') FROM pg_replication_slots`), "walrelay:false") {
 		t.Fatal("the permanent slot was not created")
@@ -291,5 +304,25 @@ func TestCutOverFromPollingPublisher(t *testing.T) {
 	checkExactlyOnce(t, f)
 	if polled != 1500 || int64(done["rows"].(float64)) >= unpublished {
 		t.Fatalf("poller published %d rows (want 1500); snapshot %v of %d unpublished rows (want fewer: some streamed)", polled, done["rows"], unpublished)
+	}
+}
+
+// checkSnapshotOrder checks that the records of each aggregate the
+// snapshot alone published (agg-0 to agg-49: the writers use other keys)
+// are in primary-key order in their partition.
+func checkSnapshotOrder(t *testing.T, f *fixture) {
+	t.Helper()
+	recs := f.broker.ReadAll(t, []string{"outbox.event.snap"}, int(topicRecords(t, f, "outbox.event.snap")), time.Minute)
+	last := map[string]string{}
+	for _, r := range recs {
+		key := string(r.Key)
+		if len(key) < 5 || key[4] < '0' || key[4] > '9' {
+			continue
+		}
+		id := testenv.Header(r, "id") // uuid text order is Postgres's uuid order
+		if prev, ok := last[key]; ok && id <= prev {
+			t.Fatalf("key %s: record %s after %s on partition %d: not in primary-key order", key, id, prev, r.Partition)
+		}
+		last[key] = id
 	}
 }
