@@ -91,14 +91,14 @@ type Status struct {
 	OldestUnpublishedAgeSeconds float64    `json:"oldest_unpublished_event_age_seconds"`
 	OldestUnpublishedCommitTime *time.Time `json:"oldest_unpublished_commit_time,omitempty"`
 	// Exactly-once delivery only.
-	KafkaTransactionsCommitted *uint64 `json:"kafka_transactions_committed,omitempty"`
-	KafkaTransactionsAborted   *uint64 `json:"kafka_transactions_aborted,omitempty"`
-	CheckpointLSN              string  `json:"checkpoint_lsn,omitempty"`
-	LastError                  string  `json:"last_error,omitempty"`
+	KafkaTransactionsCommitted *uint64        `json:"kafka_transactions_committed,omitempty"`
+	KafkaTransactionsAborted   *uint64        `json:"kafka_transactions_aborted,omitempty"`
+	CheckpointLSN              string         `json:"checkpoint_lsn,omitempty"`
+	LastError                  string         `json:"last_error,omitempty"`
+	Slot                       slotmon.Status `json:"slot"`
 	// Snapshot is the initial snapshot's progress, when this process ran
 	// one.
 	Snapshot *snapshot.Status `json:"snapshot,omitempty"`
-	Slot     slotmon.Status   `json:"slot"`
 }
 
 // Status reports the relay's state and the slot's last polled state.
