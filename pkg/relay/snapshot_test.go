@@ -326,3 +326,28 @@ func checkSnapshotOrder(t *testing.T, f *fixture) {
 		last[key] = id
 	}
 }
+
+// A stop (SIGTERM) during the initial snapshot is a clean stop: Run
+// returns nil and no slot is left; the next start snapshots again.
+func TestInitialSnapshotStoppedCleanly(t *testing.T) {
+	f := snapshotFixture(t, 5000, func(c *config.Config) {
+		c.Relay.MaxInFlightRecords, c.Kafka.Linger = 50, 20*time.Millisecond // a snapshot of seconds
+	})
+	run := f.start(t)
+	f.logs.waitLog(t, "snapshot: publishing rows", nil, time.Minute)
+	time.Sleep(200 * time.Millisecond)
+	if err := run.stop(); err != nil {
+		t.Fatalf("Run after a stop during the snapshot: %v, want nil", err)
+	}
+	if len(f.logs.lines("initial snapshot done")) != 0 {
+		t.Fatal("the snapshot finished before the stop")
+	}
+	f.logs.waitLog(t, "stopped during the initial snapshot", nil, time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for testenv.QueryValue[int64](t, f.dsn, `SELECT count(*) FROM pg_replication_slots`) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a slot is left after a stop during the snapshot")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
