@@ -73,10 +73,12 @@ deps:
 
 # soak runs the fault-injection suite with long scenarios and a 1,000,000-row
 # transaction (docs/reliability.md), and walrelay verify over a window of
-# 1,000,000 rows (peak RSS and time, docs/benchmarks.md). WALRELAY_FAULT_REPORT=FILE writes its table.
+# 1,000,000 rows (peak RSS and time, docs/benchmarks.md), and the initial snapshot of 200,000 rows
+# while writers insert (docs/DESIGN.md, "Initial snapshot"). WALRELAY_FAULT_REPORT=FILE writes its table.
 soak: deps
 	WALRELAY_SOAK=1 $(GO) test -count=1 -timeout 60m -v -run TestFaultSuite ./internal/faultsuite/
 	$(GO) test -tags soak -count=1 -timeout 30m -v -run TestVerifyMillionRows ./pkg/reconcile/
+	$(GO) test -tags soak -count=1 -timeout 30m -v -run TestInitialSnapshotWhileWriting ./pkg/relay/
 
 # bench runs the benchmark harness's default set (about 4 minutes on 2
 # cores; docs/benchmarks.md): a table on stdout, JSON in BENCH_JSON, one file

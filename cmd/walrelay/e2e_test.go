@@ -87,6 +87,9 @@ func (e *e2e) readAll(t *testing.T) []*kgo.Record {
 	}
 	total := 0
 	ends.Each(func(o kadm.ListedOffset) { total += int(o.Offset) })
+	if total == 0 {
+		return nil // ReadAll would read for its whole timeout
+	}
 	return e.broker.ReadAll(t, e.topics(), total, 60*time.Second)
 }
 

@@ -41,6 +41,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		debeziumCommand(stdout, stderr, os.Stdin),
 		outboxCommand(stdout, stderr),
 		verifyCommand(stdout, stderr),
+		snapshotCommand(stdout, stderr),
 	)
 	for _, sub := range root.Commands() {
 		if check := sub.Args; check != nil {

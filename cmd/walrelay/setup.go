@@ -24,7 +24,11 @@ able to create tables and publications and to have REPLICATION.
 With outbox.partitioned=true the table is created partitioned by range of
 created_at (sql/outbox_partitioned.sql), with the partition holding now and
 outbox.partitions_ahead more (outbox.partition_interval wide), and the
-publication publishes through the partition root.`,
+publication publishes through the partition root.
+
+With snapshot.mode=initial a missing slot is left to walrelay run, which
+creates it once it has published the rows already in the outbox (a slot
+created here would mean walrelay run never snapshots).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd.Flags())
@@ -41,6 +45,7 @@ publication publishes through the partition root.`,
 				Schema: schema, Table: table,
 				Publication: cfg.Postgres.Publications[0],
 				Slot:        cfg.Postgres.Slot,
+				LeaveSlot:   cfg.Snapshot.Initial(),
 			}
 			if cfg.Outbox.Partitioned {
 				names.Partitions = &setup.Partitions{Column: cfg.Outbox.TimeColumn, Interval: cfg.Outbox.PartitionInterval, Ahead: cfg.Outbox.PartitionsAhead}

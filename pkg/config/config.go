@@ -36,6 +36,7 @@ type Config struct {
 	Converter router.Converters `yaml:"converter"`
 	Relay     Relay             `yaml:"relay"`
 	Outbox    Outbox            `yaml:"outbox"`
+	Snapshot  Snapshot          `yaml:"snapshot"`
 	HTTP      HTTP              `yaml:"http"`
 	Metrics   Metrics           `yaml:"metrics"`
 	Log       Log               `yaml:"log"`
@@ -151,6 +152,25 @@ type Outbox struct {
 	PruneStatementTimeout time.Duration `yaml:"prune_statement_timeout" help:"statement_timeout of each statement that prunes or creates partitions"`
 }
 
+// Snapshot is the initial publication of the rows already in the outbox
+// when walrelay run creates the slot (docs/DESIGN.md, "Initial
+// snapshot"), and what `walrelay snapshot` backfills.
+type Snapshot struct {
+	Mode             string        `yaml:"mode" help:"never, or initial: when walrelay run creates the slot, first publish the outbox rows already there (read in the slot's exported snapshot), then stream; needs relay.delivery=at_least_once"`
+	Where            string        `yaml:"where" help:"SQL boolean expression over the outbox's columns selecting the rows the snapshot publishes, e.g. published_at IS NULL (empty: every row)"`
+	ChunkRows        int           `yaml:"chunk_rows" help:"rows the snapshot fetches from its cursor at a time (memory is also bounded by relay.max_in_flight_records and _bytes)"`
+	ProgressInterval time.Duration `yaml:"progress_interval" help:"how often the snapshot logs rows done of total, rate and ETA"`
+}
+
+// Snapshot modes (snapshot.mode).
+const (
+	SnapshotNever   = "never"   // stream from the slot only
+	SnapshotInitial = "initial" // publish existing rows when the slot is created
+)
+
+// Initial reports whether snapshot.mode is initial.
+func (s Snapshot) Initial() bool { return s.Mode == SnapshotInitial }
+
 // HTTP is the listener for /metrics, /healthz, /readyz and /status.
 type HTTP struct {
 	Listen string `yaml:"listen" help:"address for /metrics, /healthz, /readyz and /status (empty: no listener); loopback by default"`
@@ -249,6 +269,11 @@ func Default() Config {
 			PruneInterval:         time.Minute,
 			PruneBatch:            10000,
 			PruneStatementTimeout: 30 * time.Second,
+		},
+		Snapshot: Snapshot{
+			Mode:             SnapshotNever,
+			ChunkRows:        1000,
+			ProgressInterval: 10 * time.Second,
 		},
 		HTTP:    HTTP{Listen: "127.0.0.1:9814"},
 		Metrics: Metrics{SlotPollInterval: 5 * time.Second},

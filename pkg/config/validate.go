@@ -211,6 +211,21 @@ func (c *Config) validate(sources map[string]string) error {
 	if c.Outbox.PruneStatementTimeout < 100*time.Millisecond {
 		bad("outbox.prune_statement_timeout", c.Outbox.PruneStatementTimeout.String(), "must be at least 100ms")
 	}
+	switch c.Snapshot.Mode {
+	case SnapshotNever:
+	case SnapshotInitial:
+		if c.Relay.ExactlyOnce() {
+			bad("snapshot.mode", c.Snapshot.Mode, "needs relay.delivery=at_least_once: the snapshot's records are not in Kafka transactions (set snapshot.mode=never, or backfill with `walrelay snapshot` before switching to exactly_once)")
+		}
+	default:
+		bad("snapshot.mode", c.Snapshot.Mode, "must be never or initial")
+	}
+	if c.Snapshot.ChunkRows < 1 || c.Snapshot.ChunkRows > 1_000_000 {
+		bad("snapshot.chunk_rows", fmt.Sprint(c.Snapshot.ChunkRows), "must be between 1 and 1000000")
+	}
+	if c.Snapshot.ProgressInterval < 100*time.Millisecond {
+		bad("snapshot.progress_interval", c.Snapshot.ProgressInterval.String(), "must be at least 100ms")
+	}
 	if c.Metrics.SlotPollInterval < 100*time.Millisecond {
 		bad("metrics.slot_poll_interval", c.Metrics.SlotPollInterval.String(), "must be at least 100ms")
 	}

@@ -52,6 +52,10 @@ func TestValidateNamesFieldAndValue(t *testing.T) {
 		{"prune interval", func(c *config.Config) { c.Outbox.PruneInterval = 0 }, "outbox.prune_interval", "0s"},
 		{"prune batch", func(c *config.Config) { c.Outbox.PruneBatch = 0 }, "outbox.prune_batch", "0"},
 		{"prune statement timeout", func(c *config.Config) { c.Outbox.PruneStatementTimeout = 0 }, "outbox.prune_statement_timeout", "0s"},
+		{"snapshot mode", func(c *config.Config) { c.Snapshot.Mode = "always" }, "snapshot.mode", "always"},
+		{"snapshot with exactly-once", func(c *config.Config) { c.Snapshot.Mode, c.Relay.Delivery = config.SnapshotInitial, config.ExactlyOnce }, "snapshot.mode", "initial"},
+		{"snapshot chunk", func(c *config.Config) { c.Snapshot.ChunkRows = 0 }, "snapshot.chunk_rows", "0"},
+		{"snapshot progress", func(c *config.Config) { c.Snapshot.ProgressInterval = 0 }, "snapshot.progress_interval", "0s"},
 		{"log level", func(c *config.Config) { c.Log.Level = "verbose" }, "log.level", "verbose"},
 		{"log format", func(c *config.Config) { c.Log.Format = "xml" }, "log.format", "xml"},
 	}

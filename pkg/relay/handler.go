@@ -275,7 +275,14 @@ func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m 
 	if !h.resume.Insert() {
 		return nil // handled before the session was lost
 	}
-	out, err := h.r.records.route(plan, &h.msg, m.Tuple.Columns, h.commitTime, lsn, in)
+	return h.publishRow(rel, plan, m.Tuple.Columns, lsn, in)
+}
+
+// publishRow routes one outbox row of the current transaction and hands
+// its record on, or applies relay.on_error to a row it cannot route: the
+// INSERTs the stream reads and the rows a snapshot reads go this one way.
+func (h *handler) publishRow(rel *pglogrepl.RelationMessage, plan *router.Plan, cols []*pglogrepl.TupleDataColumn, lsn pglogrepl.LSN, in *replication.Buffer) error {
+	out, err := h.r.records.route(plan, &h.msg, cols, h.commitTime, lsn, in)
 	topic := ""
 	if err == nil {
 		topic = out.rec.Topic
@@ -286,7 +293,7 @@ func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m 
 		}
 		h.r.records.put(out) // not produced: its dead letter is built from the row
 	}
-	o := deadletter.Origin{LSN: lsn, ID: plan.EventID(m.Tuple.Columns), Table: plan.Table()}
+	o := deadletter.Origin{LSN: lsn, ID: plan.EventID(cols), Table: plan.Table()}
 	class, _ := router.ClassOf(err)
 	switch h.r.reject(o, class.String(), err, "cannot route outbox row") {
 	case config.PolicyStop:
@@ -294,7 +301,7 @@ func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m 
 	case config.PolicyLog:
 		return nil
 	}
-	h.produceDeadLetter(deadletter.FromRow(rel, m.Tuple.Columns, o, class.String(), err, topic))
+	h.produceDeadLetter(deadletter.FromRow(rel, cols, o, class.String(), err, topic))
 	return nil
 }
 

@@ -48,6 +48,11 @@ func (r *Relay) prepare(ctx context.Context) error {
 	if err := r.checkPublications(ctx, conn); err != nil {
 		return err
 	}
+	if r.snap.needed {
+		if err := r.checkSnapshot(ctx, conn, r.cfg.Snapshot.Where); err != nil {
+			return err
+		}
+	}
 	// Wrong credentials or certificates fail now, clearly, instead of as
 	// a stream of retries; a broker that is merely down is retried.
 	if err := r.pub.CheckAccess(ctx, 10*time.Second); err != nil {
@@ -75,6 +80,13 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, 
 	case errors.Is(err, admin.ErrSlotNotFound):
 		if !r.cfg.Postgres.CreateSlot {
 			return 0, fmt.Errorf("%w: %q (run `walrelay setup`, or set postgres.create_slot=true)", ErrSlotMissing, name)
+		}
+		if r.cfg.Snapshot.Initial() {
+			// Created by the initial snapshot, once its rows are on Kafka
+			// (initialSnapshot).
+			r.snap.needed = true
+			r.log.Info("replication slot missing: publishing the outbox's existing rows first (snapshot.mode=initial), then creating it", "slot", name, "where", r.cfg.Snapshot.Where)
+			return 0, nil
 		}
 		if s, err = admin.CreateSlot(ctx, conn, name); err != nil {
 			return 0, fmt.Errorf("creating replication slot %q: %w", name, err)
@@ -148,10 +160,13 @@ func (r *Relay) checkPublications(ctx context.Context, conn *pgx.Conn) error {
 	if err != nil {
 		return err
 	}
+	r.tables = r.tables[:0]
 	for _, t := range tables {
-		if _, err := r.router.Bind(router.Relation{ID: uint32(t.oid), Namespace: t.schema, Name: t.name, Columns: cols[uint32(t.oid)]}); err != nil {
+		rel := router.Relation{ID: uint32(t.oid), Namespace: t.schema, Name: t.name, Columns: cols[uint32(t.oid)]}
+		if _, err := r.router.Bind(rel); err != nil {
 			return fmt.Errorf("checking outbox table against the router config: %w", err)
 		}
+		r.tables = append(r.tables, rel)
 	}
 	r.columns = cols
 	return nil

@@ -26,6 +26,9 @@
 //   - policy.go: relay.on_error for rows and records walrelay cannot
 //     publish as routed, and the dead-letter worker.
 //   - status.go: /status, readiness and the gauges read at scrape time.
+//   - snapshot.go: the initial snapshot (snapshot.mode=initial) and the
+//     backfill of walrelay snapshot: rows read by pkg/snapshot, handed to
+//     the handler as one tracked transaction, waited for until acked.
 //   - takeover.go: SkipPublished, for taking over from a relay (Debezium)
 //     that stopped inside a transaction.
 //
@@ -104,6 +107,14 @@ type Relay struct {
 	// them: read at startup (prepare), then, table by table, on the
 	// stream's goroutine at each Relation message (relationOf).
 	columns admin.Columns
+	// tables are the published tables as prepare bound them, in the
+	// catalog's column order (what a snapshot reads).
+	tables []router.Relation
+	// handler is the stream's handler; a snapshot hands its rows to it
+	// before the stream starts.
+	handler *handler
+	// snap is the initial snapshot's state (snapshot.go).
+	snap snapshotState
 }
 
 // Option configures a Relay beyond its config.
@@ -221,6 +232,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 	r.started = o.started
 	h := newHandler(r)
 	h.skip.p = o.published
+	r.handler = h
 	r.stream = replication.New(replication.Config{
 		DSN:             cfg.Postgres.DSN,
 		Slot:            cfg.Postgres.Slot,
@@ -270,13 +282,35 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	var g errgroup.Group
+	// The dead-letter worker outlives streamCtx: the shutdown drain waits
+	// for dead-letter copies too. It runs during the initial snapshot.
+	dlqCtx, stopDLQ := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopDLQ()
+	g.Go(func() error {
+		r.runDeadLetters(dlqCtx)
+		return nil
+	})
+	if r.snap.needed {
+		if err := r.initialSnapshot(ctx); err != nil {
+			stopDLQ()
+			_ = g.Wait()
+			if ferr := r.fail.err(); ferr != nil {
+				return ferr
+			}
+			if ctx.Err() != nil {
+				r.log.Info("stopped during the initial snapshot; no slot was created, the next start snapshots again")
+				return nil
+			}
+			return err
+		}
+	}
 	if r.started != nil {
 		r.started()
 	}
 
 	streamCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	var g errgroup.Group
 	g.Go(func() error {
 		// A failed record stops reading at once; the stream then skips the
 		// drain (failure-aware WaitDrained) and reports what is confirmed.
@@ -297,14 +331,6 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		})
 	}
-	// The dead-letter worker outlives streamCtx: the shutdown drain waits
-	// for dead-letter copies too.
-	dlqCtx, stopDLQ := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopDLQ()
-	g.Go(func() error {
-		r.runDeadLetters(dlqCtx)
-		return nil
-	})
 	// The transaction loop too: the drain waits for commits.
 	txnCtx, stopTxns := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopTxns()

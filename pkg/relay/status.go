@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walrelay/walrelay/pkg/slotmon"
+	"github.com/walrelay/walrelay/pkg/snapshot"
 )
 
 // registerGauges registers the metrics read from live state at scrape time:
@@ -59,6 +60,15 @@ func (r *Relay) registerGauges() {
 			m.KafkaTransactions.WithLabelValues(result) // at 0 from the start
 		}
 	}
+	snap := func() snapshot.Status { return r.snap.progress.Status(time.Now()) }
+	m.CounterFunc("snapshot_rows_total", "Outbox rows the snapshot (snapshot.mode=initial, or walrelay snapshot) has routed and handed on to Kafka.", nil, func() float64 { return float64(snap().Done) })
+	m.GaugeFunc("snapshot_rows_remaining", "Outbox rows the running snapshot has still to hand on (of the total counted in its Postgres snapshot); 0 when none runs.", nil, func() float64 {
+		if s := snap(); s.Running {
+			return float64(s.Remaining())
+		}
+		return 0
+	})
+	m.GaugeFunc("snapshot_rows_planned", "Outbox rows the last snapshot counted in its Postgres snapshot (with snapshot.where): the total it publishes.", nil, func() float64 { return float64(snap().Total) })
 	m.CounterFunc("reconnects_total", "Streaming sessions lost and re-established (a standby's attempts on a held slot do not count).", nil, func() float64 { return float64(r.stream.Reconnects()) })
 }
 
@@ -86,6 +96,9 @@ type Status struct {
 	CheckpointLSN              string         `json:"checkpoint_lsn,omitempty"`
 	LastError                  string         `json:"last_error,omitempty"`
 	Slot                       slotmon.Status `json:"slot"`
+	// Snapshot is the initial snapshot's progress, when this process ran
+	// one.
+	Snapshot *snapshot.Status `json:"snapshot,omitempty"`
 }
 
 // Status reports the relay's state and the slot's last polled state.
@@ -112,6 +125,9 @@ func (r *Relay) Status(ctx context.Context) Status {
 		st.KafkaTransactionsCommitted, st.KafkaTransactionsAborted = &c, &a
 		st.CheckpointLSN = pglogrepl.LSN(t.lastLSN.Load()).String()
 	}
+	if sn := r.SnapshotStatus(); sn.Total > 0 || sn.Running {
+		st.Snapshot = &sn
+	}
 	if err := r.stream.LastError(); err != nil {
 		st.LastError = err.Error()
 	}
@@ -128,7 +144,9 @@ func (r *Relay) Status(ctx context.Context) Status {
 func (r *Relay) Ready(ctx context.Context) error {
 	if !r.stream.Streaming() {
 		st := r.monitor.Current()
-		switch {
+		switch sn := r.SnapshotStatus(); {
+		case sn.Running:
+			return fmt.Errorf("not streaming: initial snapshot running, %d of %d rows handed on (eta %s)", sn.Done, sn.Total, sn.ETA)
 		case st.Active && st.ActivePID != 0:
 			return fmt.Errorf("not streaming: slot %q is held by another process (pid %d); waiting for it", r.cfg.Postgres.Slot, st.ActivePID)
 		case r.stream.LastError() != nil:

@@ -2,7 +2,8 @@
 // (sql/001_outbox_table.sql, or with Names.Partitions the partitioned
 // sql/outbox_partitioned.sql and its partitions from now on, by
 // pkg/partition's scheme), the publication (INSERTs only, through the
-// partition root) and the logical replication slot. It is idempotent:
+// partition root) and the logical replication slot (unless
+// Names.LeaveSlot: snapshot.mode=initial). It is idempotent:
 // each object that already exists is reported and left alone.
 //
 // In: a connection and the names from config. Out: one Step per object,
@@ -29,13 +30,19 @@ import (
 type Step struct {
 	Object  string // "table", "partitions", "publication" or "slot"
 	Name    string
-	Created bool // false: it already existed
+	Created bool // false: it already existed, or was left (Note)
+	// Note, when set, replaces "created" or "already exists": an object
+	// setup deliberately did not create.
+	Note string
 }
 
 func (s Step) String() string {
 	state := "already exists"
 	if s.Created {
 		state = "created"
+	}
+	if s.Note != "" {
+		state = s.Note
 	}
 	return fmt.Sprintf("%-11s %-30s %s", s.Object, s.Name, state)
 }
@@ -50,6 +57,11 @@ type Names struct {
 	// partitions of an existing table partitioned by range of
 	// Partitions.Column are created ahead too.
 	Partitions *Partitions
+	// LeaveSlot leaves a missing slot for walrelay run to create
+	// (snapshot.mode=initial: run creates it at the end of the initial
+	// snapshot; a slot created here would mean no snapshot). An existing
+	// slot is still checked.
+	LeaveSlot bool
 }
 
 // Partitions is the partition scheme of outbox.* options.
@@ -146,6 +158,10 @@ func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 		return steps, fmt.Errorf("replication slot %q already exists in database %q, not %q: choose another postgres.slot (slot names are cluster-wide)", n.Slot, database, current)
 	case exists && plugin != "pgoutput":
 		return steps, fmt.Errorf("replication slot %q already exists with plugin %q: walrelay needs pgoutput; choose another postgres.slot", n.Slot, plugin)
+	}
+	if !exists && n.LeaveSlot {
+		steps = append(steps, Step{Object: "slot", Name: n.Slot, Note: "not created: walrelay run creates it after the initial snapshot (snapshot.mode=initial)"})
+		return steps, nil
 	}
 	if !exists {
 		if _, err := conn.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, n.Slot); err != nil {

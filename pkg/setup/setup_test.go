@@ -131,3 +131,21 @@ func TestRunPartitionedRefusesPlainTable(t *testing.T) {
 		t.Errorf("setup with partitions over a plain table: %v, %v", steps, err)
 	}
 }
+
+// LeaveSlot (snapshot.mode=initial) creates the table and publication but
+// leaves a missing slot to walrelay run, and says so.
+func TestRunLeavesSlotForTheInitialSnapshot(t *testing.T) {
+	dsn := testenv.Postgres(t).NewDatabase(t)
+	conn := testenv.Connect(t, dsn)
+	names := setup.Names{Schema: "public", Table: "outbox", Publication: "pub", Slot: testenv.UniqueName(t, "slot"), LeaveSlot: true}
+	steps, err := setup.Run(t.Context(), conn, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != 3 || steps[2].Object != "slot" || steps[2].Created || !strings.Contains(steps[2].String(), "walrelay run creates it after the initial snapshot") {
+		t.Fatalf("steps %q, want the slot left to walrelay run", steps)
+	}
+	if n := testenv.QueryValue[int64](t, dsn, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, names.Slot); n != 0 {
+		t.Fatal("the slot was created")
+	}
+}
