@@ -164,6 +164,17 @@ func TestCheck(t *testing.T) {
 		}
 	})
 
+	t.Run("initial snapshot on a missing slot", func(t *testing.T) {
+		stdout, stderr, code := walrelay(t, childEnv("WALRELAY_POSTGRES_DSN="+dsn, brokers, "WALRELAY_SNAPSHOT_MODE=initial", "WALRELAY_POSTGRES_SLOT=snapslot"), "check", "-o", "json")
+		if code != 0 {
+			t.Fatalf("exit %d, stderr %s\n%s", code, stderr, stdout)
+		}
+		c := decodeJSON[checkResult](t, stdout)
+		if it := c.item(t, "slot snapslot"); it.Status != admin.OK || !strings.Contains(it.Detail, "snapshot.mode=initial") {
+			t.Errorf("item %+v: want ok saying the snapshot comes first", it)
+		}
+	})
+
 	t.Run("publication and columns", func(t *testing.T) {
 		stdout, stderr, code := walrelay(t, childEnv("WALRELAY_POSTGRES_DSN="+dsn, brokers, "WALRELAY_POSTGRES_PUBLICATIONS=nopub", "WALRELAY_ROUTER_TABLE_FIELD_EVENT_KEY=aggregate_id", "WALRELAY_POSTGRES_CREATE_SLOT=false", "WALRELAY_POSTGRES_SLOT=noslot"), "check")
 		wantFailure(t, stdout, stderr, code, 1, "check failed")

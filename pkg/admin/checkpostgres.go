@@ -71,6 +71,10 @@ func (c *checker) slotHeadroom() {
 	need := 1
 	if c.slotExists {
 		need = 0
+	} else if c.cfg.Snapshot.Initial() {
+		// The initial snapshot holds a temporary slot and copies it into
+		// the permanent one: two slots at the moment of the copy.
+		need = 2
 	}
 	switch free := max - used; {
 	case free < need:
@@ -289,6 +293,8 @@ func (c *checker) slot() {
 			c.fail(name, "does not exist and postgres.create_slot is off", fmt.Sprintf("walrelay slot create %s (or walrelay setup), or set postgres.create_slot=true", slot))
 		case !c.replication:
 			c.fail(name, "does not exist, and the role cannot create it (no REPLICATION)", fmt.Sprintf("walrelay slot create %s as a role with REPLICATION, or ALTER ROLE %s REPLICATION;", slot, pgx.Identifier{c.user}.Sanitize()))
+		case c.cfg.Snapshot.Initial():
+			c.ok(name, "does not exist yet; walrelay run will publish the outbox's rows (snapshot.mode=initial) and then create it")
 		default:
 			c.ok(name, "does not exist yet; walrelay run will create it (postgres.create_slot)")
 		}
