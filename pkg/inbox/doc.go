@@ -21,8 +21,8 @@
 // database commit and the offset commit, a rebalance) only re-deliver
 // records the inbox then skips.
 //
-// The inbox table grows by one row per event (about 100 bytes with its
-// index); Prune removes ids older than the longest time an event can be
+// The inbox table grows by one row per event (about 200 bytes with its
+// indexes); Prune removes ids older than the longest time an event can be
 // delivered again (see the README, "Writing and consuming events from
 // Go").
 //
