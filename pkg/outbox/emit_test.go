@@ -169,7 +169,7 @@ func TestEmitMessage(t *testing.T) {
 		id, err := w.Emit(t.Context(), tx, outbox.Event{
 			ID: "0193a3e4-0000-7000-8000-000000000001", AggregateType: "order", AggregateID: "o-1", Type: "OrderPaid",
 			Payload: []byte(` {"orderId": "o-1", "note": "<b>&</b>"} `), Timestamp: ts,
-			Fields: map[string]any{"traceparent": "00-0af7-01", "attempt": 2, "vip": true, "coupon": nil, "at": ts},
+			Fields: map[string]any{"traceparent": "00-0af7-01", "attempt": 2, "vip": true, "coupon": nil, "at": ts, "note": "a<b & c>d"},
 		})
 		if err != nil || id != "0193a3e4-0000-7000-8000-000000000001" {
 			t.Fatalf("Emit = %q, %v; want the event's own id", id, err)
@@ -185,7 +185,7 @@ func TestEmitMessage(t *testing.T) {
 	m := dec.messages[0]
 	want := `{"id":"0193a3e4-0000-7000-8000-000000000001","aggregatetype":"order","aggregateid":"o-1","type":"OrderPaid",` +
 		`"payload":{"orderId": "o-1", "note": "<b>&</b>"},"created_at":"2026-11-25 04:30:00.123456+00",` +
-		`"at":"2026-11-25 04:30:00.123456+00","attempt":2,"coupon":null,"traceparent":"00-0af7-01","vip":true}`
+		`"at":"2026-11-25 04:30:00.123456+00","attempt":2,"coupon":null,"note":"a<b & c>d","traceparent":"00-0af7-01","vip":true}`
 	if !m.Transactional || m.Prefix != "outbox" || string(m.Content) != want || dec.msgXids[0] != xid {
 		t.Errorf("message = transactional %v, prefix %q, in transaction %d, content\n%s\nwant transactional, \"outbox\", in %d,\n%s",
 			m.Transactional, m.Prefix, dec.msgXids[0], m.Content, xid, want)
