@@ -3,8 +3,10 @@
 // Kafka delivers it, with pkg/inbox.
 //
 // Its business effect counts the events of each aggregate (the record
-// key) in table aggregate_events, in the transaction that records the
-// event id in the inbox table. Both tables are created if missing.
+// key) and keeps the last event type (header eventType, which walrelay
+// sends with router.table.fields.additional.placement type:header:eventType)
+// in table aggregate_events, in the transaction that records the event id
+// in the inbox table. Both tables are created if missing.
 //
 //	go run ./examples/inbox -dsn postgres://app@localhost/app -brokers localhost:9092 \
 //	    -group orders-inbox -topic outbox.event.order
@@ -59,6 +61,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	group := fs.String("group", "inbox-example", "consumer group")
 	topics := fs.String("topic", "outbox.event.order", "topics to consume, comma-separated")
 	table := fs.String("table", inbox.DefaultTable, "inbox table")
+	typeHeader := fs.String("type-header", "eventType", "header holding the event type (walrelay's router.table.fields.additional.placement type:header:eventType)")
 	session := fs.Duration("session-timeout", 45*time.Second, "consumer group session timeout: how long a killed consumer's partitions wait before another member takes them")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -87,7 +90,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	count := func(ctx context.Context, tx pgx.Tx, rec *kgo.Record) error {
 		typ := ""
 		for _, h := range rec.Headers {
-			if h.Key == "type" {
+			if h.Key == *typeHeader {
 				typ = string(h.Value)
 			}
 		}

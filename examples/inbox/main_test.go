@@ -55,7 +55,7 @@ func TestKillBetweenDatabaseAndOffsetCommit(t *testing.T) {
 	var recs []*kgo.Record
 	for i := range orders * perOrder {
 		recs = append(recs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "order-%d", i%orders), Value: []byte(`{}`),
-			Headers: []kgo.RecordHeader{{Key: "id", Value: fmt.Appendf(nil, "evt-%02d", i)}, {Key: "type", Value: []byte("OrderNoted")}}})
+			Headers: []kgo.RecordHeader{{Key: "id", Value: fmt.Appendf(nil, "evt-%02d", i)}, {Key: "eventType", Value: []byte("OrderNoted")}}})
 	}
 	if err := broker.Client(t).ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)

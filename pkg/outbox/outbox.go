@@ -79,7 +79,9 @@ type Columns struct {
 	// AggregateID holds Event.AggregateID (router table.field.event.key).
 	// Default "aggregateid".
 	AggregateID string
-	// Type holds Event.Type (router table.field.event.type). Default "type".
+	// Type holds Event.Type (placed by the router's
+	// table.fields.additional.placement, e.g. type:header:eventType).
+	// Default "type".
 	Type string
 	// Payload holds Event.Payload (router table.field.event.payload).
 	// Default "payload".
@@ -125,8 +127,9 @@ type Event struct {
 	// AggregateID is the record key: one aggregate's events go to one
 	// partition in commit order. Required.
 	AggregateID string
-	// Type is the event type, e.g. OrderPaid (header "type" with the
-	// router's defaults). Required.
+	// Type is the event type, e.g. OrderPaid. Required. walrelay sends it
+	// only where the router's table.fields.additional.placement puts it,
+	// as Debezium does (e.g. type:header:eventType).
 	Type string
 	// Payload is the record value: JSON, sent as given (a row's jsonb
 	// column sends it as Postgres normalizes it). Nil is SQL NULL, a
