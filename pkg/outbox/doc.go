@@ -21,7 +21,7 @@
 //
 // Usage, with pgx:
 //
-//	w, err := outbox.New(outbox.Config{}) // rows in public.outbox, Debezium's column names
+//	w, err := outbox.New(outbox.Config{}) // rows in public.outbox, Debezium's column names (what outbox.Emit does)
 //	if err != nil { ... }
 //	tx, err := pool.Begin(ctx)
 //	if err != nil { ... }

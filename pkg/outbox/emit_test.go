@@ -118,15 +118,15 @@ func inTx(t *testing.T, dsn string, commit bool, f func(pgx.Tx)) uint32 {
 	return uint32(xid)
 }
 
-// TestEmitRow writes a row with every column set and reads it back.
+// TestEmitRow writes a row with every column set, with the package's
+// Emit (the default Writer), and reads it back.
 func TestEmitRow(t *testing.T) {
 	d := newOutboxDB(t)
-	w := newWriter(t, outbox.Config{})
 	ts := time.Date(2026, 11, 25, 4, 30, 0, 123456000, time.UTC)
 	var id string
 	inTx(t, d.dsn, true, func(tx pgx.Tx) {
 		var err error
-		id, err = w.Emit(t.Context(), tx, outbox.Event{
+		id, err = outbox.Emit(t.Context(), tx, outbox.Event{
 			AggregateType: "order", AggregateID: "o-1", Type: "OrderPaid",
 			Payload: []byte(`{"orderId": "o-1", "cents": 1999}`), Timestamp: ts,
 			Fields: map[string]any{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},

@@ -241,6 +241,16 @@ func (w *Writer) Emit(ctx context.Context, tx pgx.Tx, ev Event) (string, error) 
 	return id, nil
 }
 
+// Emit writes ev in tx as a row of public.outbox with Debezium's column
+// names, as a Writer from New(Config{}) does, and returns its id.
+func Emit(ctx context.Context, tx pgx.Tx, ev Event) (string, error) {
+	w, err := New(Config{})
+	if err != nil {
+		return "", err // not with the zero Config
+	}
+	return w.Emit(ctx, tx, ev)
+}
+
 // EmitSQL is Emit for database/sql (with pgx's stdlib driver, or another
 // Postgres driver that takes $n parameters).
 func (w *Writer) EmitSQL(ctx context.Context, tx *sql.Tx, ev Event) (string, error) {
