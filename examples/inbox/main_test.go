@@ -67,16 +67,24 @@ func TestKillBetweenDatabaseAndOffsetCommit(t *testing.T) {
 	child.Env = append(os.Environ(), envChild+"=1")
 	child.Stdout, child.Stderr = &stderr, &stderr
 	var killed atomic.Bool
+	started := make(chan *exec.Cmd, 1) // hands the started child to the broker's goroutine
 	broker.Cluster.ControlKey(int16(kmsg.OffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
-		_ = child.Process.Kill() // SIGKILL
-		_ = child.Wait()
+		c := <-started
+		_ = c.Process.Kill() // SIGKILL
+		_ = c.Wait()
 		killed.Store(true)
 		return nil, errors.New("consumer killed before its offset commit"), true // the commit never happens
 	})
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = child.Process.Kill() })
+	started <- child
+	t.Cleanup(func() {
+		if !killed.Load() {
+			_ = child.Process.Kill()
+			_ = child.Wait()
+		}
+	})
 	deadline := time.Now().Add(30 * time.Second)
 	for !killed.Load() {
 		if time.Now().After(deadline) {
