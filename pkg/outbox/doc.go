@@ -13,8 +13,9 @@
 // names the relay's router is configured with (id, aggregatetype,
 // aggregateid, type, payload, ...): a string value is the column's text,
 // the payload key holds the payload's JSON itself, an absent key is NULL.
-// A row and a message built from the same Event are routed to the same
-// topic, key, headers and value.
+// A row and a message built from the same Event are routed alike: same
+// topic, key and headers, and the same value up to whitespace (a jsonb
+// column stores the payload normalized, a message carries it as given).
 //
 // It does not connect, retry, or read anything back, and imports no
 // walrelay package: an application depends on this package and pgx only.
