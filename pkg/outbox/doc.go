@@ -31,7 +31,7 @@
 //	id, err := w.Emit(ctx, tx, outbox.Event{
 //		AggregateType: "order",              // topic outbox.event.order
 //		AggregateID:   orderID,              // record key: per-order commit order
-//		Type:          "OrderPaid",          // header type
+//		Type:          "OrderPaid",          // sent where router table.fields.additional.placement puts it
 //		Payload:       []byte(`{"orderId":"o-1"}`), // record value
 //	})
 //	if err != nil { ... }
