@@ -211,6 +211,9 @@ func (c *Config) validate(sources map[string]string) error {
 	if c.Outbox.PruneStatementTimeout < 100*time.Millisecond {
 		bad("outbox.prune_statement_timeout", c.Outbox.PruneStatementTimeout.String(), "must be at least 100ms")
 	}
+	if p := c.Outbox.MessagePrefix; strings.HasPrefix(p, "walrelay.") {
+		bad("outbox.message_prefix", p, "prefixes starting with \"walrelay.\" are walrelay's own (heartbeats): pick another, e.g. outbox")
+	}
 	if c.Metrics.SlotPollInterval < 100*time.Millisecond {
 		bad("metrics.slot_poll_interval", c.Metrics.SlotPollInterval.String(), "must be at least 100ms")
 	}
