@@ -221,6 +221,9 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 	r.started = o.started
 	h := newHandler(r)
 	h.skip.p = o.published
+	if err := h.bindMessages(); err != nil {
+		return nil, err
+	}
 	r.stream = replication.New(replication.Config{
 		DSN:             cfg.Postgres.DSN,
 		Slot:            cfg.Postgres.Slot,
