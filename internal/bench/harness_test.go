@@ -237,4 +237,3 @@ func TestSmokeDeliveries(t *testing.T) {
 	}
 	t.Logf("\n%s", table.String())
 }
-

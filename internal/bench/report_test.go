@@ -185,7 +185,7 @@ func TestStylePairs(t *testing.T) {
 	backlogs := []BacklogResult{
 		bl("single", "rows", 10, false),
 		bl("tx10", "rows", 10, true),
-		bl("msg-tx10", "messages", 10, false),  // its rows failed: no pair
+		bl("msg-tx10", "messages", 10, false),   // its rows failed: no pair
 		bl("msg-single", "messages", 20, false), // other size: no pair
 		bl("msg-single", "messages", 10, false),
 		bl("msg-onetx", "messages", 10, true),
