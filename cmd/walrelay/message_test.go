@@ -57,11 +57,18 @@ func TestSlotPeekShowsMessages(t *testing.T) {
 		t.Errorf("slot peek output does not mark the messages:\n%s", out)
 	}
 
-	res = decodeJSON[admin.PeekResult](t, wantOK(t, childEnv("WALRELAY_POSTGRES_DSN="+dsn), "slot", "peek", "walrelay", "-o", "json"))
-	if len(res.Events) != 2 {
-		t.Errorf("without outbox.message_prefix, peek shows %d events, want the 2 rows: %+v", len(res.Events), res.Events)
+	noMessages := decodeJSON[admin.PeekResult](t, wantOK(t, childEnv("WALRELAY_POSTGRES_DSN="+dsn), "slot", "peek", "walrelay", "-o", "json"))
+	if len(noMessages.Events) != 2 {
+		t.Errorf("without outbox.message_prefix, peek shows %d events, want the 2 rows: %+v", len(noMessages.Events), noMessages.Events)
 	}
 	if out := wantOK(t, childEnv("WALRELAY_POSTGRES_DSN="+dsn), "slot", "peek", "walrelay"); strings.Contains(out, "SOURCE") {
 		t.Errorf("slot peek without messages shows a SOURCE column:\n%s", out)
+	}
+
+	// slot advance finds a message by its id and skips its transaction.
+	wantOK(t, env, "slot", "advance", "walrelay", "--past-event", "m-1", "--yes")
+	res = decodeJSON[admin.PeekResult](t, wantOK(t, env, "slot", "peek", "walrelay", "-o", "json"))
+	if len(res.Events) != 1 || res.Events[0].ID != rows[1] {
+		t.Errorf("after advancing past m-1, peek shows %+v, want only %s", res.Events, rows[1])
 	}
 }
