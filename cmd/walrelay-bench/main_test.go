@@ -22,6 +22,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown flag", []string{"--bogus"}, "unknown flag"},
 		{"bad backlog", []string{"--backlog", "batch:10"}, "--backlog"},
 		{"bad live", []string{"--live", "onetx@5"}, "--live"},
+		{"messages in a live run", []string{"--live", "msg-single@5"}, "--live"},
 		{"blackhole with live", []string{"--kfake-blackhole", "--backlog", "single:10"}, "kfake-blackhole"},
 		{"nothing to run", []string{"--backlog", "none", "--live", "none"}, "nothing to measure"},
 		{"N not a multiple", []string{"--backlog", "tx100:150", "--live", "none"}, "multiple"},

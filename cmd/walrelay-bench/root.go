@@ -66,13 +66,24 @@ Without flags it runs the default set (what make bench runs, about 4 minutes on
 Shapes: single (one row per transaction, from 8 concurrent connections),
 txK (K rows per transaction, e.g. tx100), onetx (the whole backlog in one
 transaction; backlogs only). Counts accept k and m suffixes; rates are events/s
-or max.`,
+or max.
+
+Outbox styles: a backlog shape prefixed with msg- (msg-single, msg-tx100,
+msg-onetx) writes the same events as logical decoding messages
+(pg_logical_emit_message(true, 'walrelay_bench', <json>): the table-less outbox,
+walrelay's outbox.message_prefix) instead of outbox rows: the same fields, id
+and created_at included, and the same payloads. Every backlog reports the WAL its
+writes took per event (pg_current_wal_lsn before and after); a backlog measured
+in both styles, same shape and count, gets a table comparing them: walrelay's
+events/s, CPU per event, the walsender's CPU per event and WAL bytes per event.
+Backlogs only.`,
 		Example: `  walrelay-bench --json bench.json
   walrelay-bench --backlog single:50k --live none
   walrelay-bench --backlog none --live single@5000,tx10@20000,single@max --live-duration 30s
   walrelay-bench --walrelay-bin bin/walrelay --walrelay-env WALRELAY_KAFKA_LINGER=1ms
   walrelay-bench --backlog single:500k --repeat 1 --live none --cpuprofile prof && go tool pprof -top prof/*.cpu.pprof
-  walrelay-bench --backlog single:200k,tx100:500k,onetx:500k --live none --delivery at_least_once,exactly_once`,
+  walrelay-bench --backlog single:200k,tx100:500k,onetx:500k --live none --delivery at_least_once,exactly_once
+  walrelay-bench --backlog single:200k,msg-single:200k,tx100:500k,msg-tx100:500k --live none`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -248,13 +249,21 @@ func peekRequest(cfg config.Config, slot string) (admin.PeekRequest, error) {
 	if err != nil {
 		return admin.PeekRequest{}, cli.UsageError{Err: fmt.Errorf("config router: %w", err)}
 	}
-	return admin.PeekRequest{Slot: slot, Publications: cfg.Postgres.Publications, Router: rt, Policies: cfg.Relay.OnError}, nil
+	return admin.PeekRequest{Slot: slot, Publications: cfg.Postgres.Publications, Router: rt, Policies: cfg.Relay.OnError,
+		MessagePrefix: cfg.Outbox.MessagePrefix}, nil
 }
 
-// printEvents prints outbox events as a table.
+// printEvents prints outbox events as a table. When some are logical
+// messages (the table-less outbox), a SOURCE column tells them from rows:
+// the table, or message:<prefix>.
 func printEvents(w io.Writer, events []admin.Event) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "LSN\tTX_END_LSN\tID\tTOPIC\tKEY\tPAYLOAD")
+	source := slices.ContainsFunc(events, func(ev admin.Event) bool { return ev.Message })
+	head := "LSN\tTX_END_LSN\tID\tTOPIC\tKEY\tPAYLOAD"
+	if source {
+		head += "\tSOURCE"
+	}
+	fmt.Fprintln(tw, head)
 	for _, ev := range events {
 		topic := ev.Topic
 		if ev.ErrorClass != "" {
@@ -268,7 +277,11 @@ func printEvents(w io.Writer, events []admin.Event) error {
 		if ev.Key != nil {
 			key = *ev.Key
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ev.LSN, ev.TxEndLSN, dash(ev.ID), topic, key, admin.HumanBytes(int64(ev.PayloadBytes)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", ev.LSN, ev.TxEndLSN, dash(ev.ID), topic, key, admin.HumanBytes(int64(ev.PayloadBytes)))
+		if source {
+			fmt.Fprintf(tw, "\t%s", dash(ev.Table))
+		}
+		fmt.Fprintln(tw)
 	}
 	if len(events) == 0 {
 		fmt.Fprintln(tw, "(no pending outbox events)")
@@ -284,7 +297,10 @@ func slotPeekCommand(stdout io.Writer) *cobra.Command {
 (pg_logical_slot_peek_binary_changes: nothing is consumed, the slot does not
 move) and routes each outbox INSERT with the router config: LSN, the end LSN of
 its transaction, outbox id, topic, key and payload size. A row the relay cannot
-publish shows its error class and the configured relay.on_error policy.
+publish shows its error class and the configured relay.on_error policy. With
+outbox.message_prefix set, the table-less outbox's logical messages are events
+too, and a SOURCE column says which are messages (message:<prefix>) and which
+rows (their table).
 
 Postgres refuses to peek a slot in use: stop the relay, or pass --copy to peek
 a temporary copy of it.`, cobra.ExactArgs(1),

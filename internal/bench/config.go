@@ -182,6 +182,9 @@ func (c Config) Validate() error {
 		if l.Shape.RowsPerTx < 1 {
 			bad("live", l, "shape must have rows per transaction")
 		}
+		if l.Shape.Messages {
+			bad("live", l, "live runs write outbox rows only")
+		}
 		if l.Rate < 0 {
 			bad("live", l, "rate must be positive (or 0 for max)")
 		}

@@ -16,7 +16,7 @@ func TestValidate(t *testing.T) {
 	}{
 		{"default", func(*Config) {}, ""},
 		{"nothing to do", func(c *Config) { c.Backlogs, c.Lives = nil, nil }, "nothing to measure"},
-		{"N not a multiple", func(c *Config) { c.Backlogs = []Backlog{{Shape{100}, 150}} }, "multiple"},
+		{"N not a multiple", func(c *Config) { c.Backlogs = []Backlog{{Shape{RowsPerTx: 100}, 150}} }, "multiple"},
 		{"status interval", func(c *Config) { c.StatusInterval = time.Millisecond }, "status-interval=1ms"},
 		{"no broker", func(c *Config) { c.BrokerCommand = nil }, "broker-command"},
 		{"bad env", func(c *Config) { c.WalrelayEnv = []string{"KAFKA_LINGER=1ms"} }, "walrelay-env=KAFKA_LINGER=1ms"},

@@ -26,23 +26,49 @@ const (
 	floorSlot   = slotPrefix + "floor"
 	qualTable   = schemaName + "." + tableName
 	progressMsg = "walrelay_bench rows"
+	// messagePrefix is walrelay's outbox.message_prefix in the message
+	// style's drains.
+	messagePrefix = "walrelay_bench"
 )
 
+// payloadSQL is the jsonb payload of event s.i, with the padding (%s) that
+// brings it to Config.PayloadBytes. It holds the event's sequence number
+// (seq) and the insert time in microseconds since the epoch (ts), which
+// live mode reads back from Kafka.
+const payloadSQL = `jsonb_build_object('seq', s.i, 'ts', (extract(epoch FROM clock_timestamp()) * 1000000)::bigint,
+                          'orderId', 'O-' || s.i, 'customerId', 'C-' || (s.i %% 977),
+                          'totalCents', (s.i * 37) %% 100000, 'currency', 'EUR', 'pad', repeat('x', %s))`
+
 // rowsSQL is the INSERT of rows first..last of aggregate type agg. Each row
-// is an outbox event as an application writes it; its jsonb payload holds
-// the row's sequence number (seq) and the insert time in microseconds since
-// the epoch (ts), which live mode reads back from Kafka.
+// is an outbox event as an application writes it (the table's defaults
+// give it its id and created_at).
 const rowsSQL = `INSERT INTO ` + qualTable + ` (aggregatetype, aggregateid, type, payload)
 SELECT %s, 'A-' || (s.i %% 10000), 'OrderCreated',
-       jsonb_build_object('seq', s.i, 'ts', (extract(epoch FROM clock_timestamp()) * 1000000)::bigint,
-                          'orderId', 'O-' || s.i, 'customerId', 'C-' || (s.i %% 977),
-                          'totalCents', (s.i * 37) %% 100000, 'currency', 'EUR', 'pad', repeat('x', %s))
+       ` + payloadSQL + `
 FROM generate_series(%s, %s) AS s(i)`
 
-// fillSQL creates the procedure that writes a backlog: n rows from first,
-// per_tx rows per transaction, committing each transaction (so one CALL
-// makes many transactions), with a progress NOTICE every 10000 rows.
-var fillSQL = `CREATE OR REPLACE PROCEDURE ` + schemaName + `.fill(agg text, first_seq bigint, n bigint, per_tx int, pad int)
+// messagesSQL emits events first..last of aggregate type agg as logical
+// decoding messages (the table-less outbox): the same fields as a row of
+// rowsSQL, id and created_at included, as one JSON object each. Its value
+// is the number of messages.
+const messagesSQL = `SELECT count(pg_logical_emit_message(true, '` + messagePrefix + `',
+       json_build_object('id', gen_random_uuid(), 'aggregatetype', %s, 'aggregateid', 'A-' || (s.i %% 10000),
+                         'type', 'OrderCreated', 'created_at', now(), 'payload', ` + payloadSQL + `)::text))
+FROM generate_series(%s, %s) AS s(i)`
+
+// eventsSQL is rowsSQL, or messagesSQL for the message style.
+func eventsSQL(s Shape) string {
+	if s.Messages {
+		return messagesSQL
+	}
+	return rowsSQL
+}
+
+// fillSQL creates the procedure that writes a backlog: n events from
+// first, per_tx events per transaction, as rows or (msgs) as logical
+// messages, committing each transaction (so one CALL makes many
+// transactions), with a progress NOTICE every 10000 events.
+var fillSQL = `CREATE OR REPLACE PROCEDURE ` + schemaName + `.fill(agg text, first_seq bigint, n bigint, per_tx int, pad int, msgs boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
 	done bigint := 0;
@@ -51,7 +77,11 @@ DECLARE
 BEGIN
 	WHILE done < n LOOP
 		k := least(per_tx, n - done);
-		` + fmt.Sprintf(rowsSQL, "agg", "pad", "first_seq + done", "first_seq + done + k - 1") + `;
+		IF msgs THEN
+			PERFORM ` + strings.TrimPrefix(fmt.Sprintf(messagesSQL, "agg", "pad", "first_seq + done", "first_seq + done + k - 1"), "SELECT ") + `;
+		ELSE
+			` + fmt.Sprintf(rowsSQL, "agg", "pad", "first_seq + done", "first_seq + done + k - 1") + `;
+		END IF;
 		COMMIT;
 		done := done + k;
 		IF done - reported >= 10000 OR done = n THEN
@@ -225,18 +255,26 @@ func (d *db) checkpoint(ctx context.Context) error {
 }
 
 // avgPayload samples the average payload size in bytes (its JSON text).
-func (d *db) avgPayload(ctx context.Context, agg string) (float64, error) {
+// Logical messages are in no table: their payloads are those payloadSQL
+// makes, measured on 1000 of them.
+func (d *db) avgPayload(ctx context.Context, s Shape, agg string, pad int) (float64, error) {
 	var v *float64
-	err := d.conn.QueryRow(ctx, `SELECT avg(octet_length(payload::text))::float8 FROM (SELECT payload FROM `+qualTable+` WHERE aggregatetype = $1 LIMIT 1000) p`, agg).Scan(&v)
+	q := `SELECT avg(octet_length(payload::text))::float8 FROM (SELECT payload FROM ` + qualTable + ` WHERE aggregatetype = $1 LIMIT 1000) p`
+	args := []any{agg}
+	if s.Messages {
+		q, args = `SELECT avg(octet_length(`+fmt.Sprintf(payloadSQL, fmt.Sprint(pad))+`::text))::float8 FROM generate_series(1, 1000) AS s(i)`, nil
+	}
+	err := d.conn.QueryRow(ctx, q, args...).Scan(&v)
 	if err != nil || v == nil {
 		return 0, err
 	}
 	return *v, nil
 }
 
-// buildBacklog writes b in agg's rows: single statements for onetx, the
-// fill procedure from cfg.Writers connections otherwise. progress is added
-// to as rows commit (for onetx only at the end).
+// buildBacklog writes b as agg's events (rows, or logical messages in the
+// message style): single statements for onetx, the fill procedure from
+// cfg.Writers connections otherwise. progress is added to as events
+// commit (for onetx only at the end).
 func buildBacklog(ctx context.Context, dsn string, b Backlog, agg string, writers, pad int, progress *atomic.Int64) error {
 	quoted := quoteLiteral(agg)
 	if b.Shape.RowsPerTx == 0 {
@@ -245,9 +283,9 @@ func buildBacklog(ctx context.Context, dsn string, b Backlog, agg string, writer
 			return fmt.Errorf("connecting a writer: %w", err)
 		}
 		defer conn.Close(context.Background())
-		sql := fmt.Sprintf(rowsSQL, quoted, fmt.Sprint(pad), "1", fmt.Sprint(b.N))
+		sql := fmt.Sprintf(eventsSQL(b.Shape), quoted, fmt.Sprint(pad), "1", fmt.Sprint(b.N))
 		if _, err := conn.Exec(ctx, sql).ReadAll(); err != nil {
-			return fmt.Errorf("inserting %d rows in one transaction: %w", b.N, err)
+			return fmt.Errorf("writing %d %s in one transaction: %w", b.N, b.Shape.Style(), err)
 		}
 		progress.Add(int64(b.N))
 		return nil
@@ -284,7 +322,7 @@ func buildBacklog(ctx context.Context, dsn string, b Backlog, agg string, writer
 				var conn *pgconn.PgConn
 				if conn, err = pgconn.ConnectConfig(ctx, cfg); err == nil {
 					// Simple protocol: CALL with transaction control.
-					sql := fmt.Sprintf(`CALL %s.fill(%s, %d, %d, %d, %d)`, schemaName, quoted, start, n, b.Shape.RowsPerTx, pad)
+					sql := fmt.Sprintf(`CALL %s.fill(%s, %d, %d, %d, %d, %t)`, schemaName, quoted, start, n, b.Shape.RowsPerTx, pad, b.Shape.Messages)
 					_, err = conn.Exec(ctx, sql).ReadAll()
 					conn.Close(context.Background())
 				}

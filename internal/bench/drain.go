@@ -74,7 +74,9 @@ func (e *env) runFloor(ctx context.Context, slot string, start, target pglogrepl
 	conninfo, password := splitPassword(e.dsn)
 	cmd := exec.Command(filepath.Join(e.pgBin, "pg_recvlogical"),
 		"-d", conninfo, "--slot", slot, "--start", "--no-loop",
-		"-o", "proto_version=1", "-o", "publication_names="+pubName,
+		// The options walrelay starts replication with: pgoutput sends
+		// the logical messages of the message style too.
+		"-o", "proto_version=1", "-o", "publication_names="+pubName, "-o", "messages=true",
 		"-f", "/dev/null", "--endpos", target.String())
 	cmd.Env = childEnv()
 	if password != "" {
@@ -116,6 +118,9 @@ type relayRun struct {
 	start, target pglogrepl.LSN // the backlog's WAL
 	n             int           // its events
 	topic         string        // where they go
+	// messages: the backlog is logical messages (outbox.message_prefix
+	// is set to messagePrefix).
+	messages bool
 	// profileSeconds is the length of the CPU profile, with
 	// Config.ProfileDir.
 	profileSeconds int
@@ -148,6 +153,9 @@ func (e *env) runRelay(ctx context.Context, run relayRun) (Drain, error) {
 		return Drain{}, err
 	}
 	var extra []string
+	if run.messages {
+		extra = append(extra, "WALRELAY_OUTBOX_MESSAGE_PREFIX="+messagePrefix)
+	}
 	if run.compare {
 		extra = append(extra, envDelivery+"="+run.delivery)
 	}

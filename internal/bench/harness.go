@@ -142,11 +142,11 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 // turn, its first drain the next one's last (with one mode: pg_recvlogical
 // and walrelay alternate which goes first).
 func (e *env) backlog(ctx context.Context, idx int, b Backlog) (BacklogResult, error) {
-	res := BacklogResult{Shape: b.Shape.String(), Events: b.N, Transactions: 1}
+	res := BacklogResult{Shape: b.Shape.String(), Style: b.Shape.Style(), Events: b.N, Transactions: 1}
 	if b.Shape.RowsPerTx > 0 {
 		res.Transactions = b.N / b.Shape.RowsPerTx
 	}
-	agg := fmt.Sprintf("b%d_%s", idx, b.Shape)
+	agg := fmt.Sprintf("b%d_%s", idx, strings.ReplaceAll(b.Shape.String(), "-", "_"))
 	topic := "outbox.event." + agg
 	defer e.deleteTopic(ctx, topic)
 
@@ -189,11 +189,12 @@ func (e *env) backlog(ctx context.Context, idx int, b Backlog) (BacklogResult, e
 		return res, err
 	}
 	res.WALBytes = uint64(end - start)
-	if res.PayloadBytes, err = e.db.avgPayload(ctx, agg); err != nil {
+	res.WALBytesPerEvent = float64(res.WALBytes) / float64(b.N)
+	if res.PayloadBytes, err = e.db.avgPayload(ctx, b.Shape, agg, payloadPad(e.cfg.PayloadBytes)); err != nil {
 		return res, fmt.Errorf("sampling payload sizes: %w", err)
 	}
-	progress(e.cfg, "  built %d events in %d transactions in %.1fs (%.0f MB of WAL, end %s)",
-		b.N, res.Transactions, res.BuildSeconds, float64(res.WALBytes)/1e6, end)
+	progress(e.cfg, "  built %d events (%s) in %d transactions in %.1fs (%.0f MB of WAL, %.0f bytes/event, end %s)",
+		b.N, res.Style, res.Transactions, res.BuildSeconds, float64(res.WALBytes)/1e6, res.WALBytesPerEvent, end)
 
 	for r := range reps {
 		floor := func() error {
@@ -218,7 +219,7 @@ func (e *env) backlog(ctx context.Context, idx int, b Backlog) (BacklogResult, e
 					seconds = int(math.Ceil(res.FloorRuns[len(res.FloorRuns)-1].Seconds))
 				}
 				run := relayRun{name: name, slot: e.relaySlotN(r, mode), delivery: mode, compare: compare,
-					start: start, target: end, n: b.N, topic: topic, profileSeconds: seconds}
+					start: start, target: end, n: b.N, topic: topic, profileSeconds: seconds, messages: b.Shape.Messages}
 				d, err := e.runRelay(ctx, run)
 				if err != nil {
 					return fmt.Errorf("%s: %w", label, err)

@@ -66,14 +66,15 @@ func smokeConfig(t *testing.T) (context.Context, Config) {
 	}
 }
 
-// TestSmoke runs one small backlog measurement and one short live
+// TestSmoke runs one small backlog measurement, the same backlog as
+// logical messages (the table-less outbox), and one short live
 // measurement end to end (private broker process, real walrelay binary)
 // and checks the results are complete and consistent. It asserts nothing
 // about speed.
 func TestSmoke(t *testing.T) {
 	ctx, cfg := smokeConfig(t)
 	const n = 2000
-	cfg.Backlogs = []Backlog{{Shape: Shape{RowsPerTx: 1}, N: n}}
+	cfg.Backlogs = []Backlog{{Shape: Shape{RowsPerTx: 1}, N: n}, {Shape: Shape{RowsPerTx: 1, Messages: true}, N: n}}
 	cfg.Lives = []Live{{Shape: Shape{RowsPerTx: 2}, Rate: 200}}
 	cfg.LiveDuration, cfg.LiveWarmup = 2*time.Second, 500*time.Millisecond
 	cfg.Repeat = 1
@@ -88,17 +89,24 @@ func TestSmoke(t *testing.T) {
 	if !strings.Contains(r.Broker, "real-time scheduling (SCHED_FIFO 1) in the live runs") && !strings.Contains(r.Broker, "real-time refused") {
 		t.Errorf("broker %q: want its scheduling in the live runs", r.Broker)
 	}
-	if len(r.Backlogs) != 1 {
-		t.Fatalf("%d backlog results, want 1", len(r.Backlogs))
+	if len(r.Backlogs) != 2 {
+		t.Fatalf("%d backlog results, want 2", len(r.Backlogs))
+	}
+	for i, want := range []struct{ shape, style string }{{"single", "rows"}, {"msg-single", "messages"}} {
+		b := r.Backlogs[i]
+		if b.Error != "" {
+			t.Fatalf("backlog %s failed: %s", want.shape, b.Error)
+		}
+		if b.Shape != want.shape || b.Style != want.style || b.Events != n || b.Transactions != n || b.WALBytes == 0 || b.PayloadBytes < 250 ||
+			math.Abs(b.WALBytesPerEvent-float64(b.WALBytes)/n) > 1e-9 {
+			t.Errorf("backlog = %s (%s), %d events in %d transactions, %d WAL bytes (%.1f per event), %.0f-byte payloads; want %s (%s), %d in %d, some WAL, payloads",
+				b.Shape, b.Style, b.Events, b.Transactions, b.WALBytes, b.WALBytesPerEvent, b.PayloadBytes, want.shape, want.style, n, n)
+		}
+		if b.Walrelay == nil || b.Walrelay.BrokerRecords != n || b.Walrelay.CPUPerEventUS <= 0 {
+			t.Fatalf("%s: walrelay drain %+v, want %d records on the broker and its CPU", b.Shape, b.Walrelay, n)
+		}
 	}
 	b := r.Backlogs[0]
-	if b.Error != "" {
-		t.Fatalf("backlog failed: %s", b.Error)
-	}
-	if b.Events != n || b.Transactions != n || b.WALBytes == 0 || b.PayloadBytes <= 0 {
-		t.Errorf("backlog = %d events in %d transactions, %d WAL bytes, %.0f-byte payloads; want %d in %d, some WAL, payloads",
-			b.Events, b.Transactions, b.WALBytes, b.PayloadBytes, n, n)
-	}
 	if b.Floor == nil || b.Walrelay == nil || len(b.FloorRuns) != 1 || len(b.WalrelayRuns) != 1 {
 		t.Fatalf("floor %v, walrelay %v, runs %d/%d; want one of each", b.Floor, b.Walrelay, len(b.FloorRuns), len(b.WalrelayRuns))
 	}
@@ -160,7 +168,7 @@ func TestSmoke(t *testing.T) {
 	if err := r.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"pg_recvlogical ev/s", "ratio", "single", "tx2", "p99.9 ms", "CPU µs/ev (pg_recvlogical/walrelay)", "commit-read p50/p99 ms", "broker round trip", "goroutine waits", "CPU wait/run", "walrelay peak RSS MiB"} {
+	for _, want := range []string{"pg_recvlogical ev/s", "ratio", "single", "tx2", "p99.9 ms", "WAL B/ev", "Outbox styles", "msg-single", "CPU µs/ev (pg_recvlogical/walrelay)", "commit-read p50/p99 ms", "broker round trip", "goroutine waits", "CPU wait/run", "walrelay peak RSS MiB"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

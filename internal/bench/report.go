@@ -76,12 +76,20 @@ type Settings struct {
 // BacklogResult is one backlog: building it, then the floor and walrelay
 // draining it.
 type BacklogResult struct {
-	Shape        string  `json:"shape"`
+	Shape string `json:"shape"`
+	// Style is the outbox style the events were written in: "rows"
+	// (INSERTs into the outbox table) or "messages" (logical decoding
+	// messages, the table-less outbox).
+	Style        string  `json:"style"`
 	Events       int     `json:"events"`
 	Transactions int     `json:"transactions"`
 	PayloadBytes float64 `json:"avg_payload_bytes"`
-	WALBytes     uint64  `json:"wal_bytes"`
-	BuildSeconds float64 `json:"build_seconds"`
+	// WALBytes is the WAL written while the backlog was built
+	// (pg_current_wal_lsn before and after, a CHECKPOINT included);
+	// WALBytesPerEvent the same over Events.
+	WALBytes         uint64  `json:"wal_bytes"`
+	WALBytesPerEvent float64 `json:"wal_bytes_per_event"`
+	BuildSeconds     float64 `json:"build_seconds"`
 	// Floor and Walrelay are the median runs by events/s.
 	Floor    *Drain `json:"pg_recvlogical,omitempty"`
 	Walrelay *Drain `json:"walrelay,omitempty"`
@@ -192,7 +200,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.Backlogs) > 0 {
 		fmt.Fprintf(bw, "\nBacklog drain: median events/s over %d runs each (min-max), from process start; ratio = walrelay / pg_recvlogical;\nother CPU = share of the machine used by processes outside the benchmark (worst run)\n", s.Repeat)
 		tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', tabwriter.AlignRight)
-		header := "shape\tevents\tbuild s\tpg_recvlogical ev/s\twalrelay ev/s\tratio\tratio excl. startup\tCPU µs/ev (pg_recvlogical/walrelay)\twalrelay peak RSS MiB\twalsender CPU µs/ev (floor/walrelay)\tkfake CPU µs/ev\tother CPU\t"
+		header := "shape\tevents\tbuild s\tWAL B/ev\tpg_recvlogical ev/s\twalrelay ev/s\tratio\tratio excl. startup\tCPU µs/ev (pg_recvlogical/walrelay)\twalrelay peak RSS MiB\twalsender CPU µs/ev (floor/walrelay)\tkfake CPU µs/ev\tother CPU\t"
 		if compare {
 			header = strings.Replace(header, "shape\t", "shape\tdelivery\t", 1)
 		}
@@ -215,8 +223,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 				if compare {
 					lead[1] = d.Delivery
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s (%s-%s)\t%s (%s-%s)\t%.2f\t%.2f\t%.2f / %.2f\t%.1f\t%s / %s\t%s\t%s\t\n",
-					strings.Join(lead, "\t"), b.Events, b.BuildSeconds,
+				fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.0f\t%s (%s-%s)\t%s (%s-%s)\t%.2f\t%.2f\t%.2f / %.2f\t%.1f\t%s / %s\t%s\t%s\t\n",
+					strings.Join(lead, "\t"), b.Events, b.BuildSeconds, b.WALBytesPerEvent,
 					rate(b.Floor.EventsPerSec), rate(b.FloorMinRate), rate(b.FloorMaxRate),
 					rate(d.Walrelay.EventsPerSec), rate(d.MinRate), rate(d.MaxRate),
 					d.Ratio, d.StreamRatio, b.Floor.CPUPerEventUS, d.Walrelay.CPUPerEventUS, mib(d.PeakRSSBytes),
@@ -227,6 +235,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		tw.Flush()
 		if compare && slices.Contains(s.Deliveries, config.AtLeastOnce) && slices.Contains(s.Deliveries, config.ExactlyOnce) {
 			writeDeliveryTable(bw, r)
+		}
+		if pairs := stylePairs(r.Backlogs); len(pairs) > 0 {
+			writeStyleTable(bw, pairs)
 		}
 	}
 	if len(r.Lives) > 0 {
@@ -288,6 +299,55 @@ func writeDeliveryTable(w io.Writer, r *Report) {
 			b.ExactlyOnceRatio, b.ExactlyOnceStreamRatio, b.ExactlyOnceRepRatio, lo, hi,
 			alo.Walrelay.CPUPerEventUS, eos.Walrelay.CPUPerEventUS,
 			mib(alo.PeakRSSBytes), mib(eos.PeakRSSBytes), eos.Walrelay.KafkaTransactions, eos.Walrelay.KafkaAborted, perTxn)
+	}
+	tw.Flush()
+}
+
+// stylePair is one backlog written both ways: as outbox rows and as
+// logical messages, in the same shape and number of events.
+type stylePair struct{ rows, messages *BacklogResult }
+
+// stylePairs pairs each measured message-style backlog with the first
+// measured row-style backlog of the same shape and events, in the order
+// of the message backlogs. Failed measurements pair with nothing.
+func stylePairs(backlogs []BacklogResult) []stylePair {
+	var out []stylePair
+	for i := range backlogs {
+		m := &backlogs[i]
+		if m.Style != "messages" || m.Error != "" || m.Walrelay == nil {
+			continue
+		}
+		for j := range backlogs {
+			r := &backlogs[j]
+			if r.Style != "messages" && r.Error == "" && r.Walrelay != nil && r.Events == m.Events && msgPrefix+r.Shape == m.Shape {
+				out = append(out, stylePair{rows: r, messages: m})
+				break
+			}
+		}
+	}
+	return out
+}
+
+// writeStyleTable compares the two outbox styles on the same events:
+// walrelay's median drain of each (in its first delivery mode), and the
+// WAL each style wrote.
+func writeStyleTable(w io.Writer, pairs []stylePair) {
+	fmt.Fprintf(w, "\nOutbox styles: the same events written as outbox rows and as logical messages (pg_logical_emit_message);\n"+
+		"walrelay's median events/s, from process start; ratio = messages / rows; CPU of the median drains; WAL written per event while building the backlog\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	const header = "shape\tevents\trows ev/s\tmessages ev/s\tratio\twalrelay CPU µs/ev (rows/messages)\twalsender CPU µs/ev (rows/messages)\tWAL B/ev (rows/messages)\tavg payload B\t"
+	fmt.Fprintln(tw, header)
+	for _, p := range pairs {
+		r, m := p.rows, p.messages
+		ratio := 0.0
+		if r.Walrelay.EventsPerSec > 0 {
+			ratio = m.Walrelay.EventsPerSec / r.Walrelay.EventsPerSec
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.2f\t%.2f / %.2f\t%s / %s\t%.0f / %.0f\t%.0f\t\n",
+			r.Shape, r.Events, rate(r.Walrelay.EventsPerSec), rate(m.Walrelay.EventsPerSec), ratio,
+			r.Walrelay.CPUPerEventUS, m.Walrelay.CPUPerEventUS,
+			perEvent(r.Walrelay.WalsenderCPU, r.Events), perEvent(m.Walrelay.WalsenderCPU, m.Events),
+			r.WALBytesPerEvent, m.WALBytesPerEvent, r.PayloadBytes)
 	}
 	tw.Flush()
 }

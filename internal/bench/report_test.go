@@ -47,7 +47,7 @@ func drainOf(n int, rate, cpuUS float64, rss int64) Drain {
 // sampleReport is a report of one backlog of 1000 single-row events,
 // drained three times by each consumer.
 func sampleReport() *Report {
-	b := BacklogResult{Shape: "single", Events: 1000, Transactions: 1000, PayloadBytes: 260, WALBytes: 500000, BuildSeconds: 1.5,
+	b := BacklogResult{Shape: "single", Style: "rows", Events: 1000, Transactions: 1000, PayloadBytes: 260, WALBytes: 500000, WALBytesPerEvent: 500, BuildSeconds: 1.5,
 		FloorRuns:    []Drain{drainOf(1000, 40000, 11, 4<<20), drainOf(1000, 45000, 10, 4<<20), drainOf(1000, 50000, 9, 4<<20)},
 		WalrelayRuns: []Drain{drainOf(1000, 50000, 4, 30<<20), drainOf(1000, 60000, 3.5, 31<<20), drainOf(1000, 55000, 3.8, 29<<20)},
 	}
@@ -153,5 +153,45 @@ func TestTableDeliveries(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestTableStyles pins the table of a run with the same backlog as rows
+// and as logical messages: the outbox-styles table follows the backlogs.
+func TestTableStyles(t *testing.T) {
+	r := sampleReport()
+	m := BacklogResult{Shape: "msg-single", Style: "messages", Events: 1000, Transactions: 1000, PayloadBytes: 260, WALBytes: 310000, WALBytesPerEvent: 310, BuildSeconds: 1.1,
+		FloorRuns:    []Drain{drainOf(1000, 60000, 9, 4<<20), drainOf(1000, 65000, 8, 4<<20), drainOf(1000, 70000, 7, 4<<20)},
+		WalrelayRuns: []Drain{drainOf(1000, 52000, 4.5, 30<<20), drainOf(1000, 58000, 4.2, 31<<20), drainOf(1000, 54000, 4.4, 29<<20)},
+	}
+	m.summarize()
+	r.Backlogs = append(r.Backlogs, m)
+	var out bytes.Buffer
+	if err := r.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "table_styles.golden", out.Bytes())
+}
+
+func TestStylePairs(t *testing.T) {
+	d := drainOf(10, 100, 1, 1)
+	bl := func(shape, style string, n int, failed bool) BacklogResult {
+		b := BacklogResult{Shape: shape, Style: style, Events: n, Walrelay: &d}
+		if failed {
+			b.Error, b.Walrelay = "boom", nil
+		}
+		return b
+	}
+	backlogs := []BacklogResult{
+		bl("single", "rows", 10, false),
+		bl("tx10", "rows", 10, true),
+		bl("msg-tx10", "messages", 10, false),   // its rows failed: no pair
+		bl("msg-single", "messages", 20, false), // other size: no pair
+		bl("msg-single", "messages", 10, false),
+		bl("msg-onetx", "messages", 10, true),
+	}
+	pairs := stylePairs(backlogs)
+	if len(pairs) != 1 || pairs[0].rows != &backlogs[0] || pairs[0].messages != &backlogs[4] {
+		t.Fatalf("stylePairs = %+v, want single:10 with msg-single:10", pairs)
 	}
 }

@@ -10,41 +10,67 @@ import (
 	"github.com/walrelay/walrelay/pkg/config"
 )
 
-// Shape is how a workload groups outbox rows into transactions.
+// Shape is how a workload groups outbox events into transactions, and in
+// which outbox style it writes them.
 type Shape struct {
-	// RowsPerTx is the number of rows per transaction; 0 means all rows
-	// of the backlog in one transaction.
+	// RowsPerTx is the number of events per transaction; 0 means all
+	// events of the backlog in one transaction.
 	RowsPerTx int
+	// Messages writes the events as logical decoding messages (the
+	// table-less outbox, outbox.message_prefix) instead of outbox rows:
+	// the same fields and payloads, emitted with
+	// pg_logical_emit_message(true, ...). Backlogs only.
+	Messages bool
 }
 
-// String is the shape's name: "single", "txK" or "onetx".
+// msgPrefix is the shape-name prefix of the message style.
+const msgPrefix = "msg-"
+
+// String is the shape's name: "single", "txK" or "onetx", with "msg-"
+// before it for the message style.
 func (s Shape) String() string {
+	name := "tx" + strconv.Itoa(s.RowsPerTx)
 	switch s.RowsPerTx {
 	case 0:
-		return "onetx"
+		name = "onetx"
 	case 1:
-		return "single"
-	default:
-		return "tx" + strconv.Itoa(s.RowsPerTx)
+		name = "single"
 	}
+	if s.Messages {
+		name = msgPrefix + name
+	}
+	return name
+}
+
+// Style is the shape's outbox style: "rows" or "messages".
+func (s Shape) Style() string {
+	if s.Messages {
+		return "messages"
+	}
+	return "rows"
 }
 
 // parseShape reads a shape name: single (tx1), txK (K rows per
-// transaction) or onetx (the whole backlog in one transaction).
+// transaction) or onetx (the whole backlog in one transaction), each
+// optionally after "msg-" for the same events as logical messages.
 func parseShape(s string) (Shape, error) {
-	switch s {
+	name, messages := strings.CutPrefix(s, msgPrefix)
+	shape := Shape{Messages: messages}
+	switch name {
 	case "single", "tx1":
-		return Shape{RowsPerTx: 1}, nil
+		shape.RowsPerTx = 1
+		return shape, nil
 	case "onetx":
-		return Shape{}, nil
+		return shape, nil
 	}
-	if k, ok := strings.CutPrefix(s, "tx"); ok {
+	if k, ok := strings.CutPrefix(name, "tx"); ok {
 		n, err := strconv.Atoi(k)
 		if err == nil && n >= 1 && n <= 100000 {
-			return Shape{RowsPerTx: n}, nil
+			shape.RowsPerTx = n
+			return shape, nil
 		}
 	}
-	return Shape{}, fmt.Errorf("unknown shape %q (want single, txK with 1<=K<=100000, or onetx)", s)
+	return Shape{}, fmt.Errorf("unknown shape %q (want single, txK with 1<=K<=100000, or onetx, each optionally as msg-<shape> for logical messages)", s)
 }
 
 // Backlog is one backlog-drain measurement: N rows written in the given
@@ -83,7 +109,8 @@ func FormatList[T fmt.Stringer](items []T) string {
 	return strings.Join(parts, ",")
 }
 
-// ParseBacklogs reads "shape:N,shape:N,...", e.g. "single:200000,tx100:500k".
+// ParseBacklogs reads "shape:N,shape:N,...", e.g.
+// "single:200000,tx100:500k,msg-tx100:500k".
 func ParseBacklogs(s string) ([]Backlog, error) {
 	return parseList(s, ":", "N", func(shape Shape, n string) (Backlog, error) {
 		count, err := parseCount(n)
@@ -100,6 +127,9 @@ func ParseLives(s string) ([]Live, error) {
 	return parseList(s, "@", "rate", func(shape Shape, r string) (Live, error) {
 		if shape.RowsPerTx == 0 {
 			return Live{}, errors.New("onetx has no steady rate; use single or txK")
+		}
+		if shape.Messages {
+			return Live{}, errors.New("live runs write outbox rows only; msg- shapes are for backlogs")
 		}
 		if r == "max" {
 			return Live{Shape: shape}, nil

@@ -13,9 +13,14 @@ func TestParseBacklogs(t *testing.T) {
 		want    []Backlog
 		wantErr string
 	}{
-		{"default set", "single:200k,tx100:500k,onetx:1m", []Backlog{{Shape{1}, 200000}, {Shape{100}, 500000}, {Shape{0}, 1000000}}, ""},
-		{"tx1 is single", "tx1:10", []Backlog{{Shape{1}, 10}}, ""},
-		{"spaces and empty items", " single:5 , ,tx10:20", []Backlog{{Shape{1}, 5}, {Shape{10}, 20}}, ""},
+		{"default set", "single:200k,tx100:500k,onetx:1m", []Backlog{{Shape{RowsPerTx: 1}, 200000}, {Shape{RowsPerTx: 100}, 500000}, {Shape{RowsPerTx: 0}, 1000000}}, ""},
+		{"tx1 is single", "tx1:10", []Backlog{{Shape{RowsPerTx: 1}, 10}}, ""},
+		{"message style", "msg-single:5k,msg-tx100:500k,msg-onetx:1m,tx100:500k", []Backlog{
+			{Shape{RowsPerTx: 1, Messages: true}, 5000}, {Shape{RowsPerTx: 100, Messages: true}, 500000},
+			{Shape{Messages: true}, 1000000}, {Shape{RowsPerTx: 100}, 500000}}, ""},
+		{"bad message shape", "msg-batch:10", nil, "unknown shape"},
+		{"message prefix twice", "msg-msg-single:10", nil, "unknown shape"},
+		{"spaces and empty items", " single:5 , ,tx10:20", []Backlog{{Shape{RowsPerTx: 1}, 5}, {Shape{RowsPerTx: 10}, 20}}, ""},
 		{"missing count", "single", nil, "want shape:N"},
 		{"bad shape", "batch:10", nil, "unknown shape"},
 		{"tx0", "tx0:10", nil, "unknown shape"},
@@ -45,8 +50,9 @@ func TestParseLives(t *testing.T) {
 		want    []Live
 		wantErr string
 	}{
-		{"rates and max", "single@2000,tx10@20k,single@max", []Live{{Shape{1}, 2000}, {Shape{10}, 20000}, {Shape{1}, 0}}, ""},
+		{"rates and max", "single@2000,tx10@20k,single@max", []Live{{Shape{RowsPerTx: 1}, 2000}, {Shape{RowsPerTx: 10}, 20000}, {Shape{RowsPerTx: 1}, 0}}, ""},
 		{"onetx has no rate", "onetx@100", nil, "no steady rate"},
+		{"messages are backlogs only", "msg-single@100", nil, "rows only"},
 		{"missing rate", "single", nil, "want shape@rate"},
 		{"zero rate", "single@0", nil, "positive"},
 	}
@@ -68,12 +74,13 @@ func TestParseLives(t *testing.T) {
 
 func TestFormatRoundTrip(t *testing.T) {
 	d := Default()
-	bs, err := ParseBacklogs(FormatList(d.Backlogs))
-	if err != nil || !reflect.DeepEqual(bs, d.Backlogs) {
-		t.Errorf("backlogs %q parse back as %v, %v", FormatList(d.Backlogs), bs, err)
+	backlogs := append(d.Backlogs, Backlog{Shape{RowsPerTx: 100, Messages: true}, 500000}, Backlog{Shape{Messages: true}, 10})
+	bs, err := ParseBacklogs(FormatList(backlogs))
+	if err != nil || !reflect.DeepEqual(bs, backlogs) {
+		t.Errorf("backlogs %q parse back as %v, %v", FormatList(backlogs), bs, err)
 	}
-	ls, err := ParseLives(FormatList(append(d.Lives, Live{Shape{1}, 0})))
-	if err != nil || !reflect.DeepEqual(ls, append(d.Lives, Live{Shape{1}, 0})) {
+	ls, err := ParseLives(FormatList(append(d.Lives, Live{Shape{RowsPerTx: 1}, 0})))
+	if err != nil || !reflect.DeepEqual(ls, append(d.Lives, Live{Shape{RowsPerTx: 1}, 0})) {
 		t.Errorf("lives %q parse back as %v, %v", FormatList(d.Lives), ls, err)
 	}
 }

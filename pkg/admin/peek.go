@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,9 +24,14 @@ type Event struct {
 	// what `slot advance --past-event` moves the slot to.
 	TxEndLSN string `json:"tx_end_lsn"`
 	XID      uint32 `json:"xid"`
-	Table    string `json:"table"`
-	ID       string `json:"id"`
-	Topic    string `json:"topic"`
+	// Table is the outbox table, or "message:<prefix>" for an event of
+	// the table-less outbox (a logical decoding message).
+	Table string `json:"table"`
+	// Message is true for an event of the table-less outbox: a
+	// transactional logical decoding message with outbox.message_prefix.
+	Message bool   `json:"message,omitempty"`
+	ID      string `json:"id"`
+	Topic   string `json:"topic"`
 	// Key is null when the key column is NULL.
 	Key          *string `json:"key"`
 	PayloadBytes int     `json:"payload_bytes"`
@@ -52,6 +58,9 @@ type PeekRequest struct {
 	Router       *router.Router
 	// Policies fill Event.OnError.
 	Policies config.ErrorPolicies
+	// MessagePrefix is outbox.message_prefix: transactional logical
+	// decoding messages with it are events too ("": rows only).
+	MessagePrefix string
 	// Limit is the number of events wanted (0: 100).
 	Limit int
 	// Copy peeks a temporary copy of the slot, so a slot in use can be
@@ -164,10 +173,18 @@ func peekTxs(ctx context.Context, conn *pgx.Conn, slot string, req PeekRequest, 
 		uptoArg = upto.String()
 	}
 	what := fmt.Sprintf("peeking at replication slot %q", slot)
+	var messages *router.MessagePlan
+	if req.MessagePrefix != "" {
+		if messages, err = req.Router.BindMessage(req.MessagePrefix); err != nil {
+			return nil, false, fmt.Errorf("%s: outbox.message_prefix: %w", what, err)
+		}
+	}
+	// With messages 'true', as the relay streams: pgoutput then also
+	// sends transactions that hold only logical decoding messages.
 	rows, err := conn.Query(ctx, `
 		SELECT lsn::text, data FROM pg_logical_slot_peek_binary_changes($1, $2::pg_lsn, $3,
-			'proto_version', '1', 'publication_names', $4)`,
-		slot, uptoArg, budget, strings.Join(names, ","))
+			'proto_version', '1', 'publication_names', $4, 'messages', $5)`,
+		slot, uptoArg, budget, strings.Join(names, ","), strconv.FormatBool(messages != nil))
 	if err != nil {
 		return nil, false, queryError(what, privilegeFix(ctx, conn), err)
 	}
@@ -204,6 +221,11 @@ func peekTxs(ctx context.Context, conn *pgx.Conn, slot string, req PeekRequest, 
 				return nil, false, fmt.Errorf("%s: insert at %s outside a transaction", what, lsn)
 			}
 			cur.events = append(cur.events, route(plans[m.RelationID], bind[m.RelationID], m, lsn, cur, req.Policies))
+		case *pglogrepl.LogicalDecodingMessage:
+			if messages == nil || !m.Transactional || m.Prefix != messages.Prefix() || cur == nil {
+				continue // the relay ignores it too
+			}
+			cur.events = append(cur.events, routeMessage(messages, m.Content, lsn, cur, req.Policies))
 		case *pglogrepl.CommitMessage:
 			if cur == nil {
 				return nil, false, fmt.Errorf("%s: commit at %s outside a transaction", what, lsn)
@@ -237,6 +259,33 @@ func route(plan *router.Plan, bindErr error, m *pglogrepl.InsertMessage, lsn pgl
 	ev.Table = plan.Table()
 	ev.ID = plan.EventID(m.Tuple.Columns)
 	msg, err := plan.Route(m.Tuple.Columns, t.commitTime)
+	if err != nil {
+		if class, ok := router.ClassOf(err); ok {
+			ev.ErrorClass = class.String()
+			ev.OnError, _ = pol.Policy(ev.ErrorClass)
+		}
+		ev.Error = err.Error()
+		return ev
+	}
+	ev.Topic = msg.Topic
+	if msg.Key != nil {
+		k := string(msg.Key)
+		ev.Key = &k
+	}
+	ev.PayloadBytes = len(msg.Value)
+	return ev
+}
+
+// routeMessage routes one logical decoding message of the table-less
+// outbox like the relay's handler does.
+func routeMessage(mp *router.MessagePlan, content []byte, lsn pglogrepl.LSN, t *tx, pol config.ErrorPolicies) Event {
+	ev := Event{LSN: lsn.String(), XID: t.xid, Table: mp.Table(), Message: true}
+	cols, err := mp.Columns(content)
+	var msg router.Message
+	if err == nil {
+		ev.ID = mp.EventID(cols)
+		msg, err = mp.Route(cols, t.commitTime)
+	}
 	if err != nil {
 		if class, ok := router.ClassOf(err); ok {
 			ev.ErrorClass = class.String()

@@ -150,6 +150,12 @@ type Outbox struct {
 	PruneInterval         time.Duration `yaml:"prune_interval" help:"how often walrelay run removes rows past outbox.retention and creates partitions ahead"`
 	PruneBatch            int           `yaml:"prune_batch" help:"rows removed per DELETE statement when pruning"`
 	PruneStatementTimeout time.Duration `yaml:"prune_statement_timeout" help:"statement_timeout of each statement that prunes or creates partitions"`
+	// MessagePrefix turns on the table-less outbox: transactional
+	// logical decoding messages with this prefix
+	// (pg_logical_emit_message(true, prefix, json)) are routed as outbox
+	// events, their fields read from the JSON content by the router's
+	// column names (docs/DESIGN.md, "A table-less outbox"). Empty: off.
+	MessagePrefix string `yaml:"message_prefix" help:"route transactional pg_logical_emit_message(true, <prefix>, <json>) messages with this prefix as outbox events, their fields read from the JSON object by the router's column names (empty: off; PostgreSQL 14+)"`
 }
 
 // Snapshot is the initial publication of the rows already in the outbox

@@ -226,6 +226,9 @@ func (c *Config) validate(sources map[string]string) error {
 	if c.Snapshot.ProgressInterval < 100*time.Millisecond {
 		bad("snapshot.progress_interval", c.Snapshot.ProgressInterval.String(), "must be at least 100ms")
 	}
+	if p := c.Outbox.MessagePrefix; strings.HasPrefix(p, "walrelay.") {
+		bad("outbox.message_prefix", p, "prefixes starting with \"walrelay.\" are walrelay's own (heartbeats): pick another, e.g. outbox")
+	}
 	if c.Metrics.SlotPollInterval < 100*time.Millisecond {
 		bad("metrics.slot_poll_interval", c.Metrics.SlotPollInterval.String(), "must be at least 100ms")
 	}

@@ -51,6 +51,7 @@ func TestValidateNamesFieldAndValue(t *testing.T) {
 		{"retention", func(c *config.Config) { c.Outbox.Retention = time.Second }, "outbox.retention", "1s"},
 		{"prune interval", func(c *config.Config) { c.Outbox.PruneInterval = 0 }, "outbox.prune_interval", "0s"},
 		{"prune batch", func(c *config.Config) { c.Outbox.PruneBatch = 0 }, "outbox.prune_batch", "0"},
+		{"message prefix of walrelay's own", func(c *config.Config) { c.Outbox.MessagePrefix = "walrelay.heartbeat" }, "outbox.message_prefix", "walrelay.heartbeat"},
 		{"prune statement timeout", func(c *config.Config) { c.Outbox.PruneStatementTimeout = 0 }, "outbox.prune_statement_timeout", "0s"},
 		{"snapshot mode", func(c *config.Config) { c.Snapshot.Mode = "always" }, "snapshot.mode", "always"},
 		{"snapshot with exactly-once", func(c *config.Config) { c.Snapshot.Mode, c.Relay.Delivery = config.SnapshotInitial, config.ExactlyOnce }, "snapshot.mode", "initial"},

@@ -55,9 +55,9 @@ const (
 // Origin identifies the outbox row behind a record, for logs and dead
 // letters.
 type Origin struct {
-	LSN   pglogrepl.LSN // the WAL position of the row's INSERT
+	LSN   pglogrepl.LSN // the WAL position of the row's INSERT (or the message)
 	ID    string        // the outbox id ("" when the row has none)
-	Table string        // schema.table
+	Table string        // schema.table, or message:<prefix> for a logical message
 }
 
 // Letter is what a dead letter is built from: the row and why it could not
@@ -115,6 +115,14 @@ func (d *Letter) Record(topic string, withValue bool) *kgo.Record {
 // was routed to, "" when routing failed before one was known.
 func FromRow(rel *pglogrepl.RelationMessage, cols []*pglogrepl.TupleDataColumn, o Origin, class string, cause error, topic string) *Letter {
 	return &Letter{Origin: o, Class: class, cause: cause, topic: topic, value: rowJSON(rel, cols)}
+}
+
+// FromMessage is the dead letter of a logical decoding message of the
+// table-less outbox the relay did not route: its value is a copy of the
+// message's content as the application wrote it, and o.Table names its
+// prefix ("message:<prefix>").
+func FromMessage(content []byte, o Origin, class string, cause error, topic string) *Letter {
+	return &Letter{Origin: o, Class: class, cause: cause, topic: topic, value: bytes.Clone(content)}
 }
 
 // FromRefused is the dead letter of a routed record the broker refused:

@@ -102,3 +102,26 @@ func TestFromRefusedCopies(t *testing.T) {
 		t.Errorf("value %q header %q, want the refused record's VALUE and header", r.Value, r.Headers[1].Value)
 	}
 }
+
+// A message's dead letter holds a copy of its content as written (the
+// receive buffer is reused once the handler returns) and names the
+// message's prefix as its source.
+func TestFromMessageCopies(t *testing.T) {
+	wire := []byte(`{"no": "id"}`)
+	d := FromMessage(wire, Origin{LSN: 0x1925D10, Table: "message:outbox"}, "payload_invalid", errors.New("no id"), "")
+	copy(wire, "XXXXXXXXXXXX")
+	r := d.Record("dlq", true)
+	if string(r.Value) != `{"no": "id"}` {
+		t.Errorf("value %q, want the content as written", r.Value)
+	}
+	got := map[string]string{}
+	for _, h := range r.Headers {
+		got[h.Key] = string(h.Value)
+	}
+	if got[HeaderSourceTable] != "message:outbox" || got[HeaderLSN] != "0/1925D10" || got[HeaderOriginalSize] != "12" {
+		t.Errorf("headers %v", got)
+	}
+	if _, ok := got[HeaderOriginalTopic]; ok {
+		t.Errorf("unrouted message has an original topic: %v", got)
+	}
+}

@@ -19,8 +19,10 @@
 // transaction whose events are all on Kafka; every transaction whose
 // commit LSN is below it is published. open, when present, is a Postgres
 // transaction published in part, because it was larger than a Kafka
-// transaction may be: its first rows INSERTs (counted as the relay hands
-// them on: produced, dead-lettered or skipped by policy) are on Kafka.
+// transaction may be: its first rows events (outbox INSERTs and the
+// table-less outbox's logical messages, in WAL order, counted as the
+// relay hands them on: produced, dead-lettered or skipped by policy) are
+// on Kafka.
 // LSNs mean something only on the WAL history of system_id and timeline.
 //
 // It does not decide what to skip: pkg/relay does (docs/DESIGN.md,
@@ -62,8 +64,8 @@ type Checkpoint struct {
 	Written time.Time
 }
 
-// Open is a Postgres transaction of which the first Rows INSERTs are
-// published.
+// Open is a Postgres transaction of which the first Rows events (INSERTs
+// and table-less outbox messages, in WAL order) are published.
 type Open struct {
 	CommitLSN pglogrepl.LSN // its commit LSN (the Begin message's FinalLSN)
 	Xid       uint32

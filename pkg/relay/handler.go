@@ -15,7 +15,6 @@ import (
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/deadletter"
 	"github.com/walrelay/walrelay/pkg/eoscheckpoint"
-	"github.com/walrelay/walrelay/pkg/heartbeat"
 	"github.com/walrelay/walrelay/pkg/replication"
 	"github.com/walrelay/walrelay/pkg/resume"
 	"github.com/walrelay/walrelay/pkg/router"
@@ -55,6 +54,12 @@ type handler struct {
 	// skip passes over the rows a relay taken over had published
 	// (SkipPublished).
 	skip publishedSkip
+	// messages routes the table-less outbox's logical messages
+	// (outbox.message_prefix); nil when it is off.
+	messages *router.MessagePlan
+	// warnedNonTx: a non-transactional message with the outbox prefix
+	// was logged.
+	warnedNonTx bool
 }
 
 func newHandler(r *Relay) *handler {
@@ -391,17 +396,5 @@ func (h *handler) Truncate(_ context.Context, rels []*pglogrepl.RelationMessage,
 	for _, rel := range rels {
 		h.log.Info("TRUNCATE of the outbox table ignored", "lsn", lsn.String(), "table", rel.Namespace+"."+rel.RelationName)
 	}
-	return nil
-}
-
-func (h *handler) Message(_ context.Context, m *pglogrepl.LogicalDecodingMessage, lsn pglogrepl.LSN) error {
-	if heartbeat.Is(m) {
-		h.r.hb.Seen(time.Now())
-		// Everything committed before the heartbeat was sent before it:
-		// with nothing in flight, its position is safe to confirm.
-		h.r.tracker.ObserveWALEnd(m.LSN)
-		return nil
-	}
-	h.log.Debug("logical decoding message", "lsn", lsn.String(), "prefix", m.Prefix, "transactional", m.Transactional)
 	return nil
 }

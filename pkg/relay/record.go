@@ -51,8 +51,9 @@ type outRecord struct {
 }
 
 // rowPos places a row in the WAL: its transaction (commit LSN, xid) and
-// its place among the transaction's INSERTs handed on (1-based), which is
-// what a checkpoint inside a transaction counts.
+// its place among the transaction's events handed on (INSERTs and
+// table-less outbox messages alike, 1-based), which is what a checkpoint
+// inside a transaction counts.
 type rowPos struct {
 	final pglogrepl.LSN
 	xid   uint32

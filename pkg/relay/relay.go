@@ -232,6 +232,9 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 	r.started = o.started
 	h := newHandler(r)
 	h.skip.p = o.published
+	if err := h.bindMessages(); err != nil {
+		return nil, err
+	}
 	r.handler = h
 	r.stream = replication.New(replication.Config{
 		DSN:             cfg.Postgres.DSN,

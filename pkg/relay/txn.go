@@ -56,7 +56,8 @@ type txItem struct {
 // The checkpoint says how far the committed events go: the end LSN of the
 // last whole Postgres transaction in them and, when the Kafka transaction
 // ended inside a Postgres transaction (one larger than the caps), that
-// transaction's commit LSN, xid and the INSERTs of it handed on. On start
+// transaction's commit LSN, xid and the events of it handed on (INSERTs
+// and table-less outbox messages, in WAL order). On start
 // the relay reads it (after fencing older producers) and skips what it
 // covers (Handler.SessionStart).
 type transactions struct {

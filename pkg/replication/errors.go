@@ -20,6 +20,11 @@ var ErrSlotMissing = errors.New("replication slot does not exist")
 // slot.
 var ErrSlotActive = errors.New("replication slot is active in another process")
 
+// ErrServerTooOld is returned when the server is older than PostgreSQL 14,
+// whose pgoutput is the first to take the messages option walrelay starts
+// replication with (heartbeats, the table-less outbox): never retried.
+var ErrServerTooOld = errors.New("walrelay needs PostgreSQL 14 or newer")
+
 // HandlerError wraps an error returned by the Handler. Run never retries
 // it: the Handler decided the stream must stop (for example a row its
 // configuration says must halt the relay).

@@ -23,6 +23,10 @@ func (s *Stream) session(ctx context.Context) (streamed bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	if err := checkServerVersion(conn.ParameterStatus("server_version")); err != nil {
+		_ = conn.Close(context.Background())
+		return false, permanent(err)
+	}
 	sess, err := s.identify(ctx, conn)
 	if err == nil {
 		err = s.start(ctx, sess)
@@ -55,6 +59,29 @@ func (s *Stream) session(ctx context.Context) (streamed bool, err error) {
 		s.shutdown(w)
 	}
 	return true, err
+}
+
+// minServerMajor is the oldest PostgreSQL the stream starts: pgoutput takes
+// the messages option (logical decoding messages: heartbeats, the
+// table-less outbox) from PostgreSQL 14 on, and refuses the whole
+// START_REPLICATION on older servers.
+const minServerMajor = 14
+
+// checkServerVersion refuses a server older than minServerMajor, by the
+// server_version it reported at connection ("15.4 (Debian 15.4-1)",
+// "14beta1", "9.6.24"). An unreadable version is left to
+// START_REPLICATION.
+func checkServerVersion(version string) error {
+	major, n := 0, 0
+	for n < len(version) && version[n] >= '0' && version[n] <= '9' && n < 4 {
+		major = major*10 + int(version[n]-'0')
+		n++
+	}
+	if n == 0 || major >= minServerMajor {
+		return nil
+	}
+	return fmt.Errorf("%w: the server is PostgreSQL %s, and walrelay starts replication with pgoutput's messages option (heartbeats, outbox.message_prefix), which PostgreSQL %d added: upgrade the server",
+		ErrServerTooOld, version, minServerMajor)
 }
 
 // identify reads, on the session's connection, what identifies the

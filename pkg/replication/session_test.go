@@ -157,3 +157,23 @@ func TestStreamReportsConfirmedPromptly(t *testing.T) {
 	}
 	f.holds(t, f.cp.Confirmed(), 300*time.Millisecond)
 }
+
+func TestCheckServerVersion(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		tooOld  bool
+	}{
+		{"15.4 (Debian 15.4-1.pgdg120+1)", false},
+		{"14beta1", false},
+		{"14.0", false},
+		{"17.2", false},
+		{"13.16", true},
+		{"9.6.24", true},
+		{"", false}, // unknown: START_REPLICATION decides
+	} {
+		err := checkServerVersion(tc.version)
+		if got := errors.Is(err, ErrServerTooOld); got != tc.tooOld {
+			t.Errorf("checkServerVersion(%q) = %v, want too old: %v", tc.version, err, tc.tooOld)
+		}
+	}
+}

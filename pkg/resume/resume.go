@@ -107,7 +107,10 @@ func (r *State) Skipping() bool { return r.replaying }
 
 // Insert counts an INSERT of the open transaction and reports whether to
 // hand it on: false for one an earlier pass handed on. Call it only when
-// a transaction is open and not skipping.
+// a transaction is open and not skipping. A table-less outbox message
+// (outbox.message_prefix) is an event of its transaction like an INSERT:
+// the handler counts it with Insert too, so rows and messages share one
+// count in WAL order.
 func (r *State) Insert() bool {
 	r.seen++
 	if r.seen <= r.handled {

@@ -21,7 +21,6 @@ var goldenDir = filepath.Join("..", "..", "testdata", "router")
 
 // Type OIDs used only by tests.
 const (
-	oidText        = 25
 	oidVarchar     = 1043
 	oidUUID        = 2950
 	oidTimestamp   = 1114

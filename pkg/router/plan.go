@@ -15,6 +15,7 @@ const (
 	oidInt8    = 20
 	oidInt2    = 21
 	oidInt4    = 23
+	oidText    = 25
 	oidJSON    = 114
 	oidFloat4  = 700
 	oidFloat8  = 701
