@@ -133,33 +133,6 @@ func TestExactlyOnceCommitsEventsWithACheckpoint(t *testing.T) {
 	}
 }
 
-// TestExactlyOnceCommitDoesNotWaitOutLinger: a Kafka transaction that
-// begins to commit sends its records' last batches and its checkpoint at
-// once instead of after kafka.linger each (nothing can join it any more):
-// with a linger of a minute, rows are still committed and confirmed in
-// seconds.
-func TestExactlyOnceCommitDoesNotWaitOutLinger(t *testing.T) {
-	f := newFixture(t, func(c *config.Config) {
-		exactlyOnce(c)
-		c.Kafka.Linger = time.Minute
-	})
-	f.createProbe(t)
-	run := f.start(t)
-	var want []string
-	var last uint32
-	for i := range 3 {
-		id, xid := insertRow(t, f.dsn, "order", fmt.Sprint("o-", i), `{"n": 1}`)
-		want, last = append(want, id), xid
-	}
-	testenv.WaitConfirmed(t, f.dsn, "walrelay", f.txEnd(t, last), 20*time.Second)
-	if got, dup := ids(f.readCommitted(t, []string{"outbox.event.order"}, len(want))); len(got) != len(want) || len(dup) > 0 {
-		t.Errorf("read_committed consumer got %v, want %v once each", got, want)
-	}
-	if err := run.stop(); err != nil {
-		t.Fatalf("stop: %v", err)
-	}
-}
-
 // TestExactlyOnceSkipsWhatTheCheckpointCovers: a checkpoint ahead of the
 // slot (a process killed between its Kafka commit and its next status
 // update) is where a new process resumes: transactions before its LSN are

@@ -298,7 +298,6 @@ func (t *transactions) produceItems(items []txItem) bool {
 // stop: fenced by a newer process, a failure elsewhere, ctx done.
 func (t *transactions) finish(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
-		stop := t.hurry()
 		err := t.waitSettled(ctx)
 		if err == nil {
 			t.mu.Lock()
@@ -308,7 +307,6 @@ func (t *transactions) finish(ctx context.Context) error {
 		if err == nil {
 			err = t.commitCheckpoint(ctx)
 		}
-		stop()
 		if err == nil {
 			t.acked()
 			return nil
@@ -349,39 +347,6 @@ func (t *transactions) finish(ctx context.Context) error {
 				t.mu.Unlock()
 			}
 		}
-	}
-}
-
-// hurry makes franz-go send what it lingers on (kafka.linger) at once, and
-// what is produced afterwards without lingering, until stop is called: the
-// records of a transaction being committed and its checkpoint. Nothing can
-// join a transaction once it began to commit, so lingering would only
-// delay the commit, and the next transaction with it: at the in-flight
-// caps the stream reads nothing until the commit ends. stop returns once
-// the flush it started has ended; it does not wait for the records (the
-// promises say when they are done). franz-go lingers on nothing only while
-// a Flush runs, and a Flush ends as soon as franz-go buffers nothing,
-// which it may do before the publisher hands it records it held back (a
-// topic being prepared): so hurry flushes again, every millisecond, until
-// stopped.
-func (t *transactions) hurry() (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for t.r.pub.Client().Flush(ctx) == nil { // an error: cancelled
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
 	}
 }
 
@@ -555,10 +520,7 @@ func (t *transactions) fence(ctx context.Context) error {
 	}
 	t.fenceOpen = true
 	rec := &kgo.Record{Topic: t.topic, Key: append(append([]byte(nil), t.key...), ".fence"...)}
-	stop := t.hurry() // the record is alone in its transaction: no linger
-	err := t.r.pub.Client().ProduceSync(ctx, rec).FirstErr()
-	stop()
-	if err != nil {
+	if err := t.r.pub.Client().ProduceSync(ctx, rec).FirstErr(); err != nil {
 		// The abort's error is returned too: PRODUCER_FENCED there means
 		// another process fenced this one while it was fencing (their
 		// first sessions started at the same moment, the record came
