@@ -22,7 +22,7 @@ import (
 // publisher, that is franz-go with walrelay's options and defaults
 // (idempotent, acks=all, kafka.linger 5ms, no compression), to kfake in its
 // own process. As in walrelay, GOMAXPROCS is 1 and at most
-// relay.max_in_flight_records (4096) records are in flight, each record's
+// relay.max_in_flight_records (2048 by default) records are in flight, each record's
 // struct reused once its promise has run. There is no Postgres, routing or
 // LSN tracking.
 //

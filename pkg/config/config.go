@@ -258,7 +258,7 @@ func Default() Config {
 		Router:    router.DefaultConfig(),
 		Converter: router.DefaultConverters(),
 		Relay: Relay{
-			MaxInFlightRecords: 4096,
+			MaxInFlightRecords: 2048,
 			MaxInFlightBytes:   4 << 20,
 			MaxProcs:           1,
 			ShutdownTimeout:    30 * time.Second,
