@@ -30,6 +30,7 @@ import (
 	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/localpg"
+	"github.com/walrelay/walrelay/pkg/outbox"
 	"github.com/walrelay/walrelay/pkg/relay"
 	"github.com/walrelay/walrelay/pkg/setup"
 	sqlfiles "github.com/walrelay/walrelay/sql"
@@ -69,6 +70,9 @@ func demo(ctx context.Context, stdout, stderr io.Writer) error {
 	cfg.Kafka.TopicPartitions = 3
 	cfg.Relay.ShutdownTimeout = 10 * time.Second
 	cfg.HTTP.Listen = "" // the demo serves no metrics
+	// The table-less outbox: events emitted with pg_logical_emit_message
+	// under this prefix are routed like outbox rows.
+	cfg.Outbox.MessagePrefix = messagePrefix
 
 	conn, err := pgx.Connect(ctx, cfg.Postgres.DSN)
 	if err != nil {
@@ -93,7 +97,7 @@ func demo(ctx context.Context, stdout, stderr io.Writer) error {
 	var g errgroup.Group
 	g.Go(func() error { return r.Run(relayCtx) })
 
-	step("writing sample orders in real transactions (sql/example_transactions.sql and more)")
+	step("writing sample orders in real transactions: sql/example_transactions.sql, outbox.Emit as outbox rows, and outbox.Emit as logical messages (the table-less outbox, outbox.message_prefix=%q)", messagePrefix)
 	want, err := writeSampleOrders(ctx, conn)
 	if err != nil {
 		stopRelay()
@@ -124,31 +128,65 @@ func demo(ctx context.Context, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// writeSampleOrders runs the example SQL and a few more orders, each in
-// its own transaction, and returns how many events they publish.
+// messagePrefix is the demo's outbox.message_prefix.
+const messagePrefix = "outbox"
+
+// writeSampleOrders runs the example SQL, then writes more orders, each in
+// its own transaction with its events written by pkg/outbox: the first
+// orders' as outbox rows, the last ones' as logical messages, which no
+// table holds. A rolled-back order's events are never published. It
+// returns how many events the committed transactions publish.
 func writeSampleOrders(ctx context.Context, conn *pgx.Conn) (int, error) {
 	if _, err := conn.Exec(ctx, sqlfiles.ExampleTransactions); err != nil {
 		return 0, fmt.Errorf("running example transactions: %w", err)
 	}
+	rows, err := outbox.New(outbox.Config{}) // public.outbox, Debezium's column names
+	if err != nil {
+		return 0, err
+	}
+	messages, err := outbox.New(outbox.Config{Style: outbox.StyleMessage, Prefix: messagePrefix})
+	if err != nil {
+		return 0, err
+	}
 	events := 2
-	for i, customer := range []string{"c-7", "c-8", "c-7"} {
+	for i, o := range []struct {
+		customer string
+		w        *outbox.Writer
+		commit   bool
+	}{{"c-7", rows, true}, {"c-8", rows, true}, {"c-7", messages, true}, {"c-9", messages, false}, {"c-8", messages, true}} {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			var id int64
-			if err := tx.QueryRow(ctx, `INSERT INTO orders (customer_id, total_cents) VALUES ($1, $2) RETURNING id`, customer, 1000*(i+1)).Scan(&id); err != nil {
+			if err := tx.QueryRow(ctx, `INSERT INTO orders (customer_id, total_cents) VALUES ($1, $2) RETURNING id`, o.customer, 1000*(i+1)).Scan(&id); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES
-				('order', $1, 'OrderCreated', jsonb_build_object('orderId', $2::bigint, 'customerId', $3::text)),
-				('customer', $3, 'CustomerOrdered', jsonb_build_object('customerId', $3::text, 'orders', $4::int))`, fmt.Sprint(id), id, customer, i+1)
-			return err
+			for _, ev := range []outbox.Event{
+				{AggregateType: "order", AggregateID: fmt.Sprint(id), Type: "OrderCreated",
+					Payload: fmt.Appendf(nil, `{"orderId":%d,"customerId":%q,"style":%q}`, id, o.customer, o.w.Style())},
+				{AggregateType: "customer", AggregateID: o.customer, Type: "CustomerOrdered",
+					Payload: fmt.Appendf(nil, `{"customerId":%q,"orders":%d,"style":%q}`, o.customer, i+1, o.w.Style())},
+			} {
+				if _, err := o.w.Emit(ctx, tx, ev); err != nil {
+					return err
+				}
+			}
+			if !o.commit {
+				return errRolledBack
+			}
+			return nil
 		})
-		if err != nil {
-			return 0, fmt.Errorf("writing order for %s: %w", customer, err)
+		switch {
+		case errors.Is(err, errRolledBack):
+			continue // its events were never committed: nothing is published
+		case err != nil:
+			return 0, fmt.Errorf("writing order for %s: %w", o.customer, err)
 		}
 		events += 2
 	}
 	return events, nil
 }
+
+// errRolledBack rolls a sample order back.
+var errRolledBack = errors.New("order rolled back")
 
 // consume reads want records from topics, from the start.
 func consume(ctx context.Context, brokers, topics []string, want int) ([]*kgo.Record, error) {

@@ -10,9 +10,10 @@ import (
 )
 
 // The demo (make demo, the README's first command) relays its sample
-// orders end to end on a private Postgres and kfake: every event it wrote
-// is read back from Kafka with its event id header, and the relay stops
-// cleanly.
+// orders end to end on a private Postgres and kfake, written as outbox rows
+// and as logical messages: every event it committed is read back from
+// Kafka with its event id header, none of the rolled-back order's, and the
+// relay stops cleanly.
 func TestDemoRelaysSampleOrders(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a private Postgres cluster")
@@ -25,10 +26,18 @@ func TestDemoRelaysSampleOrders(t *testing.T) {
 	}
 	out := stdout.String()
 	records := regexp.MustCompile(`(?m)^    topic=(outbox\.event\.(order|customer)) partition=\d+ offset=\d+ key=\S+ headers=\[id=[0-9a-f-]{36}\]$`).FindAllStringSubmatch(out, -1)
-	if len(records) != 8 {
-		t.Errorf("demo printed %d records with an id header, want 8:\n%s", len(records), out)
+	if len(records) != 10 {
+		t.Errorf("demo printed %d records with an id header, want 10:\n%s", len(records), out)
 	}
-	if !strings.Contains(out, "==> done: 8 events relayed;") {
-		t.Errorf("demo did not report 8 events relayed:\n%s", out)
+	if !strings.Contains(out, "==> done: 10 events relayed;") {
+		t.Errorf("demo did not report 10 events relayed:\n%s", out)
+	}
+	// Both outbox styles: four events written as rows (their jsonb
+	// payload as Postgres prints it), four as logical messages (the
+	// payload as written); the rolled-back order's never.
+	for style, want := range map[string]int{`"style": "row"`: 4, `"style":"message"`: 4, `c-9`: 0} {
+		if got := strings.Count(out, style); got != want {
+			t.Errorf("demo output has %q %d times, want %d:\n%s", style, got, want, out)
+		}
 	}
 }
