@@ -259,6 +259,12 @@ func route(plan *router.Plan, bindErr error, m *pglogrepl.InsertMessage, lsn pgl
 	ev.Table = plan.Table()
 	ev.ID = plan.EventID(m.Tuple.Columns)
 	msg, err := plan.Route(m.Tuple.Columns, t.commitTime)
+	return routed(ev, msg, err, pol)
+}
+
+// routed completes ev with where msg goes, or with err, its class and
+// the policy the relay applies to it.
+func routed(ev Event, msg router.Message, err error, pol config.ErrorPolicies) Event {
 	if err != nil {
 		if class, ok := router.ClassOf(err); ok {
 			ev.ErrorClass = class.String()
@@ -286,21 +292,7 @@ func routeMessage(mp *router.MessagePlan, content []byte, lsn pglogrepl.LSN, t *
 		ev.ID = mp.EventID(cols)
 		msg, err = mp.Route(cols, t.commitTime)
 	}
-	if err != nil {
-		if class, ok := router.ClassOf(err); ok {
-			ev.ErrorClass = class.String()
-			ev.OnError, _ = pol.Policy(ev.ErrorClass)
-		}
-		ev.Error = err.Error()
-		return ev
-	}
-	ev.Topic = msg.Topic
-	if msg.Key != nil {
-		k := string(msg.Key)
-		ev.Key = &k
-	}
-	ev.PayloadBytes = len(msg.Value)
-	return ev
+	return routed(ev, msg, err, pol)
 }
 
 // AdvanceRequest says where to move a slot: To, or past the transaction
