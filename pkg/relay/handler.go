@@ -287,26 +287,45 @@ func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m 
 // its record on, or applies relay.on_error to a row it cannot route: the
 // INSERTs the stream reads and the rows a snapshot reads go this one way.
 func (h *handler) publishRow(rel *pglogrepl.RelationMessage, plan *router.Plan, cols []*pglogrepl.TupleDataColumn, lsn pglogrepl.LSN, in *replication.Buffer) error {
-	out, err := h.r.records.route(plan, &h.msg, cols, h.commitTime, lsn, in)
-	topic := ""
+	topic, err := h.publish(plan, cols, lsn, in)
 	if err == nil {
-		topic = out.rec.Topic
-		var published prometheus.Counter
-		if published, err = h.admit(topic); err == nil {
-			h.produce(out, published)
-			return nil
-		}
-		h.r.records.put(out) // not produced: its dead letter is built from the row
+		return nil
 	}
 	o := deadletter.Origin{LSN: lsn, ID: plan.EventID(cols), Table: plan.Table()}
+	return h.refuse(o, err, "outbox row", func(class string) *deadletter.Letter {
+		return deadletter.FromRow(rel, cols, o, class, err, topic)
+	})
+}
+
+// publish routes an event's columns with plan, admits its topic and hands
+// the record on. It returns the router's or the admission's error, with
+// the topic when it was routed, for refuse.
+func (h *handler) publish(plan *router.Plan, cols []*pglogrepl.TupleDataColumn, lsn pglogrepl.LSN, in *replication.Buffer) (topic string, err error) {
+	out, err := h.r.records.route(plan, &h.msg, cols, h.commitTime, lsn, in)
+	if err != nil {
+		return "", err
+	}
+	published, err := h.admit(out.rec.Topic)
+	if err != nil {
+		h.r.records.put(out) // not produced: its dead letter is built from the event
+		return out.rec.Topic, err
+	}
+	h.produce(out, published)
+	return "", nil
+}
+
+// refuse applies relay.on_error to an event (what: "outbox row", "outbox
+// message") that cannot be published: stop returns ErrStopped, log skips
+// it, dlq produces the dead letter letter builds in its place.
+func (h *handler) refuse(o deadletter.Origin, err error, what string, letter func(class string) *deadletter.Letter) error {
 	class, _ := router.ClassOf(err)
-	switch h.r.reject(o, class.String(), err, "cannot route outbox row") {
+	switch h.r.reject(o, class.String(), err, "cannot route "+what) {
 	case config.PolicyStop:
-		return fmt.Errorf("%w: outbox row %s at %s: %w", ErrStopped, o.ID, lsn, err)
+		return fmt.Errorf("%w: %s %q at %s: %w", ErrStopped, what, o.ID, o.LSN, err)
 	case config.PolicyLog:
 		return nil
 	}
-	h.produceDeadLetter(deadletter.FromRow(rel, cols, o, class.String(), err, topic))
+	h.produceDeadLetter(letter(class.String()))
 	return nil
 }
 

@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/deadletter"
 	"github.com/walrelay/walrelay/pkg/heartbeat"
 	"github.com/walrelay/walrelay/pkg/router"
@@ -85,25 +83,12 @@ func (h *handler) event(mp *router.MessagePlan, content []byte, lsn pglogrepl.LS
 	id, topic := "", ""
 	if err == nil {
 		id = mp.EventID(cols)
-		var out *outRecord
-		if out, err = h.r.records.route(mp.Plan, &h.msg, cols, h.commitTime, lsn, nil); err == nil {
-			topic = out.rec.Topic
-			var published prometheus.Counter
-			if published, err = h.admit(topic); err == nil {
-				h.produce(out, published)
-				return nil
-			}
-			h.r.records.put(out)
+		if topic, err = h.publish(mp.Plan, cols, lsn, nil); err == nil {
+			return nil
 		}
 	}
 	o := deadletter.Origin{LSN: lsn, ID: id, Table: mp.Table()}
-	class, _ := router.ClassOf(err)
-	switch h.r.reject(o, class.String(), err, "cannot route outbox message") {
-	case config.PolicyStop:
-		return fmt.Errorf("%w: outbox message %q at %s: %w", ErrStopped, o.ID, lsn, err)
-	case config.PolicyLog:
-		return nil
-	}
-	h.produceDeadLetter(deadletter.FromMessage(content, o, class.String(), err, topic))
-	return nil
+	return h.refuse(o, err, "outbox message", func(class string) *deadletter.Letter {
+		return deadletter.FromMessage(content, o, class, err, topic)
+	})
 }
