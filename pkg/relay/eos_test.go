@@ -49,6 +49,23 @@ func (f *fixture) checkpoint(t *testing.T) (eoscheckpoint.Checkpoint, bool) {
 	return cp, found
 }
 
+// waitOpenCheckpoint waits up to 30s for a committed checkpoint inside a
+// Postgres transaction with at least rows of it published, and returns it.
+func (f *fixture) waitOpenCheckpoint(t *testing.T, rows int) eoscheckpoint.Checkpoint {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cp, found := f.checkpoint(t)
+		if found && cp.Open != nil && cp.Open.Rows >= rows {
+			return cp
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint inside the transaction within 30s: %+v", cp)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // commitLSN is the commit LSN (the Begin message's FinalLSN) of
 // transaction xid, read from the probe slot.
 func (f *fixture) commitLSN(t *testing.T, xid uint32) pglogrepl.LSN {
@@ -211,29 +228,10 @@ func TestExactlyOnceResumesInsideALargeTransaction(t *testing.T) {
 	f.createProbe(t)
 	x := execTx(t, f.dsn, fmt.Sprintf(`INSERT INTO outbox (aggregatetype, aggregateid, type, payload) SELECT 'order', 'o-' || (i %% 7), 'T', jsonb_build_object('i', i) FROM generate_series(1, %d) i`, rows))
 	end := f.txEnd(t, x)
-	var slow atomic.Bool
-	slow.Store(true)
-	f.broker.Cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		f.broker.Cluster.KeepControl()
-		if slow.Load() {
-			time.Sleep(20 * time.Millisecond)
-		}
-		return nil, nil, false
-	})
+	slow := f.slowProduce(20 * time.Millisecond)
 	run := f.start(t)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		cp, found := f.checkpoint(t)
-		if found && cp.Open != nil && cp.Open.Rows >= 300 {
-			if cp.Open.Xid != x {
-				t.Fatalf("checkpoint open transaction xid %d, want %d", cp.Open.Xid, x)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoint inside the transaction within 30s: %+v", cp)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if cp := f.waitOpenCheckpoint(t, 300); cp.Open.Xid != x {
+		t.Fatalf("checkpoint open transaction xid %d, want %d", cp.Open.Xid, x)
 	}
 	if err := run.stop(); err != nil {
 		t.Fatalf("stop: %v", err)

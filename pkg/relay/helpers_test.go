@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -261,11 +262,17 @@ func insertRow(t *testing.T, dsn string, aggregatetype any, aggregateid, payload
 }
 
 // slowProduce makes the kfake broker take d over every produce request, so
-// records stay in flight that long (fixtures with kfake only).
-func (f *fixture) slowProduce(d time.Duration) {
+// records stay in flight that long (fixtures with kfake only), until the
+// returned flag is cleared.
+func (f *fixture) slowProduce(d time.Duration) *atomic.Bool {
+	slow := new(atomic.Bool)
+	slow.Store(true)
 	f.broker.Cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 		f.broker.Cluster.KeepControl()
-		time.Sleep(d)
+		if slow.Load() {
+			time.Sleep(d)
+		}
 		return nil, nil, false
 	})
+	return slow
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/config"
@@ -251,15 +250,7 @@ func TestMessagesSurviveWalsenderTerminated(t *testing.T) {
 				c.Relay.Delivery = mode
 				c.Relay.MaxInFlightRecords = 20
 			})
-			var slow atomic.Bool
-			slow.Store(true)
-			f.broker.Cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-				f.broker.Cluster.KeepControl()
-				if slow.Load() {
-					time.Sleep(10 * time.Millisecond)
-				}
-				return nil, nil, false
-			})
+			slow := f.slowProduce(10 * time.Millisecond)
 			run := f.start(t)
 			// The writer goes on until two terminations landed inside a
 			// transaction (the resume path), then writes a few more.
@@ -366,27 +357,9 @@ func TestExactlyOnceResumesInsideAMixedTransaction(t *testing.T) {
 			END IF;
 		END LOOP; END $$`, events))
 	end := f.messageTxEnd(t, x)
-	var slow atomic.Bool
-	slow.Store(true)
-	f.broker.Cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		f.broker.Cluster.KeepControl()
-		if slow.Load() {
-			time.Sleep(20 * time.Millisecond)
-		}
-		return nil, nil, false
-	})
+	slow := f.slowProduce(20 * time.Millisecond)
 	run := f.start(t)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		cp, found := f.checkpoint(t)
-		if found && cp.Open != nil && cp.Open.Rows >= 301 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoint inside the transaction within 30s: %+v", cp)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	f.waitOpenCheckpoint(t, 301)
 	if err := run.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
