@@ -305,10 +305,11 @@ func (h *handler) publish(plan *router.Plan, cols []*pglogrepl.TupleDataColumn, 
 	if err != nil {
 		return "", err
 	}
-	published, err := h.admit(out.rec.Topic)
+	topic = out.rec.Topic
+	published, err := h.admit(topic)
 	if err != nil {
-		h.r.records.put(out) // not produced: its dead letter is built from the event
-		return out.rec.Topic, err
+		h.r.records.put(out) // not produced (put clears it): its dead letter is built from the event
+		return topic, err
 	}
 	h.produce(out, published)
 	return "", nil
