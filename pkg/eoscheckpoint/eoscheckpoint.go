@@ -48,6 +48,14 @@ const Version = 1
 // ErrNoTopic is returned (wrapped) by Read when the topic does not exist.
 var ErrNoTopic = kafkalog.ErrNoTopic
 
+// ErrHeld is returned (wrapped) by Read when ctx ends while a transaction
+// still open on the topic (another deployment's, on a checkpoint topic
+// they share) hides records written before the read began: what Read
+// would return could be an older checkpoint than the last committed one.
+// The error names the partition, its offsets and, when the broker tells,
+// the open transaction's producer, and what to do.
+var ErrHeld = kafkalog.ErrHeld
+
 // Checkpoint is the position one Kafka transaction committed.
 type Checkpoint struct {
 	// LSN is the end LSN of the last whole Postgres transaction published.
@@ -130,21 +138,30 @@ func Parse(value []byte) (Checkpoint, error) {
 	return c, nil
 }
 
-// Read returns the last committed checkpoint with key in topic, reading
-// the topic to its end with read_committed isolation (package kafkalog),
-// and false when there is none or the last one is a tombstone. opts
-// configure the client (seed brokers, TLS, SASL).
+// Read returns the last committed checkpoint with key in topic, and false
+// when there is none or the last one is a tombstone. opts configure the
+// client (seed brokers, TLS, SASL).
 //
-// A transaction still open on the topic holds the end a read_committed
-// reader may reach: read after fencing the transactional id, which aborts
-// the transaction an older process left open.
+// It reads the topic read_committed to its end offsets (high watermarks)
+// when it began, once every transaction with records below them has
+// ended (kafkalog.ReadStable): a checkpoint topic several deployments
+// share may hold another deployment's open transaction below this key's
+// newest checkpoints, and a read to the last stable offset would return an
+// older one. Read so waits, for as long as ctx allows: when ctx ends
+// first, the error wraps ErrHeld and ctx's error. Read after fencing the
+// transactional id: that ends the transaction an older process of the key
+// left open, so that what Read returns is final.
 func Read(ctx context.Context, topic, key string, opts ...kgo.Opt) (Checkpoint, bool, error) {
 	var last *kgo.Record
-	_, err := kafkalog.ReadToEnd(ctx, topic, opts, func(r *kgo.Record) {
+	_, err := kafkalog.ReadStable(ctx, topic, opts, func(r *kgo.Record) {
 		if string(r.Key) == key {
 			last = r
 		}
 	})
+	if errors.Is(err, ErrHeld) {
+		return Checkpoint{}, false, fmt.Errorf("reading checkpoint topic: %w; until that transaction ends (the broker aborts it after its transaction timeout at the latest) the last committed checkpoint of %q may lie above the offset it holds: "+
+			"give each deployment its own relay.checkpoint_topic, or end a transaction left hanging with kafka-transactions.sh --bootstrap-server BROKER find-hanging --broker-id N, then abort --topic %s --partition P --start-offset S", err, key, topic)
+	}
 	if err != nil {
 		return Checkpoint{}, false, fmt.Errorf("reading checkpoint topic: %w", err)
 	}

@@ -179,7 +179,9 @@ func (h *handler) SessionStreaming(ctx context.Context) error {
 // status update): the tracker is raised to it, so it is confirmed too.
 // A checkpoint of another WAL history (system id, timeline, or beyond the
 // server's WAL) is not used: everything the slot sends is published,
-// duplicates rather than a loss. Kafka being unreachable is retried.
+// duplicates rather than a loss. Kafka being unreachable, or another
+// producer's transaction holding the checkpoint topic's end, is retried,
+// reading nothing from the slot meanwhile.
 func (h *handler) startFromCheckpoint(ctx context.Context, s replication.Session) error {
 	t := h.r.txns
 	var cp eoscheckpoint.Checkpoint
@@ -192,7 +194,11 @@ func (h *handler) startFromCheckpoint(ctx context.Context, s replication.Session
 			return err
 		}
 		wait := retryBackoff(attempt)
-		h.log.Warn("cannot read the checkpoint yet; retrying", "topic", t.topic, "retry_in", wait.String(), "err", err)
+		attrs := []any{"topic", t.topic, "retry_in", wait.String(), "err", err}
+		if errors.Is(err, eoscheckpoint.ErrHeld) {
+			attrs = append(attrs, "why", "a transaction another producer left open on the checkpoint topic may hide newer checkpoints of this relay; nothing is read from the slot until it ends")
+		}
+		h.log.Warn("cannot read the checkpoint yet; retrying", attrs...)
 		if err := t.sleep(ctx, wait); err != nil {
 			return err
 		}

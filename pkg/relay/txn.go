@@ -489,6 +489,16 @@ func isFenced(err error) bool {
 // transaction is aborted; they can commit nothing after this), then reads
 // the last committed checkpoint. Fencing first makes the checkpoint final:
 // nobody else can commit after it is read.
+//
+// The read (eoscheckpoint.Read) waits until every transaction with records
+// on the checkpoint topic when it began has ended, because another
+// deployment's transaction left open there (a process killed or frozen
+// before its commit, on a topic deployments share) would otherwise hide
+// this relay's newer checkpoints. It waits at most kafka.transaction_timeout:
+// a walrelay transaction ends within its transaction timeout, aborted by
+// the broker at the latest, so a longer wait is a producer with a longer
+// timeout or a hanging transaction, which the error names (the caller
+// logs it and reads again).
 func (t *transactions) start(ctx context.Context) (eoscheckpoint.Checkpoint, bool, error) {
 	if !t.fenced {
 		if err := t.fence(ctx); err != nil {
@@ -496,7 +506,9 @@ func (t *transactions) start(ctx context.Context) (eoscheckpoint.Checkpoint, boo
 		}
 		t.fenced = true
 	}
-	cp, found, err := eoscheckpoint.Read(ctx, t.topic, string(t.key), t.opts...)
+	rctx, cancel := context.WithTimeout(ctx, t.r.cfg.Kafka.TransactionTimeout)
+	defer cancel()
+	cp, found, err := eoscheckpoint.Read(rctx, t.topic, string(t.key), t.opts...)
 	if err != nil {
 		return eoscheckpoint.Checkpoint{}, false, err
 	}
