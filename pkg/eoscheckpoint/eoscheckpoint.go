@@ -56,6 +56,16 @@ var ErrNoTopic = kafkalog.ErrNoTopic
 // the open transaction's producer, and what to do.
 var ErrHeld = kafkalog.ErrHeld
 
+// ErrUnreadable is returned (wrapped) by Read when the last record of the
+// key does not parse: not JSON, a version this walrelay does not read (a
+// checkpoint of a newer walrelay, after a downgrade), or a field out of
+// range. Trying again reads the same record: the caller must stop. The
+// error names the record (topic, partition, offset, key, the value's
+// first bytes) and the fixes: run the walrelay version that wrote it, or
+// delete the checkpoint with a tombstone (what it covered beyond the
+// slot's position may then be published again).
+var ErrUnreadable = errors.New("checkpoint unreadable")
+
 // Checkpoint is the position one Kafka transaction committed.
 type Checkpoint struct {
 	// LSN is the end LSN of the last whole Postgres transaction published.
@@ -151,6 +161,8 @@ func Parse(value []byte) (Checkpoint, error) {
 // first, the error wraps ErrHeld and ctx's error. Read after fencing the
 // transactional id: that ends the transaction an older process of the key
 // left open, so that what Read returns is final.
+//
+// A last record of the key that does not parse is ErrUnreadable.
 func Read(ctx context.Context, topic, key string, opts ...kgo.Opt) (Checkpoint, bool, error) {
 	var last *kgo.Record
 	_, err := kafkalog.ReadStable(ctx, topic, opts, func(r *kgo.Record) {
@@ -170,7 +182,16 @@ func Read(ctx context.Context, topic, key string, opts ...kgo.Opt) (Checkpoint, 
 	}
 	c, err := Parse(last.Value)
 	if err != nil {
-		return Checkpoint{}, false, fmt.Errorf("checkpoint %q in topic %q (partition %d, offset %d): %w", key, topic, last.Partition, last.Offset, err)
+		const show = 64
+		head := last.Value[:min(len(last.Value), show)]
+		more := ""
+		if len(last.Value) > show {
+			more = fmt.Sprintf(" (first %d of %d bytes)", show, len(last.Value))
+		}
+		return Checkpoint{}, false, fmt.Errorf("%w: topic %q partition %d offset %d key %q value %q%s: %w; "+
+			"run the walrelay version that wrote it (upgrade), or, accepting that events after the slot's position may be published again, delete it with a tombstone: "+
+			"printf '%%s\\t\\n' '%s' | kcat -P -b BROKER -t %s -p %d -K '\\t' -Z",
+			ErrUnreadable, topic, last.Partition, last.Offset, key, head, more, err, key, topic, last.Partition)
 	}
 	return c, true, nil
 }

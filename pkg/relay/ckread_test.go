@@ -1,7 +1,10 @@
 package relay_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -188,5 +191,64 @@ func TestExactlyOnceCheckpointReadBound(t *testing.T) {
 	}
 	if err := run.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
+	}
+}
+
+// TestExactlyOnceUnreadableCheckpointStops: a last checkpoint of the
+// relay's key that does not parse (a newer walrelay's version, after a
+// downgrade; bytes that are not JSON) stops the relay with
+// eoscheckpoint.ErrUnreadable naming the record and the fix, instead of
+// reading it again for ever. The tombstone the error gives (kcat, when
+// installed) lets the relay start from the slot.
+func TestExactlyOnceUnreadableCheckpointStops(t *testing.T) {
+	for _, tc := range []struct{ name, value string }{
+		{"newer version", `{"version":2,"lsn":"0/16B3748","system_id":"7312","timeline":1,"next":{}}`},
+		{"not JSON", "\x00\x01binary garbage"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, exactlyOnce)
+			topic := f.cfg.Relay.CheckpointTopic
+			key := f.cfg.TransactionalID(f.database(t))
+			f.broker.CreateTopic(t, topic, 1)
+			if err := f.broker.Client(t).ProduceSync(t.Context(), &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(tc.value)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			run := f.start(t)
+			err := run.wait(30 * time.Second)
+			if !errors.Is(err, eoscheckpoint.ErrUnreadable) {
+				t.Fatalf("Run = %v, want an error wrapping eoscheckpoint.ErrUnreadable", err)
+			}
+			t.Logf("Run: %v", err)
+			for _, want := range []string{topic, "partition 0", "offset 0", key, "walrelay version that wrote it", "kcat -P"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the error does not name %q", want)
+				}
+			}
+			if n := len(f.logs.lines("cannot read the checkpoint yet; retrying")); n > 0 {
+				t.Errorf("the unreadable checkpoint was read again %d times", n)
+			}
+
+			// The fix the error gives, run as given.
+			if _, err := exec.LookPath("kcat"); err != nil {
+				t.Skip("kcat not installed: the tombstone command is not tried")
+			}
+			_, cmdline, _ := strings.Cut(err.Error(), "delete it with a tombstone: ")
+			cmdline = strings.ReplaceAll(cmdline, "BROKER", f.broker.Addrs()[0])
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			if out, err := exec.CommandContext(ctx, "sh", "-c", cmdline).CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", cmdline, err, out)
+			}
+			run = f.start(t)
+			id, _ := insertRow(t, f.dsn, "order", "o-1", `{"n": 1}`)
+			got, _ := ids(f.readCommitted(t, []string{"outbox.event.order"}, 1))
+			if !slices.Equal(got, []string{id}) {
+				t.Errorf("after the tombstone, read_committed consumer got %v, want %s", got, id)
+			}
+			f.logs.waitLog(t, "no checkpoint yet: publishing from the slot's position", nil, 5*time.Second)
+			if err := run.stop(); err != nil {
+				t.Fatalf("stop: %v", err)
+			}
+		})
 	}
 }

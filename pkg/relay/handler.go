@@ -181,7 +181,8 @@ func (h *handler) SessionStreaming(ctx context.Context) error {
 // server's WAL) is not used: everything the slot sends is published,
 // duplicates rather than a loss. Kafka being unreachable, or another
 // producer's transaction holding the checkpoint topic's end, is retried,
-// reading nothing from the slot meanwhile.
+// reading nothing from the slot meanwhile; a checkpoint that does not
+// parse (eoscheckpoint.ErrUnreadable) stops the relay.
 func (h *handler) startFromCheckpoint(ctx context.Context, s replication.Session) error {
 	t := h.r.txns
 	var cp eoscheckpoint.Checkpoint
@@ -190,7 +191,7 @@ func (h *handler) startFromCheckpoint(ctx context.Context, s replication.Session
 		var err error
 		if cp, found, err = t.start(ctx); err == nil {
 			break
-		} else if isFenced(err) || ctx.Err() != nil {
+		} else if isFenced(err) || ctx.Err() != nil || errors.Is(err, eoscheckpoint.ErrUnreadable) {
 			return err
 		}
 		wait := retryBackoff(attempt)
