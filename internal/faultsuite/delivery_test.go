@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walrelay/walrelay/internal/kafkalog"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/eoscheckpoint"
 )
@@ -67,15 +68,26 @@ func transactionalID(t *testing.T, dsn string) string {
 
 // readCheckpoint returns the last checkpoint the relays with transactional
 // id txnID committed (read_committed), the zero Checkpoint when there is
-// none yet.
+// none yet. It reads to the last stable offset (kafkalog.ReadToEnd), not
+// as eoscheckpoint.Read does: a killed relay's transaction stays open on
+// the topic until the next run fences it, and only this relay writes
+// there, so what is below it is all it committed.
 func readCheckpoint(ctx context.Context, brokers []string, txnID string) (eoscheckpoint.Checkpoint, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cp, _, err := eoscheckpoint.Read(ctx, checkpointTopic, txnID, kgo.SeedBrokers(brokers...))
-	if errors.Is(err, eoscheckpoint.ErrNoTopic) {
+	var last []byte
+	_, err := kafkalog.ReadToEnd(ctx, checkpointTopic, []kgo.Opt{kgo.SeedBrokers(brokers...)}, func(r *kgo.Record) {
+		if string(r.Key) == txnID {
+			last = r.Value
+		}
+	})
+	if errors.Is(err, kafkalog.ErrNoTopic) || (err == nil && last == nil) {
 		return eoscheckpoint.Checkpoint{}, nil
 	}
-	return cp, err
+	if err != nil {
+		return eoscheckpoint.Checkpoint{}, err
+	}
+	return eoscheckpoint.Parse(last)
 }
 
 // openTransaction reports the partitions (outbox, dead-letter and
