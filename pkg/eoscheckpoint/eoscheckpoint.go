@@ -170,9 +170,14 @@ func Read(ctx context.Context, topic, key string, opts ...kgo.Opt) (Checkpoint, 
 			last = r
 		}
 	})
-	if errors.Is(err, ErrHeld) {
+	if held := (*kafkalog.HeldError)(nil); errors.As(err, &held) {
+		start := held.Stable
+		if len(held.Open) > 0 {
+			start = held.Open[0].StartOffset
+		}
 		return Checkpoint{}, false, fmt.Errorf("reading checkpoint topic: %w; until that transaction ends (the broker aborts it after its transaction timeout at the latest) the last committed checkpoint of %q may lie above the offset it holds: "+
-			"give each deployment its own relay.checkpoint_topic, or end a transaction left hanging with kafka-transactions.sh --bootstrap-server BROKER find-hanging --broker-id N, then abort --topic %s --partition P --start-offset S", err, key, topic)
+			"give each deployment its own relay.checkpoint_topic, or end a transaction left hanging: kafka-transactions.sh --bootstrap-server BROKER find-hanging --topic %s --partition %d, then kafka-transactions.sh --bootstrap-server BROKER abort --topic %s --partition %d --start-offset %d",
+			err, key, topic, held.Partition, topic, held.Partition, start)
 	}
 	if err != nil {
 		return Checkpoint{}, false, fmt.Errorf("reading checkpoint topic: %w", err)
