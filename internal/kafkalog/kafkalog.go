@@ -110,6 +110,10 @@ func ReadStable(ctx context.Context, topic string, opts []kgo.Opt, each func(*kg
 			if !ok {
 				s = -1
 			}
+			if errors.Is(ctx.Err(), context.Canceled) {
+				// Stopping: no time for the broker's description.
+				return 0, &HeldError{Topic: topic, Partition: held, Stable: s, End: ends[held], Err: ctx.Err()}
+			}
 			return 0, heldError(context.WithoutCancel(ctx), adm, topic, held, s, ends[held], ctx.Err())
 		}
 	}
@@ -180,7 +184,8 @@ type HeldError struct {
 	Stable, End int64
 	// Open are the transactions open on the partition that began below
 	// End, oldest first, as the broker describes them; nil when it did
-	// not (DescribeProducers refused or unsupported).
+	// not (DescribeProducers refused or unsupported) or was not asked
+	// (ctx cancelled).
 	Open []OpenTransaction
 	// Err is why the wait ended: ctx's error.
 	Err error
@@ -220,7 +225,7 @@ func (e *HeldError) Error() string {
 	}
 	switch {
 	case e.Open == nil:
-		b.WriteString(" by an open transaction (the broker did not describe its producers)")
+		b.WriteString(" by an open transaction (its producer not described)")
 	case len(e.Open) == 0:
 		b.WriteString(" (the broker describes no transaction open on it below that offset any more)")
 	}
