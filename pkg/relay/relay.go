@@ -136,10 +136,11 @@ type options struct {
 	started      func()          // AfterStartup
 }
 
-// AfterStartup has fn called once, on Run's goroutine, when the startup
-// checks passed and streaming is about to begin: walrelay run starts its
-// partition maintainer then, so that a database it cannot reach or a
-// configuration it refuses is reported by the relay's one error alone.
+// AfterStartup has fn called on Run's goroutine when the startup checks
+// passed and streaming is about to begin (again after each in-process
+// restart, see Run): walrelay run starts its partition maintainer then,
+// so that a database it cannot reach or a configuration it refuses is
+// reported by the relay's one error alone.
 func AfterStartup(fn func()) Option {
 	return func(o *options) { o.started = fn }
 }
@@ -316,6 +317,10 @@ const fenceWindow = 5 * time.Minute
 func (r *Relay) Run(ctx context.Context) error {
 	cur, lastFence, failed := r, time.Time{}, 0
 	for {
+		var committed uint64 // before this start
+		if cur.txns != nil {
+			committed = cur.txns.committed.Load()
+		}
 		err := cur.run(ctx)
 		var why string
 		switch {
@@ -341,8 +346,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		default:
 			return err
 		}
-		if cur.txns.committed.Load() > 0 {
-			failed = 0 // the pipeline worked since the last restart
+		if cur.txns.committed.Load() > committed {
+			failed = 0 // this start committed: not a restart loop
 		}
 		wait := min(time.Second<<min(failed, 5), 30*time.Second)
 		failed++

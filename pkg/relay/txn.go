@@ -321,9 +321,6 @@ func (t *transactions) finish(ctx context.Context) error {
 			t.acked()
 			return nil
 		}
-		if ctx.Err() != nil || t.r.fail.err() != nil || isFenced(err) {
-			return t.fatal(err)
-		}
 		if errors.Is(err, errCommitUnknown) {
 			// Not aborted here: an abort cannot undo a commit the broker
 			// applied, and the next producer's InitProducerID completes
@@ -333,6 +330,9 @@ func (t *transactions) finish(ctx context.Context) error {
 			t.r.log.Warn("the outcome of the kafka transaction's commit is unknown; acknowledging none of its records and producing none of them again with this producer: the exactly-once pipeline starts again and reads the checkpoint to learn whether it committed",
 				"records", len(t.cur), "checkpoint_lsn", t.last.String(), "err", err)
 			return err
+		}
+		if ctx.Err() != nil || t.r.fail.err() != nil || isFenced(err) {
+			return t.fatal(err)
 		}
 		t.aborted.Add(1)
 		t.r.metrics.KafkaTransactions.WithLabelValues("aborted").Inc()
