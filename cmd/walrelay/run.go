@@ -52,7 +52,10 @@ in-flight records to be acknowledged, confirms them to Postgres and exits 0.`,
 // partition maintainer (pkg/partition) and, when http.listen is set, its
 // HTTP listener.
 // The listener stops when the relay does; a listener that cannot bind
-// stops the relay.
+// stops the relay. With exactly-once delivery the relay may start its
+// pipeline again in-process (relay.Run, after a commit of unknown outcome
+// or a fence): the listener, the registry and the upkeep run on, and
+// /status and /readyz report the pipeline running now.
 func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...relay.Option) error {
 	percent, limit := gcPolicy(cfg)
 	log.Debug("set Go's garbage collector", "gogc", percent, "memory_limit_bytes", limit)

@@ -163,19 +163,32 @@ func terminateWalsender(t *testing.T, dsn string) int {
 	return s.activePID
 }
 
-// fencedLog is what a walrelay process fenced by a newer one logs before
-// it exits 1 (pkg/relay).
+// fencedLog is what a walrelay process fenced by a newer one logs when it
+// stops its exactly-once pipeline (pkg/relay).
 const fencedLog = "fenced: another walrelay process now produces with this transactional id; stopping without confirming anything more"
 
-// requireFenced continues a frozen process and requires it to exit with
-// status 1 and log that it was fenced, within timeout.
+// restartLog is what it logs then, starting the pipeline again
+// in-process (pkg/relay: it exits only when fenced twice within
+// minutes).
+const restartLog = "restarting the exactly-once pipeline in-process"
+
+// requireFenced continues a frozen process and requires it, within
+// timeout, to log that it was fenced and starts again in-process, then to
+// become a standby (the process that fenced it holds the slot; it fences
+// only once it holds the slot, so it fences nobody back), and to stop
+// cleanly on SIGTERM.
 func requireFenced(t *testing.T, p *relayProc, timeout time.Duration) {
 	t.Helper()
 	p.signal(t, syscall.SIGCONT)
-	if code := p.waitExit(t, timeout); code != 1 {
-		t.Errorf("walrelay %s, fenced, exited with status %d, want 1", p.name, code)
+	deadline := time.Now().Add(timeout)
+	for !p.logHas(fencedLog) || !p.logHas(restartLog) {
+		requireRunning(t, p, "once fenced")
+		if time.Now().After(deadline) {
+			t.Errorf("walrelay %s, fenced, did not log %q and %q within %s", p.name, fencedLog, restartLog, timeout)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	if !p.logHas(fencedLog) {
-		t.Errorf("walrelay %s's log has no %q", p.name, fencedLog)
-	}
+	waitStandby(t, p)
+	stopClean(t, p)
 }

@@ -20,8 +20,10 @@
 // read_committed consumer, dead-letter topic included, and duplicates fail
 // the scenario. The exactly-once standby takeover freezes the active
 // process (SIGSTOP) instead of killing it and requires it, continued after
-// the standby took over, to exit fenced. TestZombieCannotCommit looks at
-// such a zombie closely: it commits nothing once fenced.
+// the standby took over, to be fenced and start again in-process as a
+// standby. TestZombieCannotCommit looks at such a zombie closely: it
+// commits nothing once fenced. commit-outcome-unknown has the broker apply
+// commits whose answer the relay never gets.
 //
 // TestFaultSuite prints the table of results at the end and writes it as
 // Markdown to $WALRELAY_FAULT_REPORT when set. WALRELAY_SOAK=1 runs longer

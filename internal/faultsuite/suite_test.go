@@ -43,6 +43,7 @@ var scenarios = []scenario{
 	{"standby-takeover", testStandby},
 	{"large-transaction", testLargeTransaction},
 	{"shared-checkpoint-open-txn", testSharedCheckpointOpenTxn},
+	{"commit-outcome-unknown", testCommitOutcomeUnknown},
 }
 
 // TestFaultSuite runs every scenario in every delivery mode (in parallel,
@@ -578,9 +579,10 @@ func testPoisonRows(t *testing.T, row *result, d delivery) {
 // only then would Postgres drop a client that froze, and free the slot).
 // The standby takes the slot, fencing the transactional id, and confirms
 // the WAL written before the freeze; then the zombie is continued
-// (SIGCONT): it must exit 1 saying it was fenced, and its open
-// transaction, aborted by the fence, must reach no read_committed
-// consumer: every event once.
+// (SIGCONT): it must say it was fenced, start again in-process as a
+// standby (requireFenced) and stop cleanly, and its open transaction,
+// aborted by the fence, must reach no read_committed consumer: every
+// event once.
 func testStandby(t *testing.T, row *result, d delivery) {
 	f := newFixture(t, d)
 	w := startWorkload(t, f.dsn, defaultLoad)
@@ -589,8 +591,8 @@ func testStandby(t *testing.T, row *result, d delivery) {
 		// The standby joins a running relay. Two exactly-once processes
 		// whose first sessions start at the same moment (both find the
 		// slot free) both fence the transactional id, and the one the
-		// other fenced exits 1 (pkg/relay's
-		// TestExactlyOnceFencedWhileFencing): no pair to test.
+		// other fenced starts again (pkg/relay's
+		// TestExactlyOnceFencedWhileFencing): not the pair to test.
 		active = startRelay(t, "a0", f.env)
 		waitReady(t, active)
 		standby = startRelay(t, "b0", f.env)
@@ -660,7 +662,7 @@ func testStandby(t *testing.T, row *result, d delivery) {
 	who := fmt.Sprintf("%d producer ids", len(ids))
 	if d == exactlyOnce {
 		how = "SIGSTOP of the active with a Kafka transaction open, its walsender terminated → standby /readyz 200"
-		who = fmt.Sprintf("each zombie, continued once the standby had confirmed the WAL of the freeze, exited 1 fenced; 1 producer id, %d epochs", len(producers))
+		who = fmt.Sprintf("each zombie, continued once the standby had confirmed the WAL of the freeze, was fenced and started again in-process as a standby; 1 producer id, %d epochs", len(producers))
 	}
 	row.notes = fmt.Sprintf("%d takeovers (%s): max %s, median %s; %s, never interleaved",
 		rounds, how, takeovers[len(takeovers)-1].Round(time.Millisecond), takeovers[len(takeovers)/2].Round(time.Millisecond), who)

@@ -29,7 +29,7 @@
 //	end_to_end_latency_seconds                       histogram: transaction commit timestamp to the broker's ack
 //	transactions_total                               transactions read from the slot
 //	delivery_mode{mode}                              1, for relay.delivery (at_least_once or exactly_once)
-//	kafka_transactions_total{result}                 exactly_once: Kafka transactions committed and aborted
+//	kafka_transactions_total{result}                 exactly_once: Kafka transactions committed, aborted, and of unknown outcome
 //	checkpoint_lsn_bytes                             exactly_once: the position the last committed Kafka transaction checkpointed
 //	reconnects_total                                 streaming sessions lost and re-established (a standby's attempts on a held slot do not count)
 //	heartbeats_sent_total, heartbeats_received_total heartbeat messages emitted (relay.heartbeat_interval) and seen back in the stream
@@ -50,6 +50,7 @@
 package metrics
 
 import (
+	"errors"
 	"slices"
 	"sync"
 
@@ -132,7 +133,7 @@ func New(reg prometheus.Registerer, version, slot string) *Metrics {
 		}),
 		KafkaTransactions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "kafka_transactions_total",
-			Help: "Kafka transactions of exactly-once delivery, by result: committed, or aborted (each aborted one's records are produced again in the next).",
+			Help: "Kafka transactions of exactly-once delivery, by result: committed, aborted (each aborted one's records are produced again in the next), or unknown (a commit answered with an error: the relay starts again and its checkpoint read resolves it).",
 		}, []string{"result"}),
 		OutboxRowsPruned: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "outbox_rows_pruned_total",
@@ -179,18 +180,38 @@ func (m *Metrics) Published(topic string) prometheus.Counter {
 	return c
 }
 
-// GaugeFunc registers a gauge computed at scrape time.
+// GaugeFunc registers a gauge computed at scrape time, in place of one
+// registered before with the same name and labels (replace).
 func (m *Metrics) GaugeFunc(name, help string, labels prometheus.Labels, fn func() float64) {
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	m.replace(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: Namespace, Name: name, Help: help, ConstLabels: labels,
 	}, fn))
 }
 
-// CounterFunc registers a counter read at scrape time.
+// CounterFunc registers a counter read at scrape time, in place of one
+// registered before with the same name and labels (replace).
 func (m *Metrics) CounterFunc(name, help string, labels prometheus.Labels, fn func() float64) {
-	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+	m.replace(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Namespace: Namespace, Name: name, Help: help, ConstLabels: labels,
 	}, fn))
+}
+
+// replace registers c, unregistering first a collector registered with
+// the same descriptor: a relay started again in-process (relay.Run, with
+// exactly-once delivery, after a commit of unknown outcome or a fence)
+// registers its scrape-time metrics anew, read from its own state, on the
+// registry the process serves. Any other registration error panics, as
+// MustRegister does.
+func (m *Metrics) replace(c prometheus.Collector) {
+	err := m.reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		m.reg.Unregister(are.ExistingCollector)
+		err = m.reg.Register(c)
+	}
+	if err != nil {
+		panic(err)
+	}
 }
 
 // Registerer is the registry the metrics live on (for kprom).

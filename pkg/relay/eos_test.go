@@ -255,11 +255,16 @@ func TestExactlyOnceResumesInsideALargeTransaction(t *testing.T) {
 	}
 }
 
-// TestExactlyOnceFencedStops: a newer producer with the same transactional
-// id (another walrelay process taking over) fences this one: it stops at
-// its next Kafka transaction with ErrFenced, publishes nothing a
-// read_committed consumer sees, and confirms nothing more to the slot.
-func TestExactlyOnceFencedStops(t *testing.T) {
+// TestExactlyOnceFencedStartsAgain: a newer producer with the same
+// transactional id (another walrelay process taking over, or a broker
+// whose restart bumped the epoch) fences this one: at its next Kafka
+// transaction it stops its exactly-once pipeline without confirming
+// anything more, and starts it again in-process: the new producer fences
+// in turn, reads the checkpoint and publishes what the fenced one could
+// not, committed with a newer epoch than the fencer's (the fenced producer
+// committed nothing). Fenced again within fenceWindow, it stops with
+// ErrFenced: two processes are live.
+func TestExactlyOnceFencedStartsAgain(t *testing.T) {
 	f := newFixture(t, exactlyOnce)
 	f.createProbe(t)
 	run := f.start(t)
@@ -267,37 +272,64 @@ func TestExactlyOnceFencedStops(t *testing.T) {
 	end1 := f.txEnd(t, x1)
 	testenv.WaitConfirmed(t, f.dsn, "walrelay", end1, 30*time.Second)
 
-	newer := f.broker.Client(t, kgo.TransactionalID(f.cfg.TransactionalID(f.database(t))))
-	if err := newer.BeginTransaction(); err != nil {
-		t.Fatal(err)
+	txnID := f.cfg.TransactionalID(f.database(t))
+	fence := func() int16 {
+		t.Helper()
+		newer := f.broker.Client(t, kgo.TransactionalID(txnID))
+		if err := newer.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := newer.ProduceSync(t.Context(), &kgo.Record{Topic: f.cfg.Relay.CheckpointTopic, Key: []byte("newer")}).FirstErr(); err != nil {
+			t.Fatalf("newer producer: %v", err)
+		}
+		_, epoch, err := newer.ProducerID(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := newer.EndTransaction(t.Context(), kgo.TryAbort); err != nil {
+			t.Fatal(err)
+		}
+		return epoch
 	}
-	if err := newer.ProduceSync(t.Context(), &kgo.Record{Topic: f.cfg.Relay.CheckpointTopic, Key: []byte("newer")}).FirstErr(); err != nil {
-		t.Fatalf("newer producer: %v", err)
+	fencer := fence()
+	second, x2 := insertRow(t, f.dsn, "order", "o-2", `{"n": 2}`)
+	end2 := f.txEnd(t, x2)
+	testenv.WaitConfirmed(t, f.dsn, "walrelay", end2, 30*time.Second)
+	f.logs.waitLog(t, "fenced: another walrelay process now produces with this transactional id", nil, time.Second)
+	f.logs.waitLog(t, "restarting the exactly-once pipeline in-process", map[string]string{"reason": "fenced"}, time.Second)
+	recs := f.readCommitted(t, []string{"outbox.event.order"}, 2)
+	if got, dup := ids(recs); !slices.Equal(got, []string{first, second}) || len(dup) > 0 {
+		t.Errorf("read_committed consumer got %v, want %s and %s once", got, first, second)
 	}
-	if err := newer.EndTransaction(t.Context(), kgo.TryAbort); err != nil {
-		t.Fatal(err)
+	if r := recs[len(recs)-1]; r.ProducerEpoch <= fencer {
+		t.Errorf("the row inserted after the fence was committed with epoch %d, not after the fencer's %d: the fenced producer committed", r.ProducerEpoch, fencer)
+	}
+	if run.exited() {
+		t.Fatalf("Run returned %v after one fence, want a restart", run.err)
 	}
 
-	_, x2 := insertRow(t, f.dsn, "order", "o-2", `{"n": 2}`)
+	// Fenced again, soon: two processes are live.
+	fence()
+	_, x3 := insertRow(t, f.dsn, "order", "o-3", `{"n": 3}`)
 	err := run.wait(30 * time.Second)
 	if !errors.Is(err, relay.ErrFenced) {
 		t.Fatalf("Run = %v, want ErrFenced", err)
 	}
-	if confirmed, _ := f.slot(t); confirmed >= f.txEnd(t, x2) || confirmed < end1 {
-		t.Errorf("slot confirmed %s; want %s (the first row's end), nothing of the second", confirmed, end1)
+	if confirmed, _ := f.slot(t); confirmed >= f.txEnd(t, x3) || confirmed < end2 {
+		t.Errorf("slot confirmed %s; want %s (the second row's end), nothing of the third", confirmed, end2)
 	}
-	got, _ := ids(f.readCommitted(t, []string{"outbox.event.order"}, 1))
-	if !slices.Equal(got, []string{first}) {
-		t.Errorf("read_committed consumer got %v, want only %s", got, first)
+	if got, _ := ids(f.readCommitted(t, []string{"outbox.event.order"}, 2)); !slices.Equal(got, []string{first, second}) {
+		t.Errorf("read_committed consumer got %v, want only %s and %s", got, first, second)
 	}
-	f.logs.waitLog(t, "fenced: another walrelay process now produces with this transactional id", nil, time.Second)
+	f.logs.waitLog(t, "fenced again soon after the last fence", nil, time.Second)
 }
 
 // TestExactlyOnceConfirmsOnlyCommitted: records the broker acknowledged
-// in a Kafka transaction whose commit failed (UNKNOWN_SERVER_ERROR: the
-// outcome is unknown, franz-go's documented retry is an abort) are not
-// confirmed to the slot; the transaction is aborted and its records
-// produced again in a new one until a commit succeeds, and a
+// in a Kafka transaction whose commit failed (UNKNOWN_SERVER_ERROR, here
+// before the broker applied it; the relay cannot know that) are not
+// confirmed to the slot; the relay starts its exactly-once pipeline again
+// (the new producer's fence aborts the transaction, the checkpoint does
+// not cover it) and produces them again, until a commit succeeds, and a
 // read_committed consumer sees each once.
 func TestExactlyOnceConfirmsOnlyCommitted(t *testing.T) {
 	f := newFixture(t, exactlyOnce)
@@ -312,7 +344,7 @@ func TestExactlyOnceConfirmsOnlyCommitted(t *testing.T) {
 	if err := refuse.Wait(ctx, 2); err != nil {
 		t.Fatalf("commit refused %d times, want at least 2 (the retry too): %v", refuse.Hits(), err)
 	}
-	f.logs.waitLog(t, "kafka transaction failed; aborting it and producing its records again in a new one", nil, 5*time.Second)
+	f.logs.waitLog(t, "the outcome of the kafka transaction's commit is unknown", nil, 5*time.Second)
 	if confirmed, _ := f.slot(t); confirmed >= end {
 		t.Fatalf("slot confirmed %s, past %s, with the transaction never committed", confirmed, end)
 	}
@@ -322,8 +354,8 @@ func TestExactlyOnceConfirmsOnlyCommitted(t *testing.T) {
 	if !slices.Equal(got, []string{id}) {
 		t.Errorf("read_committed consumer got %v, want %s once", got, id)
 	}
-	if n := testenv.MetricValue(t, f.reg, "walrelay_kafka_transactions_total", map[string]string{"result": "aborted"}); n < 2 {
-		t.Errorf("kafka_transactions_total{aborted} = %v, want the refused commits", n)
+	if n := testenv.MetricValue(t, f.reg, "walrelay_kafka_transactions_total", map[string]string{"result": "unknown"}); n < 2 {
+		t.Errorf("kafka_transactions_total{unknown} = %v, want the refused commits", n)
 	}
 	// librdkafka, a client nobody here wrote, sees the same: the record
 	// once read_committed, and the copies of the aborted transactions too
@@ -370,11 +402,14 @@ func kcatIDs(t *testing.T, broker, topic, isolation string) []string {
 // start at the same moment both fence the transactional id. The one whose
 // fence is fenced by the other's (another InitProducerID between its own
 // and its fence record: the record is refused with INVALID_PRODUCER_EPOCH,
-// the abort with PRODUCER_FENCED) stops with ErrFenced, as any fenced
+// the abort with PRODUCER_FENCED) stops its pipeline as any fenced
 // process does, instead of retrying for ever with a client stuck in the
-// transaction it could not abort.
+// transaction it could not abort, and starts again in-process with a new
+// client: here the other process fences only once, so the relay's second
+// fence holds and it publishes.
 func TestExactlyOnceFencedWhileFencing(t *testing.T) {
 	f := newFixture(t, exactlyOnce)
+	f.createProbe(t)
 	id := f.cfg.TransactionalID(f.database(t))
 	other := f.broker.Client(t)
 	var fenced atomic.Bool
@@ -401,14 +436,19 @@ func TestExactlyOnceFencedWhileFencing(t *testing.T) {
 		return nil, nil, false
 	})
 	run := f.start(t)
-	err := run.wait(20 * time.Second)
+	f.logs.waitLog(t, "restarting the exactly-once pipeline in-process", map[string]string{"reason": "fenced"}, 20*time.Second)
 	if !fenced.Load() {
 		t.Fatal("the relay's fence record never reached the broker")
 	}
-	if !errors.Is(err, relay.ErrFenced) {
-		t.Fatalf("Run = %v, want an error wrapping ErrFenced", err)
-	}
 	f.logs.waitLog(t, "fenced: another walrelay process now produces with this transactional id; stopping without confirming anything more", nil, time.Second)
+	id, x := insertRow(t, f.dsn, "order", "o-1", `{"n": 1}`)
+	testenv.WaitConfirmed(t, f.dsn, "walrelay", f.txEnd(t, x), 30*time.Second)
+	if got, _ := ids(f.readCommitted(t, []string{"outbox.event.order"}, 1)); !slices.Equal(got, []string{id}) {
+		t.Errorf("read_committed consumer got %v, want %s once", got, id)
+	}
+	if err := run.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
 }
 
 // TestExactlyOnceFenceRetriedAfterAFailedAbort: the fence's transaction is

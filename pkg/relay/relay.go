@@ -11,7 +11,9 @@
 //
 //   - relay.go: New builds the parts; Run checks the database, then owns
 //     the goroutines (stream, slot monitor, heartbeats, dead-letter worker)
-//     until a stop or the first failure.
+//     until a stop or the first failure; with exactly-once delivery it
+//     starts again in-process after a commit of unknown outcome or a
+//     fence (restart).
 //   - prepare.go: the startup checks. The slot exists with plugin pgoutput
 //     in this database, or is created; the publications exist and publish
 //     partitioned tables through their root; every column the router needs
@@ -57,6 +59,8 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
@@ -115,6 +119,12 @@ type Relay struct {
 	handler *handler
 	// snap is the initial snapshot's state (snapshot.go).
 	snap snapshotState
+	// newOpts are New's options, to build the relay again (restart).
+	newOpts []Option
+	// live is the relay Run started again in-process last (restart); nil
+	// before the first restart. Status, Ready, Tracker and SnapshotStatus
+	// report it.
+	live atomic.Pointer[Relay]
 }
 
 // Option configures a Relay beyond its config.
@@ -126,10 +136,11 @@ type options struct {
 	started      func()          // AfterStartup
 }
 
-// AfterStartup has fn called once, on Run's goroutine, when the startup
-// checks passed and streaming is about to begin: walrelay run starts its
-// partition maintainer then, so that a database it cannot reach or a
-// configuration it refuses is reported by the relay's one error alone.
+// AfterStartup has fn called on Run's goroutine when the startup checks
+// passed and streaming is about to begin (again after each in-process
+// restart, see Run): walrelay run starts its partition maintainer then,
+// so that a database it cannot reach or a configuration it refuses is
+// reported by the relay's one error alone.
 func AfterStartup(fn func()) Option {
 	return func(o *options) { o.started = fn }
 }
@@ -230,6 +241,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		log.Info("exactly-once delivery: records go into kafka transactions with a checkpoint", "transactional_id", txnID, "checkpoint_topic", cfg.Relay.CheckpointTopic)
 	}
 	r.started = o.started
+	r.newOpts = opts
 	h := newHandler(r)
 	h.skip.p = o.published
 	if err := h.bindMessages(); err != nil {
@@ -260,8 +272,18 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 	return r, nil
 }
 
-// Tracker exposes the checkpoint (for status and metrics).
-func (r *Relay) Tracker() *checkpoint.Tracker { return r.tracker }
+// Tracker exposes the checkpoint (for status and metrics) of the relay
+// running now.
+func (r *Relay) Tracker() *checkpoint.Tracker { return r.current().tracker }
+
+// current is the relay running now: r, or the one Run started again
+// in-process last.
+func (r *Relay) current() *Relay {
+	if l := r.live.Load(); l != nil {
+		return l
+	}
+	return r
+}
 
 // kafkaMetrics is franz-go's kprom plugin on walrelay's registry, with one
 // histogram on: each request's round trip to its broker (written to
@@ -272,12 +294,102 @@ func kafkaMetrics(m *metrics.Metrics) *kprom.Metrics {
 		kprom.HistogramsFromOpts(kprom.HistogramOpts{Enable: kprom.RequestDurationE2E, Buckets: metrics.LatencyBuckets()}))
 }
 
+// fenceWindow is how soon after a fence a second one means two live
+// processes: Run then returns ErrFenced instead of starting again. A
+// process that starts again fences only once it holds the slot
+// (SessionStreaming), so a zombie woken after a takeover becomes a
+// standby and is not fenced again while the active process holds the
+// slot; two fences within minutes mean two processes taking the slot from
+// each other, which an operator must stop. A fence after a broker
+// restart (kfake's crash recovery bumps epochs) happens once.
+const fenceWindow = 5 * time.Minute
+
 // Run checks the database, then streams until ctx is done (returns nil
 // after draining in-flight records and confirming them) or until an error
 // stops the relay (returns it; nothing unacknowledged is confirmed). A ctx
 // done during the startup checks is a clean stop too: nothing was read. It
 // closes the Kafka client when it returns.
+//
+// With exactly-once delivery, two errors start the relay again
+// in-process instead (restart): a Kafka commit whose outcome is unknown,
+// and a fence not preceded by another within fenceWindow (a second one is
+// returned, wrapping ErrFenced).
 func (r *Relay) Run(ctx context.Context) error {
+	cur, lastFence, failed := r, time.Time{}, 0
+	for {
+		var committed uint64 // before this start
+		if cur.txns != nil {
+			committed = cur.txns.committed.Load()
+		}
+		err := cur.run(ctx)
+		var why string
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, errCommitUnknown):
+			if ctx.Err() != nil {
+				return nil // stopping anyway: the next start resolves it
+			}
+			why = "the outcome of a kafka commit is unknown"
+		case errors.Is(err, ErrFenced):
+			if ctx.Err() != nil {
+				return err
+			}
+			at := time.Now()
+			if !lastFence.IsZero() && at.Sub(lastFence) < fenceWindow {
+				r.log.Error("fenced again soon after the last fence: another walrelay process is live with this transactional id; stopping",
+					"previous_fence", lastFence.Format(time.RFC3339), "fence_window", fenceWindow.String(), "err", err)
+				return err
+			}
+			lastFence = at
+			why = "fenced"
+		default:
+			return err
+		}
+		if cur.txns.committed.Load() > committed {
+			failed = 0 // this start committed: not a restart loop
+		}
+		wait := min(time.Second<<min(failed, 5), 30*time.Second)
+		failed++
+		r.log.Warn("restarting the exactly-once pipeline in-process: a new kafka client fences the transactional id and the checkpoint says what was committed; nothing more was confirmed",
+			"reason", why, "retry_in", wait.String(), "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		next, err := r.restart(cur)
+		if err != nil {
+			return err
+		}
+		cur = next
+	}
+}
+
+// restart builds the relay again from New's arguments, as a new process
+// would: a new Kafka client (the stopped one is closed), a new stream,
+// tracker and checkpoint state. Its gauges replace prev's on the metrics
+// registry; the Kafka transaction counts carry on. This is the start
+// path every process takes: fence the transactional id (the new
+// producer's InitProducerID makes the coordinator finish what prev left:
+// the pending commit completes or the transaction aborts), read the
+// checkpoint, and stream the slot from its confirmed position, skipping
+// what the checkpoint covers. Resolving an unknown commit this way needs
+// nothing but the proven start: no checkpoint is compared by sequence,
+// and nothing prev held in memory is trusted.
+func (r *Relay) restart(prev *Relay) (*Relay, error) {
+	next, err := New(r.cfg, r.log, r.metrics, r.newOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("starting the relay again: %w", err)
+	}
+	next.txns.committed.Store(prev.txns.committed.Load())
+	next.txns.aborted.Store(prev.txns.aborted.Load())
+	r.live.Store(next)
+	return next, nil
+}
+
+// run is one start of the relay: Run's work, until a stop or an error.
+func (r *Relay) run(ctx context.Context) error {
 	defer r.closePublisher()
 	if err := r.prepare(ctx); err != nil {
 		if ctx.Err() != nil {

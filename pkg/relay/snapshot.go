@@ -36,7 +36,9 @@ type snapshotState struct {
 
 // SnapshotStatus is the progress of the snapshot this relay runs or ran;
 // the zero Status when it has none.
-func (r *Relay) SnapshotStatus() snapshot.Status { return r.snap.progress.Status(time.Now()) }
+func (r *Relay) SnapshotStatus() snapshot.Status {
+	return r.current().snap.progress.Status(time.Now())
+}
 
 // snapshotTables converts the tables prepare bound.
 func (r *Relay) snapshotTables() ([]snapshot.Table, error) {

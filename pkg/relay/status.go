@@ -56,7 +56,7 @@ func (r *Relay) registerGauges() {
 		return float64(r.txns.lastLSN.Load())
 	})
 	if r.txns != nil {
-		for _, result := range []string{"committed", "aborted"} {
+		for _, result := range []string{"committed", "aborted", "unknown"} {
 			m.KafkaTransactions.WithLabelValues(result) // at 0 from the start
 		}
 	}
@@ -103,6 +103,7 @@ type Status struct {
 
 // Status reports the relay's state and the slot's last polled state.
 func (r *Relay) Status(ctx context.Context) Status {
+	r = r.current()
 	n, b := r.tracker.InFlight()
 	st := Status{
 		Streaming:          r.stream.Streaming(),
@@ -142,6 +143,7 @@ func (r *Relay) Status(ctx context.Context) Status {
 // Ready returns nil when the relay streams from its slot and a Kafka
 // broker answers, and otherwise an error saying why not (for /readyz).
 func (r *Relay) Ready(ctx context.Context) error {
+	r = r.current()
 	if !r.stream.Streaming() {
 		st := r.monitor.Current()
 		switch sn := r.SnapshotStatus(); {

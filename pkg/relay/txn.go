@@ -35,11 +35,13 @@ const (
 
 // txItem is what the stream hands the transaction loop, in WAL order: a
 // record, or (out nil) the end of a Postgres transaction, or (reset) the
-// position checkpoints start from.
+// position checkpoints start from and the session (WAL history) they
+// belong to.
 type txItem struct {
-	out   *outRecord
-	end   pglogrepl.LSN
-	reset bool
+	out     *outRecord
+	end     pglogrepl.LSN
+	reset   bool
+	session replication.Session // with reset
 }
 
 // transactions owns the Kafka transactions of exactly-once delivery. The
@@ -81,7 +83,10 @@ type transactions struct {
 	retry   error         // a record failed for no reason of its own: abort and produce again
 
 	// Owned by the loop: the position the next checkpoint records, and the
-	// WAL history it belongs to (set at the first session).
+	// WAL history it belongs to (set at the first session). Both come
+	// from the queue, in WAL order: a checkpoint of the old history still
+	// being committed when the stream moved to a new one keeps the old
+	// history's label.
 	last    pglogrepl.LSN
 	open    *eoscheckpoint.Open
 	session replication.Session
@@ -114,12 +119,12 @@ func (t *transactions) commit(end pglogrepl.LSN) { t.push(txItem{end: end}) }
 // restart queues the position the next checkpoints start from, and the
 // session (WAL history) they belong to: the checkpoint read at start or,
 // after a change of WAL history, the new slot's position (stream
-// goroutine, nothing of the old history in flight).
+// goroutine, nothing of the old history in flight). The session travels
+// with the position: the loop may still be committing a checkpoint-only
+// transaction of the old history (the Commit of a Postgres transaction
+// the last checkpoint ended inside), which must say the old history.
 func (t *transactions) restart(at pglogrepl.LSN, s replication.Session) {
-	t.mu.Lock()
-	t.session = s
-	t.mu.Unlock()
-	t.push(txItem{end: at, reset: true})
+	t.push(txItem{end: at, reset: true, session: s})
 }
 
 func (t *transactions) push(it txItem) {
@@ -271,7 +276,7 @@ func (t *transactions) produceItems(items []txItem) bool {
 	for _, it := range items {
 		switch {
 		case it.reset:
-			t.last, t.open = it.end, nil
+			t.last, t.open, t.session = it.end, nil, it.session
 			continue
 		case it.out == nil:
 			t.last, t.open = max(t.last, it.end), nil
@@ -293,10 +298,14 @@ func (t *transactions) produceItems(items []txItem) bool {
 
 // finish commits the open Kafka transaction with a checkpoint, aborting
 // and producing its records again in a new one for as long as the broker
-// fails it for reasons that are not final (a coordinator that moved, a
-// transaction it timed out, a record it failed), and then acks its
-// records to the tracker. It returns an error only when the relay must
-// stop: fenced by a newer process, a failure elsewhere, ctx done.
+// fails it before the commit was asked for (a record it failed, the
+// checkpoint record it refused: the transaction provably did not commit),
+// and then acks its records to the tracker. It returns an error only when
+// the relay must stop: fenced by a newer process, a failure elsewhere, ctx
+// done, or a commit whose outcome is unknown (errCommitUnknown: the
+// broker may have applied it, so neither acking its records nor producing
+// them again is safe; Relay.Run starts the pipeline again, and the new
+// producer's fence and checkpoint read resolve it).
 func (t *transactions) finish(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
 		err := t.waitSettled(ctx)
@@ -311,6 +320,16 @@ func (t *transactions) finish(ctx context.Context) error {
 		if err == nil {
 			t.acked()
 			return nil
+		}
+		if errors.Is(err, errCommitUnknown) {
+			// Not aborted here: an abort cannot undo a commit the broker
+			// applied, and the next producer's InitProducerID completes
+			// or aborts whatever this one left (abortOpen skips it).
+			t.inTxn = false
+			t.r.metrics.KafkaTransactions.WithLabelValues("unknown").Inc()
+			t.r.log.Warn("the outcome of the kafka transaction's commit is unknown; acknowledging none of its records and producing none of them again with this producer: the exactly-once pipeline starts again and reads the checkpoint to learn whether it committed",
+				"records", len(t.cur), "checkpoint_lsn", t.last.String(), "err", err)
+			return err
 		}
 		if ctx.Err() != nil || t.r.fail.err() != nil || isFenced(err) {
 			return t.fatal(err)
@@ -397,9 +416,7 @@ func partitionOf(out *outRecord) int32 {
 
 // commitCheckpoint produces the checkpoint record and commits.
 func (t *transactions) commitCheckpoint(ctx context.Context) error {
-	t.mu.Lock()
 	s := t.session
-	t.mu.Unlock()
 	cp := eoscheckpoint.Checkpoint{LSN: t.last, SystemID: s.SystemID, Timeline: s.Timeline,
 		Database: t.db, Slot: t.r.cfg.Postgres.Slot, Open: t.open, Written: time.Now()}
 	rec := &kgo.Record{Topic: t.topic, Key: t.key, Value: cp.Marshal()}
@@ -418,7 +435,15 @@ func (t *transactions) commitCheckpoint(ctx context.Context) error {
 		return fmt.Errorf("producing the checkpoint to %q: %w", t.topic, perr)
 	}
 	if err := t.r.pub.EndTransaction(context.WithoutCancel(ctx), true); err != nil {
-		return err
+		// Whatever the error, the broker may have applied the commit (an
+		// answer lost with its connection, UNKNOWN_SERVER_ERROR after the
+		// markers were written, a retry franz-go gave up on): only a
+		// fence says for sure that this producer may not go on, and the
+		// outcome is then as unknown as here.
+		if isFenced(err) {
+			return err
+		}
+		return fmt.Errorf("%w: committing the kafka transaction with the checkpoint at %s: %w", errCommitUnknown, t.last, err)
 	}
 	t.inTxn = false
 	t.openCommitted = cp.Open != nil
@@ -475,9 +500,17 @@ func (t *transactions) fatal(err error) error {
 	return err
 }
 
-// ErrFenced is returned (wrapped) when a newer process took over the
-// transactional id: this one may never commit again.
+// ErrFenced is returned (wrapped) by Run when a newer process took over
+// the transactional id twice within fenceWindow: two processes are live
+// and this one may never commit again. A first fence starts the
+// exactly-once pipeline again in-process (see Run).
 var ErrFenced = errors.New("fenced by a newer walrelay process")
+
+// errCommitUnknown is returned (wrapped) by the transaction loop when
+// EndTxn(commit) failed: the broker may or may not have applied it. Run
+// never returns it: it starts the exactly-once pipeline again in-process,
+// whose fence and checkpoint read resolve the outcome.
+var errCommitUnknown = errors.New("kafka transaction commit outcome unknown")
 
 // isFenced reports whether err means the producer may never commit again.
 func isFenced(err error) bool {
