@@ -105,6 +105,11 @@ type Status struct {
 	// Snapshot is the initial snapshot's progress, when this process ran
 	// one.
 	Snapshot *snapshot.Status `json:"snapshot,omitempty"`
+
+	// TransactionalID is, with exactly-once delivery, the producer's
+	// transactional id and the checkpoint's key, once the startup derived
+	// it.
+	TransactionalID string `json:"transactional_id,omitempty"`
 }
 
 // Status reports the relay's state and the slot's last polled state.
@@ -130,6 +135,9 @@ func (r *Relay) Status(ctx context.Context) Status {
 		c, a := t.committed.Load(), t.aborted.Load()
 		st.KafkaTransactionsCommitted, st.KafkaTransactionsAborted = &c, &a
 		st.CheckpointLSN = pglogrepl.LSN(t.lastLSN.Load()).String()
+		if r.pubShared.Load() != nil { // stored after the id was set (startTransactional)
+			st.TransactionalID = string(t.key)
+		}
 	}
 	if sn := r.SnapshotStatus(); sn.Total > 0 || sn.Running {
 		st.Snapshot = &sn
