@@ -101,8 +101,10 @@ func TestCheck(t *testing.T) {
 	broker := testenv.Kafka(t)
 	brokers := "WALRELAY_KAFKA_BROKERS=" + strings.Join(broker.Addrs(), ",")
 	env := childEnv("WALRELAY_POSTGRES_DSN="+dsn, brokers)
-	// The transactional id walrelay run would use: walrelay-<database>-<slot>.
-	txnID := "walrelay-" + testenv.QueryValue[string](t, dsn, "SELECT current_database()") + "-walrelay"
+	// The transactional id walrelay run would use:
+	// walrelay-<database>-<slot>-<system_identifier>.
+	txnID := "walrelay-" + testenv.QueryValue[string](t, dsn, "SELECT current_database()") + "-walrelay-" +
+		testenv.QueryValue[string](t, dsn, "SELECT system_identifier::text FROM pg_control_system()")
 	// eosEnv is env in exactly-once mode, plus vars (later ones win).
 	eosEnv := func(vars ...string) []string {
 		return childEnv(append([]string{"WALRELAY_POSTGRES_DSN=" + dsn, brokers, "WALRELAY_RELAY_DELIVERY=exactly_once"}, vars...)...)
@@ -200,7 +202,7 @@ func TestCheck(t *testing.T) {
 		if code != 0 {
 			t.Errorf("exit %d: %+v", code, c.Items)
 		}
-		c.want(t, "kafka transactions", admin.OK, []string{"support transactions", strconv.Quote(txnID), "walrelay-<database>-<slot>"}, nil)
+		c.want(t, "kafka transactions", admin.OK, []string{"support transactions", strconv.Quote(txnID), "walrelay-<database>-<slot>-<system_identifier>"}, nil)
 		c.want(t, "checkpoint topic", admin.OK, []string{"walrelay.checkpoints", "does not exist yet; walrelay will create it with one partition, compacted"}, nil)
 
 		c, _ = checkJSON(t, eosEnv("WALRELAY_KAFKA_TRANSACTIONAL_ID=relay-eu-1"))
@@ -291,7 +293,7 @@ func TestCheck(t *testing.T) {
 			txnFix, cpFix       []string
 		}{
 			{"notxn", 1, admin.Fail, admin.OK, "User:notxn may not describe transactional id " + strconv.Quote(txnID), "will create it", txnFix, nil},
-			{"describeonly", 1, admin.Fail, admin.OK, "User:describeonly may describe transactional id " + strconv.Quote(txnID) + " (walrelay-<database>-<slot>) but not write it", "will create it", txnFix, nil},
+			{"describeonly", 1, admin.Fail, admin.OK, "User:describeonly may describe transactional id " + strconv.Quote(txnID) + " (walrelay-<database>-<slot>-<system_identifier>) but not write it", "will create it", txnFix, nil},
 			{"granted", 0, admin.OK, admin.OK, "User:granted may use transactional id", "will create it", nil, nil},
 			{"nocheckpoint", 1, admin.OK, admin.Fail, "User:nocheckpoint may use transactional id", "describing it", nil, cpFix},
 			{"readonlycheckpoint", 1, admin.OK, admin.Fail, "User:readonlycheckpoint may use transactional id", "User:readonlycheckpoint may not write walrelay.checkpoints", nil, cpFix},

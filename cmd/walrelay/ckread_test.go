@@ -25,7 +25,7 @@ func TestRunExitsOnUnreadableCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := config.Default()
-	key := cfg.TransactionalID(pc.Database)
+	key := cfg.TransactionalID(pc.Database, testenv.QueryValue[string](t, dsn, `SELECT system_identifier::text FROM pg_control_system()`))
 	broker.CreateTopic(t, cfg.Relay.CheckpointTopic, 1)
 	value := `{"version":2,"lsn":"0/16B3748","system_id":"7312","timeline":1}`
 	if err := broker.Client(t).ProduceSync(t.Context(), &kgo.Record{Topic: cfg.Relay.CheckpointTopic, Key: []byte(key), Value: []byte(value)}).FirstErr(); err != nil {

@@ -213,6 +213,7 @@ func printStatus(w io.Writer, slot string, v statusView) {
 		if r.KafkaTransactionsCommitted != nil && r.KafkaTransactionsAborted != nil {
 			fmt.Fprintf(tw, "  kafka transactions\t%d committed, %d aborted\n", *r.KafkaTransactionsCommitted, *r.KafkaTransactionsAborted)
 			fmt.Fprintf(tw, "  checkpoint_lsn\t%s\n", dash(r.CheckpointLSN))
+			fmt.Fprintf(tw, "  transactional_id\t%s\n", dash(r.TransactionalID))
 		}
 		fmt.Fprintf(tw, "  last error\t%s\n", dash(r.LastError))
 	}

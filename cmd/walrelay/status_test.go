@@ -143,10 +143,13 @@ func TestStatus(t *testing.T) {
 		relay := startChild(t, eos, "run")
 		testenv.Exec(t, dsn, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', 'o-1', 'T', '{}')`)
 		re := regexp.MustCompile(`(?m)^\s+kafka transactions\s+[1-9]\d* committed, 0 aborted$`)
+		// The id walrelay run derives: walrelay-<database>-<slot>-<system_identifier>.
+		txnID := regexp.MustCompile(`(?m)^\s+transactional_id\s+` + regexp.QuoteMeta("walrelay-"+testenv.QueryValue[string](t, dsn, "SELECT current_database()")+"-walrelay-"+
+			testenv.QueryValue[string](t, dsn, "SELECT system_identifier::text FROM pg_control_system()")) + `$`)
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			out, _, _ := walrelay(t, eos, "status")
-			if re.MatchString(out) && regexp.MustCompile(`(?m)^\s+delivery\s+exactly_once$`).MatchString(out) && regexp.MustCompile(`(?m)^\s+checkpoint_lsn\s+[0-9A-F]+/[0-9A-F]+$`).MatchString(out) {
+			if re.MatchString(out) && regexp.MustCompile(`(?m)^\s+delivery\s+exactly_once$`).MatchString(out) && regexp.MustCompile(`(?m)^\s+checkpoint_lsn\s+[0-9A-F]+/[0-9A-F]+$`).MatchString(out) && txnID.MatchString(out) {
 				break
 			}
 			if time.Now().After(deadline) || relay.exited() {

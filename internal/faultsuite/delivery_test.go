@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/internal/kafkalog"
+	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/eoscheckpoint"
 )
@@ -54,16 +56,19 @@ func (d delivery) reader() string {
 var checkpointTopic = config.Default().Relay.CheckpointTopic
 
 // transactionalID is the transactional id the relays of dsn's slot use
-// (the derived one: the suite sets no kafka.transactional_id).
+// (the derived one: the suite sets no kafka.transactional_id), as
+// walrelay run derives it from the server.
 func transactionalID(t *testing.T, dsn string) string {
 	t.Helper()
-	pc, err := pgconn.ParseConfig(dsn)
-	if err != nil {
-		t.Fatalf("parsing dsn: %v", err)
-	}
 	cfg := config.Default()
 	cfg.Postgres.Slot = slotFor(dsn)
-	return cfg.TransactionalID(pc.Database)
+	conn := testenv.Connect(t, dsn)
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	id, err := admin.TransactionalID(t.Context(), conn, cfg)
+	if err != nil {
+		t.Fatalf("deriving the transactional id: %v", err)
+	}
+	return id.ID
 }
 
 // readCheckpoint returns the last checkpoint the relays with transactional

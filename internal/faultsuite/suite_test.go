@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -333,13 +335,27 @@ func testSigkill(t *testing.T, row *result, d delivery) {
 
 // testBrokerDown closes the kfake cluster for a while and recreates it on
 // the same port from its data directory (kfake.DataDir persistence).
+//
+// The broker always stops gracefully (Cluster.Close, which saves its open
+// transactions and restores them at the next start), never as a crash: a
+// kfake that crashed on a data directory (SIGKILL) "implicitly aborts" the
+// transactions open at the time without writing ABORT markers and bumps
+// their producer's epoch, after which read_committed readers skip every
+// later record of that producer id, committed or not (docs/reliability.md,
+// "The test broker's limits"). That is not what a Kafka broker does, so
+// the exactly-once row would measure kfake, not walrelay. Instead the
+// exactly-once row stops the broker at a moment a Kafka transaction is
+// open on it (a partition's last stable offset below its high watermark;
+// walrelay frozen meanwhile), so that every outage puts a transaction
+// across a broker restart, which kfake must restore and walrelay commit.
 func testBrokerDown(t *testing.T, row *result, d delivery) {
 	dsn := testenv.Postgres(t).NewDatabase(t)
 	prepareDB(t, dsn)
 	if os.Getenv(testenv.EnvKafkaBrokers) != "" || os.Getenv(testenv.EnvBackend) == testenv.BackendDocker {
 		t.Skip("fault injection needs the in-process kfake broker")
 	}
-	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(freePort(t)), kfake.DataDir(t.TempDir())}
+	restored := &txnRestores{}
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(freePort(t)), kfake.DataDir(t.TempDir()), kfake.WithLogger(restored)}
 	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		t.Fatalf("starting kfake: %v", err)
@@ -360,7 +376,16 @@ func testBrokerDown(t *testing.T, row *result, d delivery) {
 	var maxRec time.Duration
 	heldBack := 0
 	for range outages {
-		c.Close()
+		if d == exactlyOnce {
+			// Frozen (SIGSTOP) with records in an open Kafka transaction,
+			// walrelay cannot end it before the broker is closed; it is
+			// continued at once, to meet the outage.
+			freezeInTransaction(t, p, adm)
+			c.Close()
+			p.signal(t, syscall.SIGCONT)
+		} else {
+			c.Close()
+		}
 		time.Sleep(downFor)
 		requireRunning(t, p, "while the broker was down")
 		if s := mustSlot(t, dsn); s.confirmed < s.current {
@@ -382,6 +407,44 @@ func testBrokerDown(t *testing.T, row *result, d delivery) {
 	fill(row, rep, read)
 	row.recovery = maxRec
 	row.notes = fmt.Sprintf("%d outages of %s: kfake closed, recreated on the same port from its DataDir", outages, downFor)
+	if d == exactlyOnce {
+		row.notes += fmt.Sprintf(", each closed while walrelay was frozen (SIGSTOP, continued right after) with a Kafka transaction open; kfake restored %d open transactions at its restarts", restored.n.Load())
+		if n := restored.n.Load(); n < int64(outages) {
+			t.Errorf("kfake restored %d open Kafka transactions at its %d restarts (its debug line %q): not every outage put a transaction across a broker restart", n, outages, restoredTxnLog)
+		}
+	}
+}
+
+// restoredTxnLog starts the debug line kfake logs for each open Kafka
+// transaction it restores from its data directory at a start (after a
+// Close, which saved it).
+const restoredTxnLog = "loadSessionState: restored in-progress txn"
+
+// txnRestores is a kfake logger counting restoredTxnLog lines.
+type txnRestores struct{ n atomic.Int64 }
+
+func (r *txnRestores) Logf(_ kfake.LogLevel, format string, _ ...any) {
+	if strings.HasPrefix(format, restoredTxnLog) {
+		r.n.Add(1)
+	}
+}
+
+// waitOpenTransaction waits until a Kafka transaction is open on the
+// broker (openTransaction) and returns its partitions; under load that is
+// most moments. It fails the test after a minute.
+func waitOpenTransaction(t *testing.T, adm *kadm.Client) map[string]int64 {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		open, err := openTransaction(t.Context(), adm)
+		if err == nil && len(open) > 0 {
+			return open
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no Kafka transaction open on the broker within a minute (last error: %v)", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // testProduceResponseLost answers produce requests with REQUEST_TIMED_OUT

@@ -35,18 +35,58 @@ import (
 // noProducerID is a producer id Kafka never assigns (RecordBatch.NO_PRODUCER_ID).
 const noProducerID = -1
 
-// transactionalID is the transactional id walrelay run would use:
-// kafka.transactional_id, or the one derived from conn's database; "" when
-// reading the database fails.
+// TxnID is the transactional id of exactly-once delivery as walrelay run
+// derives it on a server, with what it is derived from.
+type TxnID struct {
+	// ID is the transactional id, and the key of the relay's checkpoint
+	// records: kafka.transactional_id, or
+	// walrelay-<database>-<slot>-<system identifier>.
+	ID string
+	// Legacy is walrelay-<database>-<slot>, the id walrelay derived before
+	// it included the system identifier, under which an upgraded relay
+	// finds its last checkpoint; "" when kafka.transactional_id is set.
+	Legacy string
+	// Database and SystemID are the server's (current_database(),
+	// pg_control_system()'s system_identifier).
+	Database, SystemID string
+}
+
+// TransactionalID reads what the transactional id is derived from on conn's
+// server and returns it (config.Config.TransactionalID).
+func TransactionalID(ctx context.Context, conn *pgx.Conn, cfg config.Config) (TxnID, error) {
+	db, err := CurrentDatabase(ctx, conn)
+	if err != nil {
+		return TxnID{}, err
+	}
+	sys, err := SystemID(ctx, conn)
+	if err != nil {
+		return TxnID{}, err
+	}
+	return TxnID{ID: cfg.TransactionalID(db, sys), Legacy: cfg.LegacyTransactionalID(db), Database: db, SystemID: sys}, nil
+}
+
+// SystemID returns the server's system identifier (pg_control_system()),
+// the one IDENTIFY_SYSTEM reports: set by initdb, the same on every
+// physical standby of the cluster and kept by a promoted one.
+func SystemID(ctx context.Context, conn *pgx.Conn) (string, error) {
+	var id string
+	if err := conn.QueryRow(ctx, `SELECT system_identifier::text FROM pg_control_system()`).Scan(&id); err != nil {
+		return "", queryError("reading the system identifier", "", err)
+	}
+	return id, nil
+}
+
+// transactionalID is the transactional id walrelay run would use on
+// conn's server; "" when reading what it is derived from fails.
 func transactionalID(ctx context.Context, cfg config.Config, conn *pgx.Conn) string {
 	if cfg.Kafka.TransactionalID != "" {
 		return cfg.Kafka.TransactionalID
 	}
-	db, err := CurrentDatabase(ctx, conn)
+	id, err := TransactionalID(ctx, conn, cfg)
 	if err != nil {
 		return ""
 	}
-	return cfg.TransactionalID(db)
+	return id.ID
 }
 
 // exactlyOnceItems returns the "kafka transactions" and "checkpoint topic"
@@ -72,7 +112,7 @@ func transactionsItem(ctx context.Context, cl *kgo.Client, adm *kadm.Client, cfg
 	}
 	if txnID == "" {
 		it.Status = Warn
-		it.Detail = "the brokers support transactions; the transactional id is derived from the database (walrelay-<database>-<slot>), which is not known without a Postgres connection, so its permissions are not checked"
+		it.Detail = "the brokers support transactions; the transactional id is derived from the database and its server (walrelay-<database>-<slot>-<system_identifier>), which are not known without a Postgres connection, so its permissions are not checked"
 		it.Fix = "fix the Postgres connection (see its item), or set kafka.transactional_id"
 		return it, nil
 	}
@@ -264,7 +304,7 @@ func txnIDSource(cfg config.Config) string {
 	if cfg.Kafka.TransactionalID != "" {
 		return "kafka.transactional_id"
 	}
-	return "walrelay-<database>-<slot>"
+	return "walrelay-<database>-<slot>-<system_identifier>"
 }
 
 // txnACLFix names the ACLs a transactional producer with txnID needs.

@@ -68,7 +68,7 @@ type Kafka struct {
 	ClientMetrics          bool          `yaml:"client_metrics" help:"send client metrics to brokers that subscribe to them (KIP-714); walrelay's own metrics are on /metrics either way"`
 	TLS                    KafkaTLS      `yaml:"tls"`
 	SASL                   KafkaSASL     `yaml:"sasl"`
-	TransactionalID        string        `yaml:"transactional_id" help:"relay.delivery=exactly_once: the producer's transactional.id, which fences an older process with the same id and keys the checkpoint record (empty: walrelay-<database>-<slot>)"`
+	TransactionalID        string        `yaml:"transactional_id" help:"relay.delivery=exactly_once: the producer's transactional.id, which fences an older process with the same id and keys the checkpoint record (empty: walrelay-<database>-<slot>-<system_identifier>, the Postgres cluster's system identifier telling apart clusters with the same database and slot names)"`
 	TransactionTimeout     time.Duration `yaml:"transaction_timeout" help:"relay.delivery=exactly_once: transaction.timeout.ms asked of the broker (at most its transaction.max.timeout.ms); a Kafka transaction takes no new records after a quarter of it"`
 }
 
@@ -212,12 +212,27 @@ const (
 // ExactlyOnce reports whether relay.delivery is exactly_once.
 func (r Relay) ExactlyOnce() bool { return r.Delivery == ExactlyOnce }
 
-// TransactionalID is kafka.transactional_id, or the one derived from the
-// slot and its database when it is empty: every process relaying that
-// slot gets the same id, so the newest one fences the others.
-func (c Config) TransactionalID(database string) string {
+// TransactionalID is kafka.transactional_id, or, when it is empty, the id
+// derived from the slot, its database and the Postgres cluster's system
+// identifier (pg_control_system(), IDENTIFY_SYSTEM): every process relaying
+// that slot gets the same id, so the newest one fences the others, and two
+// clusters whose databases and slots have the same names (app, walrelay)
+// relaying into one Kafka cluster get different ids and checkpoint keys. A
+// standby promoted by failover keeps the system identifier, and so the id.
+func (c Config) TransactionalID(database, systemID string) string {
 	if c.Kafka.TransactionalID != "" {
 		return c.Kafka.TransactionalID
+	}
+	return "walrelay-" + database + "-" + c.Postgres.Slot + "-" + systemID
+}
+
+// LegacyTransactionalID is the id walrelay derived before it included the
+// system identifier, walrelay-<database>-<slot>: a relay upgraded from such
+// a version finds its last checkpoint under it. "" when
+// kafka.transactional_id is set (nothing was derived).
+func (c Config) LegacyTransactionalID(database string) string {
+	if c.Kafka.TransactionalID != "" {
+		return ""
 	}
 	return "walrelay-" + database + "-" + c.Postgres.Slot
 }

@@ -211,7 +211,7 @@ func TestExactlyOnceUnreadableCheckpointStops(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, exactlyOnce)
 			topic := f.cfg.Relay.CheckpointTopic
-			key := f.cfg.TransactionalID(f.database(t))
+			key := f.txnID(t)
 			f.broker.CreateTopic(t, topic, 1)
 			if err := f.broker.Client(t).ProduceSync(t.Context(), &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(tc.value)}).FirstErr(); err != nil {
 				t.Fatal(err)

@@ -39,7 +39,7 @@ func (f *fixture) readCommitted(t *testing.T, topics []string, want int) []*kgo.
 // checkpoint reads the relay's last committed checkpoint.
 func (f *fixture) checkpoint(t *testing.T) (eoscheckpoint.Checkpoint, bool) {
 	t.Helper()
-	cp, found, err := eoscheckpoint.Read(t.Context(), f.cfg.Relay.CheckpointTopic, f.cfg.TransactionalID(f.database(t)), kgo.SeedBrokers(f.broker.Addrs()...))
+	cp, found, err := eoscheckpoint.Read(t.Context(), f.cfg.Relay.CheckpointTopic, f.txnID(t), kgo.SeedBrokers(f.broker.Addrs()...))
 	if errors.Is(err, eoscheckpoint.ErrNoTopic) {
 		return eoscheckpoint.Checkpoint{}, false
 	}
@@ -79,6 +79,19 @@ func (f *fixture) commitLSN(t *testing.T, xid uint32) pglogrepl.LSN {
 		t.Fatalf("begin of %d: %q: %v", xid, hex, err)
 	}
 	return pglogrepl.LSN(v)
+}
+
+// txnID is the transactional id the relay derives from the fixture's
+// server (the checkpoint's key).
+func (f *fixture) txnID(t *testing.T) string {
+	t.Helper()
+	return f.cfg.TransactionalID(f.database(t), f.systemID(t))
+}
+
+// systemID is the fixture's server's system identifier.
+func (f *fixture) systemID(t *testing.T) string {
+	t.Helper()
+	return testenv.QueryValue[string](t, f.dsn, `SELECT system_identifier::text FROM pg_control_system()`)
 }
 
 func (f *fixture) database(t *testing.T) string {
@@ -177,7 +190,7 @@ func TestExactlyOnceSkipsWhatTheCheckpointCovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn.Close(t.Context())
-	id := f.cfg.TransactionalID(f.database(t))
+	id := f.txnID(t)
 	f.broker.CreateTopic(t, f.cfg.Relay.CheckpointTopic, 1)
 	prev := f.broker.Client(t, kgo.TransactionalID(id))
 	if err := prev.BeginTransaction(); err != nil {
@@ -272,7 +285,7 @@ func TestExactlyOnceFencedStartsAgain(t *testing.T) {
 	end1 := f.txEnd(t, x1)
 	testenv.WaitConfirmed(t, f.dsn, "walrelay", end1, 30*time.Second)
 
-	txnID := f.cfg.TransactionalID(f.database(t))
+	txnID := f.txnID(t)
 	fence := func() int16 {
 		t.Helper()
 		newer := f.broker.Client(t, kgo.TransactionalID(txnID))
@@ -410,7 +423,7 @@ func kcatIDs(t *testing.T, broker, topic, isolation string) []string {
 func TestExactlyOnceFencedWhileFencing(t *testing.T) {
 	f := newFixture(t, exactlyOnce)
 	f.createProbe(t)
-	id := f.cfg.TransactionalID(f.database(t))
+	id := f.txnID(t)
 	other := f.broker.Client(t)
 	var fenced atomic.Bool
 	f.broker.Cluster.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {

@@ -32,13 +32,20 @@ var (
 // prepare checks the database before streaming: the slot (created when
 // missing and allowed), the publications, and the columns the router needs
 // in every published table. It seeds the tracker with the slot's confirmed
-// position.
+// position. With exactly-once delivery it first builds the transactional
+// producer (startTransactional), whose id needs the server's system
+// identifier.
 func (r *Relay) prepare(ctx context.Context) error {
 	conn, err := pgx.Connect(ctx, r.cfg.Postgres.DSN)
 	if err != nil {
 		return fmt.Errorf("connecting to postgres: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if r.pub == nil {
+		if err := r.startTransactional(ctx, conn); err != nil {
+			return err
+		}
+	}
 
 	confirmed, err := r.ensureSlot(ctx, conn)
 	if err != nil {
@@ -66,6 +73,24 @@ func (r *Relay) prepare(ctx context.Context) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// startTransactional builds the transactional producer of exactly-once
+// delivery, once the server tells what its id is derived from: the
+// database and the system identifier (admin.TransactionalID), so that
+// relays of two clusters whose databases and slots have the same names
+// neither fence each other nor share a checkpoint key.
+func (r *Relay) startTransactional(ctx context.Context, conn *pgx.Conn) error {
+	id, err := admin.TransactionalID(ctx, conn, r.cfg)
+	if err != nil {
+		return fmt.Errorf("deriving the transactional id: %w", err)
+	}
+	r.txns.setID(id)
+	if err := r.newPublisher(id.ID); err != nil {
+		return err
+	}
+	r.log.Info("exactly-once delivery: records go into kafka transactions with a checkpoint", "transactional_id", id.ID, "checkpoint_topic", r.cfg.Relay.CheckpointTopic)
 	return nil
 }
 

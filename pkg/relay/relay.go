@@ -18,7 +18,8 @@
 //     in this database, or is created; the publications exist and publish
 //     partitioned tables through their root; every column the router needs
 //     is in every published table. A bad config fails at startup, not at
-//     the first row.
+//     the first row. With exactly-once delivery it also builds the
+//     transactional producer, whose id it derives from the server.
 //   - handler.go: the replication.Handler, on the stream's goroutine:
 //     transactions into the checkpoint, rows into records, sessions and
 //     WAL histories (with package resume deciding what a reconnect re-sent).
@@ -62,7 +63,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kprom"
@@ -87,11 +87,17 @@ type Relay struct {
 	log     *slog.Logger
 	router  *router.Router
 	tracker *checkpoint.Tracker
-	pub     *publisher.Publisher
-	stream  *replication.Stream
-	metrics *metrics.Metrics
-	monitor *slotmon.Monitor
-	fail    failure
+	// pub is the Kafka producer: built by New, or, with exactly-once
+	// delivery, whose transactional id needs the server's system
+	// identifier, by prepare, before anything is produced. pubShared is it
+	// for the goroutines that may look before then (scrapes).
+	pub       *publisher.Publisher
+	pubShared atomic.Pointer[publisher.Publisher]
+	pubCfg    publisher.Config
+	stream    *replication.Stream
+	metrics   *metrics.Metrics
+	monitor   *slotmon.Monitor
+	fail      failure
 	// deadLetters feeds runDeadLetters; its capacity is the in-flight cap,
 	// so a promise never blocks on it.
 	deadLetters chan deadLetterJob
@@ -154,7 +160,9 @@ func OnLargeMessage(fn func(n int)) Option {
 	return func(o *options) { o.largeMessage = fn }
 }
 
-// New validates cfg and builds the relay. It does not connect. m may be
+// New validates cfg and builds the relay. It does not connect: with
+// exactly-once delivery the Kafka producer, whose transactional id is
+// derived from the Postgres server, is built at startup (Run). m may be
 // nil (metrics are then kept on a private registry nobody scrapes).
 func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option) (*Relay, error) {
 	var o options
@@ -202,16 +210,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 	if err != nil {
 		return nil, err
 	}
-	var txnID, database string
-	if cfg.Relay.ExactlyOnce() {
-		pc, err := pgconn.ParseConfig(cfg.Postgres.DSN)
-		if err != nil {
-			return nil, fmt.Errorf("postgres.dsn: %w", err)
-		}
-		database = pc.Database
-		txnID = cfg.TransactionalID(database)
-	}
-	r.pub, err = publisher.New(publisher.Config{
+	r.pubCfg = publisher.Config{
 		TLS:                    tlsCfg,
 		SASL:                   mech,
 		Brokers:                cfg.Kafka.Brokers,
@@ -226,19 +225,19 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		ClientMetrics:          cfg.Kafka.ClientMetrics,
 		MaxBufferedRecords:     2*cfg.Relay.MaxInFlightRecords + 1, // records plus their dead-letter copies
 		ExtraOpts:              []kgo.Opt{kgo.WithHooks(kafkaMetrics(m))},
-		TransactionalID:        txnID,
 		TransactionTimeout:     cfg.Kafka.TransactionTimeout,
-	}, log)
-	if err != nil {
-		return nil, err
 	}
-	if txnID != "" {
+	if cfg.Relay.ExactlyOnce() {
+		// The producer's transactional id is derived from the server's
+		// system identifier: prepare builds it (newPublisher) once
+		// connected.
 		opts, err := admin.KafkaOpts(cfg.Kafka)
 		if err != nil {
 			return nil, err
 		}
-		r.txns = newTransactions(r, txnID, database, opts)
-		log.Info("exactly-once delivery: records go into kafka transactions with a checkpoint", "transactional_id", txnID, "checkpoint_topic", cfg.Relay.CheckpointTopic)
+		r.txns = newTransactions(r, opts)
+	} else if err := r.newPublisher(""); err != nil {
+		return nil, err
 	}
 	r.started = o.started
 	r.newOpts = opts
@@ -270,6 +269,20 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 	}
 	m.PublishErrors.WithLabelValues("produce")
 	return r, nil
+}
+
+// newPublisher builds the Kafka producer, transactional with txnID when it
+// is not "".
+func (r *Relay) newPublisher(txnID string) error {
+	cfg := r.pubCfg
+	cfg.TransactionalID = txnID
+	p, err := publisher.New(cfg, r.log)
+	if err != nil {
+		return err
+	}
+	r.pub = p
+	r.pubShared.Store(p)
+	return nil
 }
 
 // Tracker exposes the checkpoint (for status and metrics) of the relay
@@ -471,6 +484,9 @@ func (r *Relay) run(ctx context.Context) error {
 // were never confirmed: one line says how many and from where Postgres
 // sends them again.
 func (r *Relay) closePublisher() {
+	if r.pub == nil {
+		return // exactly-once: the startup stopped before building it
+	}
 	r.pub.Close()
 	for len(r.deadLetters) > 0 { // dead letters the stopped worker did not produce
 		r.abandoned.add((<-r.deadLetters).letter.Origin.LSN)

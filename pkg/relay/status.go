@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/walrelay/walrelay/pkg/publisher"
 	"github.com/walrelay/walrelay/pkg/slotmon"
 	"github.com/walrelay/walrelay/pkg/snapshot"
 )
@@ -42,7 +43,12 @@ func (r *Relay) registerGauges() {
 	})
 	m.CounterFunc("heartbeats_sent_total", "Heartbeat messages emitted into the slot's database (relay.heartbeat_interval).", nil, func() float64 { return float64(r.hb.Sent()) })
 	m.CounterFunc("heartbeats_received_total", "Heartbeat messages that came back through the replication stream.", nil, func() float64 { return float64(r.hb.Received()) })
-	stats := r.pub.Stats
+	stats := func() publisher.Stats {
+		if p := r.pubShared.Load(); p != nil {
+			return p.Stats()
+		}
+		return publisher.Stats{} // exactly-once, before the startup built the producer
+	}
 	m.CounterFunc("kafka_admin_retries_total", "Transient failures (timeouts, NOT_CONTROLLER, lost connections) while preparing a topic (metadata, creation, configs), retried with backoff.", nil, func() float64 { return float64(stats().AdminRetries) })
 	m.CounterFunc("records_retried_alone_total", "Records sent again one at a time because the broker refused their batch as a whole (MESSAGE_TOO_LARGE for a batch, INVALID_TIMESTAMP, INVALID_RECORD).", nil, func() float64 { return float64(stats().RetriedAlone) })
 	m.GaugeFunc("kafka_topics_one_at_a_time", "Topics produced one record at a time because the broker refused batches of records that fit alone (their max.message.bytes is below what walrelay could learn).", nil, func() float64 { return float64(stats().OneAtATimeTopics) })
@@ -99,6 +105,11 @@ type Status struct {
 	// Snapshot is the initial snapshot's progress, when this process ran
 	// one.
 	Snapshot *snapshot.Status `json:"snapshot,omitempty"`
+
+	// TransactionalID is, with exactly-once delivery, the producer's
+	// transactional id and the checkpoint's key, once the startup derived
+	// it.
+	TransactionalID string `json:"transactional_id,omitempty"`
 }
 
 // Status reports the relay's state and the slot's last polled state.
@@ -125,6 +136,9 @@ func (r *Relay) Status(ctx context.Context) Status {
 		c, a := t.committed.Load(), t.aborted.Load()
 		st.KafkaTransactionsCommitted, st.KafkaTransactionsAborted = &c, &a
 		st.CheckpointLSN = pglogrepl.LSN(t.lastLSN.Load()).String()
+		if r.pubShared.Load() != nil { // stored after the id was set (startTransactional)
+			st.TransactionalID = string(t.key)
+		}
 	}
 	if sn := r.SnapshotStatus(); sn.Total > 0 || sn.Running {
 		st.Snapshot = &sn
@@ -159,7 +173,11 @@ func (r *Relay) Ready(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return r.pub.Ping(ctx)
+	p := r.pubShared.Load()
+	if p == nil {
+		return fmt.Errorf("not streaming from slot %q yet", r.cfg.Postgres.Slot)
+	}
+	return p.Ping(ctx)
 }
 
 // oldestUnpublishedAge is how long before now the oldest transaction with

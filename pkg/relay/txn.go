@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/eoscheckpoint"
 	"github.com/walrelay/walrelay/pkg/replication"
 )
@@ -64,10 +65,13 @@ type txItem struct {
 // covers (Handler.SessionStart).
 type transactions struct {
 	r     *Relay
-	topic string // relay.checkpoint_topic
-	key   []byte // the transactional id
-	db    string
+	topic string    // relay.checkpoint_topic
 	opts  []kgo.Opt // to read the checkpoint topic
+	// Set at startup (setID), before anything else uses them.
+	key    []byte // the transactional id
+	legacy string // the id derived before it had the system id (admin.TxnID.Legacy)
+	db     string
+	sysID  string // the server's system identifier
 
 	// Queued by the stream, taken by the loop.
 	qmu   sync.Mutex
@@ -106,8 +110,14 @@ type transactions struct {
 	fenceOpen bool
 }
 
-func newTransactions(r *Relay, id, db string, opts []kgo.Opt) *transactions {
-	return &transactions{r: r, topic: r.cfg.Relay.CheckpointTopic, key: []byte(id), db: db, opts: opts, wake: make(chan struct{}, 1)}
+func newTransactions(r *Relay, opts []kgo.Opt) *transactions {
+	return &transactions{r: r, topic: r.cfg.Relay.CheckpointTopic, opts: opts, wake: make(chan struct{}, 1)}
+}
+
+// setID sets the transactional id and what it was derived from (prepare,
+// before the producer is built).
+func (t *transactions) setID(id admin.TxnID) {
+	t.key, t.legacy, t.db, t.sysID = []byte(id.ID), id.Legacy, id.Database, id.SystemID
 }
 
 // add queues a record of the transaction being read (stream goroutine).
@@ -545,7 +555,37 @@ func (t *transactions) start(ctx context.Context) (eoscheckpoint.Checkpoint, boo
 	if err != nil {
 		return eoscheckpoint.Checkpoint{}, false, err
 	}
+	if !found && t.legacy != "" {
+		return t.readLegacy(ctx)
+	}
 	return cp, found, nil
+}
+
+// readLegacy reads the checkpoint under the transactional id walrelay
+// derived before it included the system identifier (walrelay-<database>-
+// <slot>), for a relay upgraded from such a version, whose id has no
+// checkpoint yet. Two clusters whose databases and slots have the same
+// names shared that key, so the checkpoint is used only when this server's
+// cluster wrote it, for this database and slot; the next commit writes it
+// under the new id. Any other is ignored: what the slot sends is published
+// (duplicates at worst, never a skip). The old id is not fenced: every
+// process of the slot must run this version (docs/exactly-once.md,
+// Upgrading).
+func (t *transactions) readLegacy(ctx context.Context) (eoscheckpoint.Checkpoint, bool, error) {
+	cp, found, err := eoscheckpoint.Read(ctx, t.topic, t.legacy, t.opts...)
+	if err != nil || !found {
+		return eoscheckpoint.Checkpoint{}, false, err
+	}
+	slot := t.r.cfg.Postgres.Slot
+	attrs := []any{"legacy_transactional_id", t.legacy, "transactional_id", string(t.key),
+		"checkpoint_lsn", cp.LSN.String(), "checkpoint_system_id", cp.SystemID, "checkpoint_database", cp.Database, "checkpoint_slot", cp.Slot,
+		"system_id", t.sysID, "database", t.db, "slot", slot}
+	if cp.SystemID != t.sysID || cp.Database != t.db || cp.Slot != slot {
+		t.r.log.Warn("ignoring the checkpoint under the legacy transactional id: another Postgres cluster, database or slot wrote it", attrs...)
+		return eoscheckpoint.Checkpoint{}, false, nil
+	}
+	t.r.log.Info("carried over the checkpoint under the legacy transactional id; the next commit writes it under the new one", attrs...)
+	return cp, true, nil
 }
 
 // fence initializes the producer id (InitProducerID bumps the epoch of the
