@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/eoscheckpoint"
 	"github.com/walrelay/walrelay/pkg/replication"
@@ -26,6 +27,13 @@ func TestTransactionsRestartKeepsTheOldHistoryForWhatIsQueued(t *testing.T) {
 	cfg.Relay.Delivery = config.ExactlyOnce
 	r, err := New(cfg, nil, nil)
 	if err != nil {
+		t.Fatal(err)
+	}
+	// What prepare does with the server's identity, which this test has
+	// no server for.
+	id := admin.TxnID{ID: "walrelay-app-walrelay-7000000000000000001", Database: "app", SystemID: "7000000000000000001"}
+	r.txns.setID(id)
+	if err := r.newPublisher(id.ID); err != nil {
 		t.Fatal(err)
 	}
 	defer r.pub.Close()
