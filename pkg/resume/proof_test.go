@@ -1,0 +1,176 @@
+package resume
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+)
+
+// A checkpoint is proven by the slot sending its last transaction again
+// (commit LSN, xid, commit time, end LSN) and then the transaction it
+// published in part; anything else first disproves it. Each case drives a
+// State seeded with SeedFrom through the stream's messages and says what
+// it must conclude.
+func TestProof(t *testing.T) {
+	at := time.Date(2026, 11, 28, 1, 0, 0, 123456e3, time.UTC)
+	last := &Mark{CommitLSN: 0xF0, Xid: 700, CommitTime: at}
+	open := &Mark{CommitLSN: 0x180, Xid: 702}
+	cp := Checkpoint{Through: 0x100, Last: last, Open: open, Rows: 3}
+	noOpen := Checkpoint{Through: 0x100, Last: last}
+
+	// op: "begin" (lsn, xid, time), "commit" (lsn), "walend" (lsn).
+	type msg struct {
+		op   string
+		lsn  pglogrepl.LSN
+		xid  uint32
+		at   time.Time
+		want string // "": nothing concluded; "proved"; "why:<text in the reason>"; begin also "/<BeginAction>"
+	}
+	tests := []struct {
+		name      string
+		cp        Checkpoint
+		slot      pglogrepl.LSN
+		seedWhy   string // SeedFrom's refusal, when expected
+		proving   bool   // Proving right after SeedFrom
+		msgs      []msg
+		provingAt bool // Proving at the end
+	}{
+		{
+			name: "the slot re-sends the last transaction and then the open one: proven",
+			cp:   cp, slot: 0x40, proving: true,
+			msgs: []msg{
+				{op: "begin", lsn: 0x50, xid: 690, at: at.Add(-time.Second), want: "/replay"}, {op: "commit", lsn: 0x60},
+				{op: "walend", lsn: 0x60},
+				{op: "begin", lsn: 0xF0, xid: 700, at: at, want: "/replay"}, {op: "commit", lsn: 0x100, want: "proved"},
+				{op: "begin", lsn: 0x180, xid: 702, at: at, want: "proved/new"},
+			},
+		},
+		{
+			name: "no open transaction: the last one's Commit proves it",
+			cp:   noOpen, slot: 0x40, proving: true,
+			msgs: []msg{
+				{op: "begin", lsn: 0xF0, xid: 700, at: at, want: "/replay"}, {op: "commit", lsn: 0x100, want: "proved"},
+				{op: "walend", lsn: 0x200},
+				{op: "begin", lsn: 0x200, xid: 705, at: at, want: "/new"},
+			},
+		},
+		{
+			name: "a restored server: another transaction at the same commit LSN and xid, committed at another time",
+			cp:   noOpen, slot: 0x40, proving: true, provingAt: true,
+			msgs: []msg{
+				{op: "begin", lsn: 0x50, xid: 699, at: at.Add(time.Hour), want: "/replay"}, {op: "commit", lsn: 0x60},
+				{op: "begin", lsn: 0xF0, xid: 700, at: at.Add(time.Hour), want: "why:where the checkpoint's last transaction has"},
+			},
+		},
+		{
+			name: "a restored server: a transaction past the last one's commit LSN first",
+			cp:   noOpen, slot: 0x40, proving: true, provingAt: true,
+			msgs: []msg{{op: "begin", lsn: 0xF8, xid: 700, at: at, want: "why:without that one"}},
+		},
+		{
+			name: "the last transaction ends elsewhere",
+			cp:   noOpen, slot: 0x40, proving: true, provingAt: true,
+			msgs: []msg{{op: "begin", lsn: 0xF0, xid: 700, at: at, want: "/replay"}, {op: "commit", lsn: 0x108, want: "why:ends at 0/108"}},
+		},
+		{
+			name: "the stream passes the checkpoint's LSN without the last transaction",
+			cp:   noOpen, slot: 0x40, proving: true, provingAt: true,
+			msgs: []msg{{op: "walend", lsn: 0xF0}, {op: "walend", lsn: 0x100, want: "why:without sending the checkpoint's last transaction"}},
+		},
+		{
+			name: "after the last transaction, another one than the open one first",
+			cp:   cp, slot: 0x40, proving: true, provingAt: true,
+			msgs: []msg{
+				{op: "begin", lsn: 0xF0, xid: 700, at: at, want: "/replay"}, {op: "commit", lsn: 0x100, want: "proved"},
+				{op: "begin", lsn: 0x180, xid: 703, at: at, want: "why:not the one the checkpoint published in part"},
+			},
+		},
+		{
+			name: "the stream passes the open transaction's commit without it",
+			cp:   cp, slot: 0x100, proving: true, provingAt: true,
+			msgs: []msg{{op: "walend", lsn: 0x180}, {op: "walend", lsn: 0x181, want: "why:without sending it"}},
+		},
+		{
+			name: "the slot is at the checkpoint: only the open transaction needs proof",
+			cp:   cp, slot: 0x100, proving: true,
+			msgs: []msg{{op: "begin", lsn: 0x180, xid: 702, at: at, want: "proved/new"}},
+		},
+		{
+			name: "the slot is past the checkpoint: nothing to prove, nothing skipped",
+			cp:   cp, slot: 0x200,
+			msgs: []msg{{op: "begin", lsn: 0x200, xid: 710, at: at, want: "/new"}},
+		},
+		{
+			name: "a checkpoint without its last transaction that would skip something is not used",
+			cp:   Checkpoint{Through: 0x100}, slot: 0x40, seedWhy: "names no last transaction",
+			msgs: []msg{{op: "begin", lsn: 0x50, xid: 690, at: at, want: "/new"}},
+		},
+		{
+			name: "a checkpoint without its last transaction at the slot's position needs nothing",
+			cp:   Checkpoint{Through: 0x40}, slot: 0x40,
+			msgs: []msg{{op: "begin", lsn: 0x50, xid: 690, at: at, want: "/new"}},
+		},
+		{
+			name: "a commit time unknown to the checkpoint is not compared",
+			cp:   Checkpoint{Through: 0x100, Last: &Mark{CommitLSN: 0xF0, Xid: 700}}, slot: 0x40, proving: true,
+			msgs: []msg{{op: "begin", lsn: 0xF0, xid: 700, at: at.Add(time.Hour), want: "/replay"}, {op: "commit", lsn: 0x100, want: "proved"}},
+		},
+		{
+			name: "a session lost inside the last transaction: its Begin comes again",
+			cp:   noOpen, slot: 0x40, proving: true,
+			msgs: []msg{
+				{op: "begin", lsn: 0xF0, xid: 700, at: at, want: "/replay"}, {op: "lost"},
+				{op: "walend", lsn: 0x40},
+				{op: "begin", lsn: 0xF0, xid: 700, at: at, want: "/replay"}, {op: "commit", lsn: 0x100, want: "proved"},
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var r State
+			if why := r.SeedFrom(tc.cp, tc.slot); (why == "") != (tc.seedWhy == "") || !strings.Contains(why, tc.seedWhy) {
+				t.Fatalf("SeedFrom = %q, want %q", why, tc.seedWhy)
+			}
+			if r.Proving() != tc.proving {
+				t.Fatalf("Proving after SeedFrom = %t, want %t", r.Proving(), tc.proving)
+			}
+			for i, m := range tc.msgs {
+				var proved bool
+				var why, act string
+				switch m.op {
+				case "begin":
+					proved, why = r.ProveBegin(Mark{CommitLSN: m.lsn, Xid: m.xid, CommitTime: m.at})
+					if why == "" {
+						act = "/" + r.Begin(m.lsn).String()
+					}
+				case "commit":
+					proved, why = r.ProveCommit(m.lsn)
+					r.Commit(m.lsn)
+				case "walend":
+					why = r.ProveWALEnd(m.lsn)
+				case "lost":
+					r.Lost()
+				}
+				got := ""
+				switch {
+				case why != "":
+					got = "why:" + why
+				case proved:
+					got = "proved"
+				}
+				got += act
+				if want := m.want; got != want && !(strings.HasPrefix(want, "why:") && strings.HasPrefix(got, "why:") && strings.Contains(got, want[4:])) {
+					t.Fatalf("message %d (%s %s): got %q, want %q", i, m.op, m.lsn, got, want)
+				}
+				if why != "" {
+					break
+				}
+			}
+			if r.Proving() != tc.provingAt {
+				t.Errorf("Proving at the end = %t, want %t", r.Proving(), tc.provingAt)
+			}
+		})
+	}
+}
