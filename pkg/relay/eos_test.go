@@ -183,7 +183,11 @@ func TestExactlyOnceSkipsWhatTheCheckpointCovers(t *testing.T) {
 	if err := prev.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	cp := eoscheckpoint.Checkpoint{LSN: end2, SystemID: sys, Timeline: tli, Open: &eoscheckpoint.Open{CommitLSN: commit3, Xid: x3, Rows: 2}, Written: time.Now()}
+	// It names its last transaction (x2), which the slot sends again: the
+	// proof that the checkpoint belongs to this WAL.
+	cp := eoscheckpoint.Checkpoint{LSN: end2, SystemID: sys, Timeline: tli,
+		Last: &eoscheckpoint.Last{CommitLSN: f.commitLSN(t, x2), Xid: x2},
+		Open: &eoscheckpoint.Open{CommitLSN: commit3, Xid: x3, Rows: 2}, Written: time.Now()}
 	if err := prev.ProduceSync(t.Context(), &kgo.Record{Topic: f.cfg.Relay.CheckpointTopic, Key: []byte(id), Value: cp.Marshal()}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}

@@ -35,10 +35,12 @@ const (
 
 // txItem is what the stream hands the transaction loop, in WAL order: a
 // record, or (out nil) the end of a Postgres transaction, or (reset) the
-// position checkpoints start from.
+// position checkpoints start from. last names the transaction that ends
+// at end, for the checkpoint (zero: unknown).
 type txItem struct {
 	out   *outRecord
 	end   pglogrepl.LSN
+	last  eoscheckpoint.Last
 	reset bool
 }
 
@@ -54,7 +56,9 @@ type txItem struct {
 // transactions are large and few, idle each row commits at once.
 //
 // The checkpoint says how far the committed events go: the end LSN of the
-// last whole Postgres transaction in them and, when the Kafka transaction
+// last whole Postgres transaction in them, which transaction that is
+// (commit LSN, xid, commit time: a new process proves with them that the
+// position belongs to the WAL it streams) and, when the Kafka transaction
 // ended inside a Postgres transaction (one larger than the caps), that
 // transaction's commit LSN, xid and the events of it handed on (INSERTs
 // and table-less outbox messages, in WAL order). On start
@@ -83,6 +87,7 @@ type transactions struct {
 	// Owned by the loop: the position the next checkpoint records, and the
 	// WAL history it belongs to (set at the first session).
 	last    pglogrepl.LSN
+	lastTx  eoscheckpoint.Last // the transaction ending at last; zero: unknown
 	open    *eoscheckpoint.Open
 	session replication.Session
 	inTxn   bool
@@ -108,18 +113,23 @@ func newTransactions(r *Relay, id, db string, opts []kgo.Opt) *transactions {
 // add queues a record of the transaction being read (stream goroutine).
 func (t *transactions) add(out *outRecord) { t.push(txItem{out: out}) }
 
-// commit queues the end of a Postgres transaction (stream goroutine).
-func (t *transactions) commit(end pglogrepl.LSN) { t.push(txItem{end: end}) }
+// commit queues the end of a Postgres transaction, named by tx (stream
+// goroutine).
+func (t *transactions) commit(end pglogrepl.LSN, tx eoscheckpoint.Last) {
+	t.push(txItem{end: end, last: tx})
+}
 
 // restart queues the position the next checkpoints start from, and the
 // session (WAL history) they belong to: the checkpoint read at start or,
 // after a change of WAL history, the new slot's position (stream
-// goroutine, nothing of the old history in flight).
-func (t *transactions) restart(at pglogrepl.LSN, s replication.Session) {
+// goroutine, nothing of the old history in flight). last names the
+// transaction ending at at when it is known (the checkpoint's own), zero
+// when not (a slot's position).
+func (t *transactions) restart(at pglogrepl.LSN, s replication.Session, last eoscheckpoint.Last) {
 	t.mu.Lock()
 	t.session = s
 	t.mu.Unlock()
-	t.push(txItem{end: at, reset: true})
+	t.push(txItem{end: at, last: last, reset: true})
 }
 
 func (t *transactions) push(it txItem) {
@@ -271,10 +281,13 @@ func (t *transactions) produceItems(items []txItem) bool {
 	for _, it := range items {
 		switch {
 		case it.reset:
-			t.last, t.open = it.end, nil
+			t.last, t.lastTx, t.open = it.end, it.last, nil
 			continue
 		case it.out == nil:
-			t.last, t.open = max(t.last, it.end), nil
+			if it.end >= t.last {
+				t.last, t.lastTx = it.end, it.last
+			}
+			t.open = nil
 			continue
 		}
 		if !t.inTxn {
@@ -402,6 +415,9 @@ func (t *transactions) commitCheckpoint(ctx context.Context) error {
 	t.mu.Unlock()
 	cp := eoscheckpoint.Checkpoint{LSN: t.last, SystemID: s.SystemID, Timeline: s.Timeline,
 		Database: t.db, Slot: t.r.cfg.Postgres.Slot, Open: t.open, Written: time.Now()}
+	if last := t.lastTx; last.CommitLSN != 0 {
+		cp.Last = &last
+	}
 	rec := &kgo.Record{Topic: t.topic, Key: t.key, Value: cp.Marshal()}
 	var perr error
 	done := make(chan struct{})
