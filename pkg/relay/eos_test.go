@@ -209,7 +209,8 @@ func TestExactlyOnceSkipsWhatTheCheckpointCovers(t *testing.T) {
 	if testenv.Header(recs[len(recs)-1], "id") != id4 {
 		t.Errorf("last record is not the row inserted after the checkpoint")
 	}
-	f.logs.waitLog(t, "resuming from the checkpoint: transactions it covers are skipped", map[string]string{"checkpoint_lsn": end2.String(), "open_commit_lsn": commit3.String()}, 5*time.Second)
+	f.logs.waitLog(t, "resuming from the checkpoint: transactions it covers are skipped once the slot proves it belongs to this WAL, and nothing past the slot's position is confirmed before", map[string]string{"checkpoint_lsn": end2.String(), "open_commit_lsn": commit3.String()}, 5*time.Second)
+	f.logs.waitLog(t, "the checkpoint is proven on this server's WAL: the slot sent again the transactions it names; what it covers stays skipped", map[string]string{"checkpoint_lsn": end2.String()}, 5*time.Second)
 	_ = end3
 	if err := run.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
