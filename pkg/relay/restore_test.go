@@ -1,6 +1,7 @@
 package relay_test
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/eoscheckpoint"
+	"github.com/walrelay/walrelay/pkg/heartbeat"
 	"github.com/walrelay/walrelay/pkg/localpg"
 	"github.com/walrelay/walrelay/pkg/setup"
 )
@@ -105,8 +107,13 @@ func TestExactlyOnceSameTimelineRestoreLosesNothing(t *testing.T) {
 	}
 	fresh := []string{"new-1", "new-2", "new-3", "new-4", "new-5"}
 	below := 0
-	for _, id := range fresh {
+	for i, id := range fresh {
 		execTx(t, dsn, insertEvent("restore", id))
+		if i == 2 {
+			// A heartbeat among them: with nothing in flight its position
+			// would be confirmed, were the checkpoint trusted already.
+			testenv.Exec(t, dsn, `SELECT pg_logical_emit_message(false, $1, '')`, heartbeat.Prefix)
+		}
 		if mustLSN(t, testenv.QueryValue[string](t, dsn, `SELECT pg_current_wal_lsn()::text`)) <= cp.LSN {
 			below++ // committed below the checkpoint's LSN: a trusting relay skips it
 		}
@@ -142,9 +149,23 @@ func TestExactlyOnceSameTimelineRestoreLosesNothing(t *testing.T) {
 	t.Logf("restored server: lost %d of %d, duplicates %d", lost, len(fresh), dups)
 	disproved := false
 	for _, line := range strings.Split(f.logs.String(), "\n") {
-		if strings.Contains(line, "the checkpoint is not proven on this server's WAL: ") {
-			disproved = true
-			t.Logf("relay: %s", line)
+		if !strings.Contains(line, "the checkpoint is not proven on this server's WAL: ") {
+			continue
+		}
+		disproved = true
+		t.Logf("relay: %s", line)
+		// Until disproved, nothing past the slot's position was confirmed:
+		// the session starts again from the slot, which sends again what
+		// was passed over.
+		var l struct {
+			Slot      string `json:"slot_confirmed_flush_lsn"`
+			Confirmed string `json:"confirmed"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if l.Confirmed != l.Slot {
+			t.Errorf("while proving the checkpoint the relay confirmed %s, past the slot's position %s", l.Confirmed, l.Slot)
 		}
 	}
 	if !disproved {
