@@ -13,7 +13,7 @@
 //	{"version":1,"lsn":"0/16B3748","system_id":"7312…","timeline":1,
 //	 "database":"app","slot":"walrelay",
 //	 "last":{"commit_lsn":"0/16B3718","xid":811,"commit_time":"2026-11-24T21:58:03.101234Z"},
-//	 "open":{"commit_lsn":"0/16B9000","xid":812,"rows":4096},
+//	 "open":{"commit_lsn":"0/16B9000","xid":812,"rows":4096,"commit_time":"2026-11-24T21:58:03.110009Z"},
 //	 "written_at":"2026-11-24T21:58:03.120Z"}
 //
 // lsn is the end LSN (pgoutput's TransactionEndLSN) of the last Postgres
@@ -28,7 +28,7 @@
 // lsn (pkg/relay; a server restored from a snapshot of the same timeline
 // keeps system_id and timeline but not its transactions). open, when present, is a Postgres
 // transaction published in part, because it was larger than a Kafka
-// transaction may be: its first rows events (outbox INSERTs and the
+// transaction may be (named as last is, its commit time when known): its first rows events (outbox INSERTs and the
 // table-less outbox's logical messages, in WAL order, counted as the
 // relay hands them on: produced, dead-lettered or skipped by policy) are
 // on Kafka.
@@ -82,6 +82,9 @@ type Open struct {
 	CommitLSN pglogrepl.LSN // its commit LSN (the Begin message's FinalLSN)
 	Xid       uint32
 	Rows      int
+	// CommitTime is its commit timestamp; zero when unknown (not written,
+	// and absent from checkpoints of a walrelay older than the field).
+	CommitTime time.Time
 }
 
 // Last names a Postgres transaction as its Begin message does.
@@ -111,9 +114,10 @@ type wireLast struct {
 }
 
 type wireOpen struct {
-	CommitLSN string `json:"commit_lsn"`
-	Xid       uint32 `json:"xid"`
-	Rows      int    `json:"rows"`
+	CommitLSN  string    `json:"commit_lsn"`
+	Xid        uint32    `json:"xid"`
+	Rows       int       `json:"rows"`
+	CommitTime time.Time `json:"commit_time,omitzero"`
 }
 
 // Marshal returns the record value of c.
@@ -124,7 +128,7 @@ func (c Checkpoint) Marshal() []byte {
 		w.Last = &wireLast{CommitLSN: c.Last.CommitLSN.String(), Xid: c.Last.Xid, CommitTime: c.Last.CommitTime.UTC()}
 	}
 	if c.Open != nil {
-		w.Open = &wireOpen{CommitLSN: c.Open.CommitLSN.String(), Xid: c.Open.Xid, Rows: c.Open.Rows}
+		w.Open = &wireOpen{CommitLSN: c.Open.CommitLSN.String(), Xid: c.Open.Xid, Rows: c.Open.Rows, CommitTime: c.Open.CommitTime.UTC()}
 	}
 	b, _ := json.Marshal(w) // strings, numbers and a time: cannot fail
 	return b
@@ -165,7 +169,7 @@ func Parse(value []byte) (Checkpoint, error) {
 		if w.Open.Rows < 1 || commit < lsn {
 			return Checkpoint{}, fmt.Errorf("checkpoint open transaction at %s with %d rows is not after %s", commit, w.Open.Rows, lsn)
 		}
-		c.Open = &Open{CommitLSN: commit, Xid: w.Open.Xid, Rows: w.Open.Rows}
+		c.Open = &Open{CommitLSN: commit, Xid: w.Open.Xid, Rows: w.Open.Rows, CommitTime: w.Open.CommitTime}
 	}
 	return c, nil
 }

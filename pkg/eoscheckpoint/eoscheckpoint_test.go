@@ -50,6 +50,11 @@ func TestMarshalParseLast(t *testing.T) {
 	if back.Last == nil || back.Last.CommitLSN != 0x16B3718 || back.Last.Xid != 811 || !back.Last.CommitTime.Equal(commit) {
 		t.Errorf("Parse last = %+v, want %+v", back.Last, c.Last)
 	}
+	c.Open = &eoscheckpoint.Open{CommitLSN: 0x16B9000, Xid: 812, Rows: 4096, CommitTime: commit}
+	if back, err := eoscheckpoint.Parse(c.Marshal()); err != nil || back.Open == nil || !back.Open.CommitTime.Equal(commit) {
+		t.Errorf("Parse of open with a commit time = %+v, %v", back.Open, err)
+	}
+	c.Open = nil
 	c.Last.CommitTime = time.Time{}
 	if got, want := string(c.Marshal()), `"last":{"commit_lsn":"0/16B3718","xid":811}`; !strings.Contains(got, want) {
 		t.Errorf("Marshal without a commit time = %s, want it to hold %s", got, want)

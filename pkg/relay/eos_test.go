@@ -246,6 +246,9 @@ func TestExactlyOnceResumesInsideALargeTransaction(t *testing.T) {
 	}
 	cp, _ := f.checkpoint(t)
 	t.Logf("stopped with %d of %d rows checkpointed", cp.Open.Rows, rows)
+	if cp.Open.CommitTime.IsZero() {
+		t.Errorf("the checkpoint's open transaction has no commit time to be proven by: %+v", cp.Open)
+	}
 
 	slow.Store(false)
 	run = f.start(t)
@@ -255,6 +258,9 @@ func TestExactlyOnceResumesInsideALargeTransaction(t *testing.T) {
 	if len(all) != rows || len(dup) > 0 {
 		t.Errorf("read_committed consumer got %d records with %d duplicates (first %v), want %d once each", len(all), len(dup), dup[:min(len(dup), 5)], rows)
 	}
+	// Proven by the open transaction re-sent with its commit LSN, xid and
+	// commit time.
+	f.logs.waitLog(t, "the checkpoint is proven on this server's WAL: the slot sent again the transactions it names; what it covers stays skipped", nil, 5*time.Second)
 	if err := run.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}

@@ -239,7 +239,7 @@ func (h *handler) startFromCheckpoint(ctx context.Context, s replication.Session
 			attrs = append(attrs, "last_commit_lsn", l.CommitLSN.String(), "last_xid", l.Xid)
 		}
 		if o := cp.Open; o != nil {
-			rc.Open, rc.Rows = &resume.Mark{CommitLSN: o.CommitLSN, Xid: o.Xid}, o.Rows
+			rc.Open, rc.Rows = &resume.Mark{CommitLSN: o.CommitLSN, Xid: o.Xid, CommitTime: o.CommitTime}, o.Rows
 			attrs = append(attrs, "open_commit_lsn", o.CommitLSN.String(), "open_xid", o.Xid, "open_rows", o.Rows)
 		}
 		attrs = append(attrs, "slot_confirmed_flush_lsn", s.SlotConfirmed.String())
@@ -463,7 +463,7 @@ func (h *handler) produce(out *outRecord, published prometheus.Counter) {
 func (h *handler) send(out *outRecord) {
 	h.r.tracker.Add(out.tx, out.size)
 	if h.r.txns != nil {
-		out.pos = rowPos{final: h.final, xid: h.xid, row: h.resume.Handled()}
+		out.pos = rowPos{final: h.final, xid: h.xid, at: h.commitTime, row: h.resume.Handled()}
 		h.r.txns.add(out)
 		return
 	}

@@ -298,7 +298,7 @@ func (t *transactions) produceItems(items []txItem) bool {
 			t.inTxn = true
 		}
 		out := it.out
-		t.open = &eoscheckpoint.Open{CommitLSN: out.pos.final, Xid: out.pos.xid, Rows: out.pos.row}
+		t.open = &eoscheckpoint.Open{CommitLSN: out.pos.final, Xid: out.pos.xid, Rows: out.pos.row, CommitTime: out.pos.at}
 		t.produce(out, false)
 	}
 	return true

@@ -88,6 +88,14 @@ func TestProof(t *testing.T) {
 			},
 		},
 		{
+			name: "after the last transaction, one at the open one's commit LSN and xid, committed at another time",
+			cp:   Checkpoint{Through: 0x100, Last: last, Open: &Mark{CommitLSN: 0x180, Xid: 702, CommitTime: at}, Rows: 3}, slot: 0x40, proving: true, provingAt: true,
+			msgs: []msg{
+				{op: "begin", lsn: 0xF0, xid: 700, at: at, want: "/replay"}, {op: "commit", lsn: 0x100, want: "proved"},
+				{op: "begin", lsn: 0x180, xid: 702, at: at.Add(time.Minute), want: "why:not the one the checkpoint published in part"},
+			},
+		},
+		{
 			name: "the stream passes the open transaction's commit without it",
 			cp:   cp, slot: 0x100, proving: true, provingAt: true,
 			msgs: []msg{{op: "walend", lsn: 0x180}, {op: "walend", lsn: 0x181, want: "why:without sending it"}},
