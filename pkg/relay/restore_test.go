@@ -261,3 +261,53 @@ func TestExactlyOnceCheckpointWithoutLastIsNotTrusted(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A checkpoint ahead of the slot whose last transaction the slot never
+// sends (the walsender passes the checkpoint's LSN without it: here it
+// names a transaction this server does not have) is disproved by the
+// keepalives' WAL end: the rows the relay passed over provisionally are
+// published, none lost, and none was confirmed before.
+func TestExactlyOnceCheckpointDisprovedByTheWALEnd(t *testing.T) {
+	f := newFixture(t, exactlyOnce)
+	f.createProbe(t)
+	_, x1 := insertRow(t, f.dsn, "order", "o-1", `{"n": 1}`)
+	insertRow(t, f.dsn, "order", "o-2", `{"n": 2}`)
+	// WAL the publication does not cover, after the rows.
+	testenv.Exec(t, f.dsn, `CREATE TABLE filler (x int); INSERT INTO filler SELECT generate_series(1, 100)`)
+	end := mustLSN(t, testenv.QueryValue[string](t, f.dsn, `SELECT pg_current_wal_lsn()::text`))
+	var sys string
+	var tli int32
+	conn := testenv.Connect(t, f.dsn)
+	if err := conn.QueryRow(t.Context(), `SELECT system_identifier::text, (SELECT timeline_id FROM pg_control_checkpoint()) FROM pg_control_system()`).Scan(&sys, &tli); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(t.Context())
+	id := f.cfg.TransactionalID(f.database(t))
+	f.broker.CreateTopic(t, f.cfg.Relay.CheckpointTopic, 1)
+	prev := f.broker.Client(t, kgo.TransactionalID(id))
+	if err := prev.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	// Its last transaction would have committed just before end, in the
+	// filler's WAL, where this server has none.
+	cp := eoscheckpoint.Checkpoint{LSN: end, SystemID: sys, Timeline: tli,
+		Last: &eoscheckpoint.Last{CommitLSN: end - 0x30, Xid: x1 + 1000, CommitTime: time.Now()}, Written: time.Now()}
+	if err := prev.ProduceSync(t.Context(), &kgo.Record{Topic: f.cfg.Relay.CheckpointTopic, Key: []byte(id), Value: cp.Marshal()}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := prev.EndTransaction(t.Context(), kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+
+	run := f.start(t)
+	got := readKeys(t, f, []string{"outbox.event.order"}, []string{"o-1", "o-2"}, 30*time.Second)
+	if got["o-1"] != 1 || got["o-2"] != 1 {
+		t.Errorf("read_committed saw %v, want o-1 and o-2 once each: a disproved checkpoint skips nothing", got)
+	}
+	if !strings.Contains(f.logs.String(), "without sending the checkpoint's last transaction") {
+		t.Errorf("the relay did not say the stream passed the checkpoint's LSN without its last transaction")
+	}
+	if err := run.stop(); err != nil {
+		t.Fatal(err)
+	}
+}
