@@ -57,7 +57,7 @@ func TestStreamLeavesTheTransactionWhenASessionEnds(t *testing.T) {
 			if how == "walsender terminated" {
 				// Large enough that its Commit is not in the socket's
 				// buffers when the walsender goes, slow until then.
-				rows = 100000
+				rows = 300000
 				f.rec.slow.Store(int64(100 * time.Millisecond))
 			}
 
