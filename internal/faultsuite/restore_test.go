@@ -28,9 +28,9 @@ import (
 // no event committed on the restored server after the restore is
 // published twice. Duplicates are events committed before the copy that
 // the restored slot, saved behind them, sends again while the checkpoint
-// cannot be proven on the restored WAL (issue 32, item 3): they are
-// reported, and with exactly-once delivery they must be of such events
-// only.
+// cannot be proven on the restored WAL (issue 32, item 3) and no earlier
+// checkpoint proven on the way covers: they are reported, and with
+// exactly-once delivery they must be of such events only.
 func testSameTimelineRestore(t *testing.T, row *result, d delivery) {
 	c := testenv.PrivateCluster(t, localpg.Options{})
 	f := newFixtureOn(t, c.DSN("postgres"), d)
@@ -160,7 +160,7 @@ func testSameTimelineRestore(t *testing.T, row *result, d delivery) {
 	row.recovery = rec
 	why := "which the restored slot, at its last position saved to disk before the copy, sends again"
 	if d == exactlyOnce {
-		why += " while the checkpoint cannot be proven on the restored WAL (they were on Kafka: only a checkpoint proven on this WAL may skip)"
+		why += " and no checkpoint proven on the restored WAL covers (the last checkpoint is disproved; earlier ones still on the topic are proven on the way, by their last transactions, and what the newest proven one covers stays skipped)"
 	}
 	row.notes = fmt.Sprintf("crash-consistent copy of the data directory while relaying (0.5s after a CHECKPOINT), %d more events relayed (%d records of them on Kafka), copy restored (slot at %s), writers resumed; relay started once the WAL passed %s; lost counts events of the restored database; duplicates: %d of events committed before the copy, %s; %d of events committed after the restore",
 		len(discarded), orphans, restored.confirmed, walPassed(d, cpNote, passed), oldDups, why, newDups)

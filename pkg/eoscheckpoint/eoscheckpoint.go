@@ -201,3 +201,27 @@ func Read(ctx context.Context, topic, key string, opts ...kgo.Opt) (Checkpoint, 
 	}
 	return c, true, nil
 }
+
+// History returns the committed checkpoints with key still in topic, in
+// the order they were written, skipping those that do not parse. Older
+// ones are there until compaction removes them (never from the active
+// segment): it is a best-effort record of how far earlier Kafka
+// transactions went, which a relay may prove on the WAL it streams (by
+// their last transactions) to skip more of what a restored slot sends
+// again. Nothing may be skipped by a checkpoint of it that was not so
+// proven. opts configure the client, as for Read.
+func History(ctx context.Context, topic, key string, opts ...kgo.Opt) ([]Checkpoint, error) {
+	var all []Checkpoint
+	_, err := kafkalog.ReadToEnd(ctx, topic, opts, func(r *kgo.Record) {
+		if string(r.Key) != key || r.Value == nil {
+			return
+		}
+		if c, err := Parse(r.Value); err == nil {
+			all = append(all, c)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading checkpoint topic: %w", err)
+	}
+	return all, nil
+}

@@ -243,6 +243,9 @@ func (h *handler) startFromCheckpoint(ctx context.Context, s replication.Session
 			attrs = append(attrs, "open_commit_lsn", o.CommitLSN.String(), "open_xid", o.Xid, "open_rows", o.Rows)
 		}
 		attrs = append(attrs, "slot_confirmed_flush_lsn", s.SlotConfirmed.String())
+		if cp.LSN > s.SlotConfirmed && cp.Last != nil {
+			rc.Earlier = h.earlierCheckpoints(ctx, cp)
+		}
 		if why := h.resume.SeedFrom(rc, s.SlotConfirmed); why != "" {
 			h.log.Warn("the checkpoint is not proven on this server's WAL: "+why+"; publishing everything the slot sends, and events already on Kafka may be published again", attrs...)
 			break
@@ -270,6 +273,27 @@ func (h *handler) startFromCheckpoint(ctx context.Context, s replication.Session
 	return nil
 }
 
+// earlierCheckpoints reads the checkpoints of the transactional id written
+// before cp that the topic still holds (eoscheckpoint.History), as points
+// the stream may prove on the way to cp: if cp is disproved (a restored
+// server), the newest of them proven still says what was published. Best
+// effort: without them, a disproof publishes everything the slot sends.
+func (h *handler) earlierCheckpoints(ctx context.Context, cp eoscheckpoint.Checkpoint) []resume.Point {
+	t := h.r.txns
+	all, err := eoscheckpoint.History(ctx, t.topic, string(t.key), t.opts...)
+	if err != nil {
+		h.log.Warn("cannot read the earlier checkpoints; should the last one not be proven, everything the slot sends is published", "topic", t.topic, "err", err)
+		return nil
+	}
+	var points []resume.Point
+	for _, c := range all {
+		if c.Last != nil && c.SystemID == cp.SystemID && c.Timeline == cp.Timeline && c.LSN < cp.LSN {
+			points = append(points, resume.Point{Through: c.LSN, Last: resume.Mark{CommitLSN: c.Last.CommitLSN, Xid: c.Last.Xid, CommitTime: c.Last.CommitTime}})
+		}
+	}
+	return points
+}
+
 // proved raises the tracker to what a checkpoint covers once the slot
 // sent its last transaction again (Through), and says so once the whole
 // checkpoint is proven.
@@ -288,15 +312,25 @@ func (h *handler) proved() {
 // Kafka, where the checkpoint was right after all, never a loss).
 func (h *handler) disprove(ctx context.Context, why string) error {
 	s := h.server
-	h.log.Warn("the checkpoint is not proven on this server's WAL: "+why+"; publishing everything the slot sends",
+	h.log.Warn("the checkpoint is not proven on this server's WAL: "+why+"; publishing everything the slot sends that no earlier checkpoint proven on this WAL covers",
 		"server", s.String(), "slot_confirmed_flush_lsn", s.SlotConfirmed.String(), "confirmed", h.r.tracker.Confirmed().String())
+	earlier, ok := h.resume.Proven()
 	if err := h.resetHistory(ctx, s, s, "the checkpoint is not proven on this server's WAL"); err != nil {
 		return err
 	}
-	if t := h.r.txns; t != nil {
-		t.restart(s.SlotConfirmed, s, eoscheckpoint.Last{})
+	at, last := s.SlotConfirmed, eoscheckpoint.Last{}
+	if ok && earlier.Through > at {
+		// Proven on the way: what it covers is in this WAL and on Kafka.
+		at, last = earlier.Through, eoscheckpoint.Last{CommitLSN: earlier.Last.CommitLSN, Xid: earlier.Last.Xid, CommitTime: earlier.Last.CommitTime}
+		h.resume.Seed(at, 0, 0)
+		h.r.tracker.SetStart(at)
+		h.log.Info("an earlier checkpoint is proven on this server's WAL: the transactions it covers stay skipped, everything after it is published",
+			"checkpoint_lsn", at.String(), "last_commit_lsn", last.CommitLSN.String(), "last_xid", last.Xid)
 	}
-	return fmt.Errorf("reading again from the slot's position %s: %w", s.SlotConfirmed, replication.ErrRestartSession)
+	if t := h.r.txns; t != nil {
+		t.restart(at, s, last)
+	}
+	return fmt.Errorf("reading again from %s: %w", at, replication.ErrRestartSession)
 }
 
 // WALEnd lets the stream confirm an idle keepalive's server WAL end,

@@ -182,3 +182,85 @@ func TestProof(t *testing.T) {
 		})
 	}
 }
+
+// Earlier checkpoints are proven on the way, each by its last
+// transaction: after the checkpoint itself is disproved (a restored
+// server), the newest earlier one proven still holds; one passed without
+// its transaction, or with another one in its place, and every later one,
+// are not proven.
+func TestProofOfEarlierCheckpoints(t *testing.T) {
+	at := time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC)
+	mark := func(lsn pglogrepl.LSN, xid uint32) Mark {
+		return Mark{CommitLSN: lsn, Xid: xid, CommitTime: at.Add(time.Duration(xid) * time.Second)}
+	}
+	cp := Checkpoint{Through: 0x400, Last: &Mark{CommitLSN: 0x3F0, Xid: 40, CommitTime: at.Add(40 * time.Second)}, Earlier: []Point{
+		{Through: 0x200, Last: mark(0x1F0, 20)},
+		{Through: 0x100, Last: mark(0xF0, 10)}, // out of order: sorted
+		{Through: 0x300, Last: mark(0x2F0, 30)},
+		{Through: 0x30, Last: mark(0x20, 3)}, // at or before the slot: ignored
+		{Through: 0x100, Last: mark(0xF0, 10)},
+	}}
+	type msg struct {
+		op  string // begin, commit, walend
+		lsn pglogrepl.LSN
+		xid uint32
+	}
+	tests := []struct {
+		name   string
+		msgs   []msg
+		proven pglogrepl.LSN // Proven().Through at the end; 0: none
+	}{
+		{
+			name: "the first two re-sent as written, the third replaced (the copy was taken between them)",
+			msgs: []msg{
+				{"begin", 0xF0, 10}, {"commit", 0x100, 0},
+				{"begin", 0x1F0, 20}, {"commit", 0x200, 0},
+				{"begin", 0x2F0, 99}, // another transaction where the third's was
+			},
+			proven: 0x200,
+		},
+		{
+			name: "the second passed without its transaction: the later ones cannot be proven either",
+			msgs: []msg{
+				{"begin", 0xF0, 10}, {"commit", 0x100, 0},
+				{"begin", 0x1F8, 21}, {"commit", 0x208, 0},
+				{"begin", 0x2F0, 30}, {"commit", 0x300, 0},
+			},
+			proven: 0x100,
+		},
+		{
+			name:   "a WAL end past the first without its transaction",
+			msgs:   []msg{{"walend", 0x100, 0}, {"begin", 0x1F0, 20}, {"commit", 0x200, 0}},
+			proven: 0,
+		},
+		{
+			name:   "the first's transaction ends elsewhere",
+			msgs:   []msg{{"begin", 0xF0, 10}, {"commit", 0x108, 0}, {"begin", 0x1F0, 20}, {"commit", 0x200, 0}},
+			proven: 0,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var r State
+			if why := r.SeedFrom(cp, 0x40); why != "" {
+				t.Fatal(why)
+			}
+			for _, m := range tc.msgs {
+				switch m.op {
+				case "begin":
+					r.ProveBegin(mark(m.lsn, m.xid))
+					r.Begin(m.lsn)
+				case "commit":
+					r.ProveCommit(m.lsn)
+					r.Commit(m.lsn)
+				case "walend":
+					r.ProveWALEnd(m.lsn)
+				}
+			}
+			p, ok := r.Proven()
+			if p.Through != tc.proven || ok != (tc.proven != 0) {
+				t.Errorf("Proven = %s %t, want %s", p.Through, ok, tc.proven)
+			}
+		})
+	}
+}

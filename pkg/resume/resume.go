@@ -46,10 +46,17 @@
 //     transaction at or past that commit LSN, or a WAL end past the
 //     checkpoint without it: ProveWALEnd) disproves it: the handler forgets
 //     it (Reset) and has the slot send everything again, to be published.
+//     Earlier checkpoints (Checkpoint.Earlier) are proven the same way,
+//     each by its own last transaction, as the stream goes: after a
+//     disproof, what the newest proven one covers (Proven) may still be
+//     skipped, as it lies in the WAL the slot's server shares with the
+//     one the checkpoints were written on.
 package resume
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -80,6 +87,18 @@ type proof struct {
 	last      *Mark
 	lastBegun bool // last's Begin came; its Commit must end at through
 	open      *Mark
+	// Earlier checkpoints still to be proven, by Through ascending; the
+	// first one's Begin came when begun.
+	points []Point
+	begun  bool
+	proven Point // the newest earlier checkpoint proven; zero: none
+}
+
+// Point is what an earlier checkpoint covers: every transaction
+// committed before Through, the end LSN of its last transaction Last.
+type Point struct {
+	Through pglogrepl.LSN
+	Last    Mark
 }
 
 // Mark names a Postgres transaction as its Begin message does.
@@ -114,6 +133,10 @@ type Checkpoint struct {
 	// Rows events are published; nil when none.
 	Open *Mark
 	Rows int
+	// Earlier are checkpoints written before it (any order); those the
+	// stream proves on the way to proving it still hold if it is
+	// disproved (Proven).
+	Earlier []Point
 }
 
 // BeginAction is what the handler does with a Begin.
@@ -188,6 +211,13 @@ func (r *State) SeedFrom(cp Checkpoint, slot pglogrepl.LSN) (why string) {
 	if needLast {
 		last := *cp.Last
 		p.last = &last
+		for _, e := range cp.Earlier {
+			if e.Through > slot && e.Through < cp.Through && e.Last.CommitLSN < e.Through {
+				p.points = append(p.points, e)
+			}
+		}
+		slices.SortFunc(p.points, func(a, b Point) int { return cmp.Compare(a.Through, b.Through) })
+		p.points = slices.CompactFunc(p.points, func(a, b Point) bool { return a.Through == b.Through })
 	}
 	if needOpen {
 		o := *cp.Open
@@ -210,6 +240,7 @@ func (r *State) Proving() bool { return r.proof.last != nil || r.proof.open != n
 // one that is not the transaction published in part.
 func (r *State) ProveBegin(m Mark) (proved bool, why string) {
 	p := &r.proof
+	p.beginPoint(m)
 	if last := p.last; last != nil {
 		switch {
 		case m.CommitLSN < last.CommitLSN:
@@ -240,6 +271,7 @@ func (r *State) ProveBegin(m Mark) (proved bool, why string) {
 // elsewhere.
 func (r *State) ProveCommit(end pglogrepl.LSN) (proved bool, why string) {
 	p := &r.proof
+	p.commitPoint(end)
 	if p.last == nil || !p.lastBegun {
 		return false, ""
 	}
@@ -257,6 +289,9 @@ func (r *State) ProveCommit(end pglogrepl.LSN) (proved bool, why string) {
 // passed a transaction of the proof without sending it.
 func (r *State) ProveWALEnd(lsn pglogrepl.LSN) (why string) {
 	p := &r.proof
+	if len(p.points) > 0 && !p.begun && lsn >= p.points[0].Through {
+		p.points = nil // passed without its last transaction
+	}
 	switch {
 	case p.last != nil && !p.lastBegun && lsn >= p.through:
 		return fmt.Sprintf("the slot's stream reached %s, at or past the checkpoint's LSN %s, without sending the checkpoint's last transaction (%s)", lsn, p.through, p.last)
@@ -264,6 +299,46 @@ func (r *State) ProveWALEnd(lsn pglogrepl.LSN) (why string) {
 		return fmt.Sprintf("the slot's stream reached %s, past the commit LSN of the transaction the checkpoint published in part (%s), without sending it", lsn, p.open)
 	}
 	return ""
+}
+
+// Proven is the newest earlier checkpoint (Checkpoint.Earlier) the stream
+// proved so far, and false when none: every transaction committed before
+// its Through lies in the WAL the checkpoints were written on, and was
+// published. Read it before Reset.
+func (r *State) Proven() (Point, bool) {
+	return r.proof.proven, r.proof.proven.Through != 0
+}
+
+// beginPoint checks a Begin against the next earlier checkpoint: its last
+// transaction begun, or passed (the WAL diverged before it: none of the
+// rest can be proven).
+func (p *proof) beginPoint(m Mark) {
+	if len(p.points) == 0 {
+		return
+	}
+	next := p.points[0].Last
+	switch {
+	case m.CommitLSN < next.CommitLSN:
+	case next.same(m):
+		p.begun = true
+	default:
+		p.points, p.begun = nil, false
+	}
+}
+
+// commitPoint checks a Commit against the next earlier checkpoint whose
+// last transaction begun: ending at its Through proves it.
+func (p *proof) commitPoint(end pglogrepl.LSN) {
+	if !p.begun {
+		return
+	}
+	p.begun = false
+	if end != p.points[0].Through {
+		p.points = nil
+		return
+	}
+	p.proven = p.points[0]
+	p.points = p.points[1:]
 }
 
 // Skipping reports whether the messages now are those of a replayed
@@ -315,7 +390,7 @@ func (r *State) Commit(end pglogrepl.LSN) CommitAction {
 // Lost records that the session broke. A replayed transaction is over (its
 // rest is not coming); an open one stays open. A checkpoint's last
 // transaction being proven comes again from its Begin.
-func (r *State) Lost() { r.replaying, r.proof.lastBegun = false, false }
+func (r *State) Lost() { r.replaying, r.proof.lastBegun, r.proof.begun = false, false, false }
 
 // Reset forgets everything, for a server with another WAL history, and
 // reports whether a transaction was open (the handler aborts it).
