@@ -34,6 +34,9 @@
 // on Kafka.
 // LSNs mean something only on the WAL history of system_id and timeline.
 //
+// History returns the earlier checkpoints of a key the topic still holds,
+// which a relay proves on the WAL by their own last transactions.
+//
 // It does not decide what to skip: pkg/relay does (docs/DESIGN.md,
 // "Exactly-once delivery").
 package eoscheckpoint
