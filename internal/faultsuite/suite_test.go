@@ -46,6 +46,7 @@ var scenarios = []scenario{
 	{"large-transaction", testLargeTransaction},
 	{"shared-checkpoint-open-txn", testSharedCheckpointOpenTxn},
 	{"commit-outcome-unknown", testCommitOutcomeUnknown},
+	{"same-timeline-restore", testSameTimelineRestore},
 }
 
 // TestFaultSuite runs every scenario in every delivery mode (in parallel,

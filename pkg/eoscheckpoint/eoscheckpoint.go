@@ -12,18 +12,30 @@
 //
 //	{"version":1,"lsn":"0/16B3748","system_id":"7312…","timeline":1,
 //	 "database":"app","slot":"walrelay",
-//	 "open":{"commit_lsn":"0/16B9000","xid":812,"rows":4096},
+//	 "last":{"commit_lsn":"0/16B3718","xid":811,"commit_time":"2026-11-24T21:58:03.101234Z"},
+//	 "open":{"commit_lsn":"0/16B9000","xid":812,"rows":4096,"commit_time":"2026-11-24T21:58:03.110009Z"},
 //	 "written_at":"2026-11-24T21:58:03.120Z"}
 //
 // lsn is the end LSN (pgoutput's TransactionEndLSN) of the last Postgres
 // transaction whose events are all on Kafka; every transaction whose
-// commit LSN is below it is published. open, when present, is a Postgres
+// commit LSN is below it is published. last, when present, names that
+// transaction as its Begin message does: its commit LSN (FinalLSN), xid
+// and commit time; it is absent when the relay does not know it (lsn is a
+// slot's position it started from, or the checkpoint was written by a
+// walrelay older than the field, which still parses). A relay proves with
+// it that lsn belongs to the WAL it streams: the slot must send that
+// transaction again, with that commit LSN, xid and commit time, ending at
+// lsn (pkg/relay; a server restored from a snapshot of the same timeline
+// keeps system_id and timeline but not its transactions). open, when present, is a Postgres
 // transaction published in part, because it was larger than a Kafka
-// transaction may be: its first rows events (outbox INSERTs and the
+// transaction may be (named as last is, its commit time when known): its first rows events (outbox INSERTs and the
 // table-less outbox's logical messages, in WAL order, counted as the
 // relay hands them on: produced, dead-lettered or skipped by policy) are
 // on Kafka.
 // LSNs mean something only on the WAL history of system_id and timeline.
+//
+// History returns the earlier checkpoints of a key the topic still holds,
+// which a relay proves on the WAL by their own last transactions.
 //
 // It does not decide what to skip: pkg/relay does (docs/DESIGN.md,
 // "Exactly-once delivery").
@@ -75,6 +87,9 @@ type Checkpoint struct {
 	Timeline int32
 	// Database and Slot are where the events came from (informational).
 	Database, Slot string
+	// Last is the Postgres transaction whose end LSN is LSN; nil when
+	// unknown.
+	Last *Last
 	// Open is the Postgres transaction after LSN published in part; nil
 	// when none is.
 	Open *Open
@@ -88,6 +103,17 @@ type Open struct {
 	CommitLSN pglogrepl.LSN // its commit LSN (the Begin message's FinalLSN)
 	Xid       uint32
 	Rows      int
+	// CommitTime is its commit timestamp; zero when unknown (not written,
+	// and absent from checkpoints of a walrelay older than the field).
+	CommitTime time.Time
+}
+
+// Last names a Postgres transaction as its Begin message does.
+type Last struct {
+	CommitLSN pglogrepl.LSN // its commit LSN (the Begin message's FinalLSN)
+	Xid       uint32
+	// CommitTime is its commit timestamp; zero when unknown (not written).
+	CommitTime time.Time
 }
 
 type wire struct {
@@ -97,22 +123,33 @@ type wire struct {
 	Timeline int32     `json:"timeline"`
 	Database string    `json:"database,omitempty"`
 	Slot     string    `json:"slot,omitempty"`
+	Last     *wireLast `json:"last,omitempty"`
 	Open     *wireOpen `json:"open,omitempty"`
 	Written  time.Time `json:"written_at"`
 }
 
+type wireLast struct {
+	CommitLSN  string    `json:"commit_lsn"`
+	Xid        uint32    `json:"xid"`
+	CommitTime time.Time `json:"commit_time,omitzero"`
+}
+
 type wireOpen struct {
-	CommitLSN string `json:"commit_lsn"`
-	Xid       uint32 `json:"xid"`
-	Rows      int    `json:"rows"`
+	CommitLSN  string    `json:"commit_lsn"`
+	Xid        uint32    `json:"xid"`
+	Rows       int       `json:"rows"`
+	CommitTime time.Time `json:"commit_time,omitzero"`
 }
 
 // Marshal returns the record value of c.
 func (c Checkpoint) Marshal() []byte {
 	w := wire{Version: Version, LSN: c.LSN.String(), SystemID: c.SystemID, Timeline: c.Timeline,
 		Database: c.Database, Slot: c.Slot, Written: c.Written.UTC()}
+	if c.Last != nil {
+		w.Last = &wireLast{CommitLSN: c.Last.CommitLSN.String(), Xid: c.Last.Xid, CommitTime: c.Last.CommitTime.UTC()}
+	}
 	if c.Open != nil {
-		w.Open = &wireOpen{CommitLSN: c.Open.CommitLSN.String(), Xid: c.Open.Xid, Rows: c.Open.Rows}
+		w.Open = &wireOpen{CommitLSN: c.Open.CommitLSN.String(), Xid: c.Open.Xid, Rows: c.Open.Rows, CommitTime: c.Open.CommitTime.UTC()}
 	}
 	b, _ := json.Marshal(w) // strings, numbers and a time: cannot fail
 	return b
@@ -135,6 +172,16 @@ func Parse(value []byte) (Checkpoint, error) {
 		return Checkpoint{}, fmt.Errorf("checkpoint lsn %q: %w", w.LSN, err)
 	}
 	c := Checkpoint{LSN: lsn, SystemID: w.SystemID, Timeline: w.Timeline, Database: w.Database, Slot: w.Slot, Written: w.Written}
+	if w.Last != nil {
+		commit, err := pglogrepl.ParseLSN(w.Last.CommitLSN)
+		if err != nil {
+			return Checkpoint{}, fmt.Errorf("checkpoint last.commit_lsn %q: %w", w.Last.CommitLSN, err)
+		}
+		if commit >= lsn {
+			return Checkpoint{}, fmt.Errorf("checkpoint last transaction at %s does not end at %s: its commit LSN is not before it", commit, lsn)
+		}
+		c.Last = &Last{CommitLSN: commit, Xid: w.Last.Xid, CommitTime: w.Last.CommitTime}
+	}
 	if w.Open != nil {
 		commit, err := pglogrepl.ParseLSN(w.Open.CommitLSN)
 		if err != nil {
@@ -143,7 +190,7 @@ func Parse(value []byte) (Checkpoint, error) {
 		if w.Open.Rows < 1 || commit < lsn {
 			return Checkpoint{}, fmt.Errorf("checkpoint open transaction at %s with %d rows is not after %s", commit, w.Open.Rows, lsn)
 		}
-		c.Open = &Open{CommitLSN: commit, Xid: w.Open.Xid, Rows: w.Open.Rows}
+		c.Open = &Open{CommitLSN: commit, Xid: w.Open.Xid, Rows: w.Open.Rows, CommitTime: w.Open.CommitTime}
 	}
 	return c, nil
 }
@@ -199,4 +246,28 @@ func Read(ctx context.Context, topic, key string, opts ...kgo.Opt) (Checkpoint, 
 			ErrUnreadable, topic, last.Partition, last.Offset, key, head, more, err, key, topic, last.Partition)
 	}
 	return c, true, nil
+}
+
+// History returns the committed checkpoints with key still in topic, in
+// the order they were written, skipping those that do not parse. Older
+// ones are there until compaction removes them (never from the active
+// segment): it is a best-effort record of how far earlier Kafka
+// transactions went, which a relay may prove on the WAL it streams (by
+// their last transactions) to skip more of what a restored slot sends
+// again. Nothing may be skipped by a checkpoint of it that was not so
+// proven. opts configure the client, as for Read.
+func History(ctx context.Context, topic, key string, opts ...kgo.Opt) ([]Checkpoint, error) {
+	var all []Checkpoint
+	_, err := kafkalog.ReadToEnd(ctx, topic, opts, func(r *kgo.Record) {
+		if string(r.Key) != key || r.Value == nil {
+			return
+		}
+		if c, err := Parse(r.Value); err == nil {
+			all = append(all, c)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading checkpoint topic: %w", err)
+	}
+	return all, nil
 }

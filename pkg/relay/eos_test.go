@@ -196,7 +196,11 @@ func TestExactlyOnceSkipsWhatTheCheckpointCovers(t *testing.T) {
 	if err := prev.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	cp := eoscheckpoint.Checkpoint{LSN: end2, SystemID: sys, Timeline: tli, Open: &eoscheckpoint.Open{CommitLSN: commit3, Xid: x3, Rows: 2}, Written: time.Now()}
+	// It names its last transaction (x2), which the slot sends again: the
+	// proof that the checkpoint belongs to this WAL.
+	cp := eoscheckpoint.Checkpoint{LSN: end2, SystemID: sys, Timeline: tli,
+		Last: &eoscheckpoint.Last{CommitLSN: f.commitLSN(t, x2), Xid: x2},
+		Open: &eoscheckpoint.Open{CommitLSN: commit3, Xid: x3, Rows: 2}, Written: time.Now()}
 	if err := prev.ProduceSync(t.Context(), &kgo.Record{Topic: f.cfg.Relay.CheckpointTopic, Key: []byte(id), Value: cp.Marshal()}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +222,8 @@ func TestExactlyOnceSkipsWhatTheCheckpointCovers(t *testing.T) {
 	if testenv.Header(recs[len(recs)-1], "id") != id4 {
 		t.Errorf("last record is not the row inserted after the checkpoint")
 	}
-	f.logs.waitLog(t, "resuming from the checkpoint: transactions it covers are skipped", map[string]string{"checkpoint_lsn": end2.String(), "open_commit_lsn": commit3.String()}, 5*time.Second)
+	f.logs.waitLog(t, "resuming from the checkpoint: transactions it covers are skipped once the slot proves it belongs to this WAL, and nothing past the slot's position is confirmed before", map[string]string{"checkpoint_lsn": end2.String(), "open_commit_lsn": commit3.String()}, 5*time.Second)
+	f.logs.waitLog(t, "the checkpoint is proven on this server's WAL: the slot sent again the transactions it names; what it covers stays skipped", map[string]string{"checkpoint_lsn": end2.String()}, 5*time.Second)
 	_ = end3
 	if err := run.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
@@ -254,6 +259,9 @@ func TestExactlyOnceResumesInsideALargeTransaction(t *testing.T) {
 	}
 	cp, _ := f.checkpoint(t)
 	t.Logf("stopped with %d of %d rows checkpointed", cp.Open.Rows, rows)
+	if cp.Open.CommitTime.IsZero() {
+		t.Errorf("the checkpoint's open transaction has no commit time to be proven by: %+v", cp.Open)
+	}
 
 	slow.Store(false)
 	run = f.start(t)
@@ -263,6 +271,9 @@ func TestExactlyOnceResumesInsideALargeTransaction(t *testing.T) {
 	if len(all) != rows || len(dup) > 0 {
 		t.Errorf("read_committed consumer got %d records with %d duplicates (first %v), want %d once each", len(all), len(dup), dup[:min(len(dup), 5)], rows)
 	}
+	// Proven by the open transaction re-sent with its commit LSN, xid and
+	// commit time.
+	f.logs.waitLog(t, "the checkpoint is proven on this server's WAL: the slot sent again the transactions it names; what it covers stays skipped", nil, 5*time.Second)
 	if err := run.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}

@@ -67,7 +67,16 @@ func newHandler(r *Relay) *handler {
 	return &handler{r: r, log: r.log, plans: make(map[uint32]*router.Plan), topics: make(map[string]prometheus.Counter), pattern: pattern}
 }
 
-func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
+func (h *handler) Begin(ctx context.Context, m *pglogrepl.BeginMessage) error {
+	if h.resume.Proving() {
+		proved, why := h.resume.ProveBegin(resume.Mark{CommitLSN: m.FinalLSN, Xid: m.Xid, CommitTime: m.CommitTime})
+		if why != "" {
+			return h.disprove(ctx, why)
+		}
+		if proved {
+			h.proved()
+		}
+	}
 	open, _ := h.resume.Open()
 	act := h.resume.Begin(m.FinalLSN)
 	if act != resume.BeginReplay {
@@ -101,7 +110,16 @@ func (h *handler) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
 	return nil
 }
 
-func (h *handler) Commit(_ context.Context, m *pglogrepl.CommitMessage) error {
+func (h *handler) Commit(ctx context.Context, m *pglogrepl.CommitMessage) error {
+	if h.resume.Proving() {
+		proved, why := h.resume.ProveCommit(m.TransactionEndLSN)
+		if why != "" {
+			return h.disprove(ctx, why)
+		}
+		if proved {
+			h.proved()
+		}
+	}
 	switch h.resume.Commit(m.TransactionEndLSN) {
 	case resume.CommitReplayed:
 		return nil
@@ -110,7 +128,7 @@ func (h *handler) Commit(_ context.Context, m *pglogrepl.CommitMessage) error {
 	}
 	h.r.tracker.Commit(h.tx, m.TransactionEndLSN)
 	if h.r.txns != nil {
-		h.r.txns.commit(m.TransactionEndLSN)
+		h.r.txns.commit(m.TransactionEndLSN, eoscheckpoint.Last{CommitLSN: h.final, Xid: h.xid, CommitTime: h.commitTime})
 	}
 	h.tx = nil
 	h.skip.commit(h.log)
@@ -152,7 +170,7 @@ func (h *handler) SessionStart(ctx context.Context, s replication.Session) error
 	}
 	h.server = s
 	if t := h.r.txns; t != nil && t.fenced && why != "" {
-		t.restart(s.SlotConfirmed, s)
+		t.restart(s.SlotConfirmed, s, eoscheckpoint.Last{})
 	}
 	return nil
 }
@@ -176,13 +194,22 @@ func (h *handler) SessionStreaming(ctx context.Context) error {
 // every transaction committed before its LSN, and the INSERTs of the
 // transaction it ended inside that were published. The slot may be
 // behind it (a process killed between its Kafka commit and its next
-// status update): the tracker is raised to it, so it is confirmed too.
-// A checkpoint of another WAL history (system id, timeline, or beyond the
-// server's WAL) is not used: everything the slot sends is published,
-// duplicates rather than a loss. Kafka being unreachable, or another
-// producer's transaction holding the checkpoint topic's end, is retried,
-// reading nothing from the slot meanwhile; a checkpoint that does not
-// parse (eoscheckpoint.ErrUnreadable) stops the relay.
+// status update). Those skips are provisional until the slot proves the
+// checkpoint belongs to this WAL (pkg/resume, SeedFrom): a server restored
+// from a snapshot keeps its system id and timeline, and its new
+// transactions take the LSNs the checkpoint covers. Meanwhile nothing
+// past the slot's position is confirmed (the tracker is not raised, idle
+// keepalives and heartbeats are held back: WALEnd); once proven the
+// tracker is raised to the checkpoint, so it is confirmed too; disproved,
+// the checkpoint is forgotten and the session starts again from the slot
+// (disprove). A checkpoint of another WAL history (system id, timeline,
+// or beyond the server's WAL), or one that would skip something and
+// names no last transaction to prove it by, is not used: everything the
+// slot sends is published, duplicates rather than a loss. Kafka being
+// unreachable, or another producer's transaction holding the checkpoint
+// topic's end, is retried, reading nothing from the slot meanwhile; a
+// checkpoint that does not parse (eoscheckpoint.ErrUnreadable) stops the
+// relay.
 func (h *handler) startFromCheckpoint(ctx context.Context, s replication.Session) error {
 	t := h.r.txns
 	var cp eoscheckpoint.Checkpoint
@@ -205,6 +232,7 @@ func (h *handler) startFromCheckpoint(ctx context.Context, s replication.Session
 		}
 	}
 	at := s.SlotConfirmed
+	var last *eoscheckpoint.Last // the transaction ending at at, when known
 	attrs := []any{"checkpoint_lsn", cp.LSN.String(), "checkpoint_system_id", cp.SystemID, "checkpoint_timeline", cp.Timeline, "server", s.String()}
 	switch {
 	case !found:
@@ -212,18 +240,119 @@ func (h *handler) startFromCheckpoint(ctx context.Context, s replication.Session
 	case cp.SystemID != s.SystemID, cp.Timeline != s.Timeline, cp.LSN > s.XLogPos:
 		h.log.Warn("the checkpoint belongs to another WAL history; not using it: everything the slot sends is published, and events already on Kafka may be published again", attrs...)
 	default:
-		at = max(at, cp.LSN)
-		h.r.tracker.SetStart(at)
-		rows, open := 0, pglogrepl.LSN(0)
-		if cp.Open != nil {
-			rows, open = cp.Open.Rows, cp.Open.CommitLSN
-			attrs = append(attrs, "open_commit_lsn", open.String(), "open_xid", cp.Open.Xid, "open_rows", rows)
+		rc := resume.Checkpoint{Through: cp.LSN}
+		if l := cp.Last; l != nil {
+			rc.Last = &resume.Mark{CommitLSN: l.CommitLSN, Xid: l.Xid, CommitTime: l.CommitTime}
+			attrs = append(attrs, "last_commit_lsn", l.CommitLSN.String(), "last_xid", l.Xid)
 		}
-		h.resume.Seed(cp.LSN, open, rows)
-		h.log.Info("resuming from the checkpoint: transactions it covers are skipped", append(attrs, "slot_confirmed_flush_lsn", s.SlotConfirmed.String())...)
+		if o := cp.Open; o != nil {
+			rc.Open, rc.Rows = &resume.Mark{CommitLSN: o.CommitLSN, Xid: o.Xid, CommitTime: o.CommitTime}, o.Rows
+			attrs = append(attrs, "open_commit_lsn", o.CommitLSN.String(), "open_xid", o.Xid, "open_rows", o.Rows)
+		}
+		attrs = append(attrs, "slot_confirmed_flush_lsn", s.SlotConfirmed.String())
+		if cp.LSN > s.SlotConfirmed && cp.Last != nil {
+			rc.Earlier = h.earlierCheckpoints(ctx, cp)
+		}
+		if why := h.resume.SeedFrom(rc, s.SlotConfirmed); why != "" {
+			h.log.Warn("the checkpoint is not proven on this server's WAL: "+why+"; publishing everything the slot sends, and events already on Kafka may be published again", attrs...)
+			break
+		}
+		if !h.resume.Proving() {
+			h.log.Info("the checkpoint skips nothing the slot sends: publishing from the slot's position", attrs...)
+			if cp.LSN == at {
+				last = cp.Last
+			}
+			break
+		}
+		// The txn loop's position: no checkpoint is written before the
+		// proof (everything before it is skipped), none after a disproof
+		// (disprove restarts it from the slot).
+		if cp.LSN >= at {
+			at, last = cp.LSN, cp.Last
+		}
+		h.log.Info("resuming from the checkpoint: transactions it covers are skipped once the slot proves it belongs to this WAL, and nothing past the slot's position is confirmed before", attrs...)
 	}
-	t.restart(at, s)
+	var lastTx eoscheckpoint.Last
+	if last != nil {
+		lastTx = *last
+	}
+	t.restart(at, s, lastTx)
 	return nil
+}
+
+// earlierCheckpoints reads the checkpoints of the transactional id written
+// before cp that the topic still holds (eoscheckpoint.History), as points
+// the stream may prove on the way to cp: if cp is disproved (a restored
+// server), the newest of them proven still says what was published. Best
+// effort: without them, a disproof publishes everything the slot sends.
+func (h *handler) earlierCheckpoints(ctx context.Context, cp eoscheckpoint.Checkpoint) []resume.Point {
+	t := h.r.txns
+	all, err := eoscheckpoint.History(ctx, t.topic, string(t.key), t.opts...)
+	if err != nil {
+		h.log.Warn("cannot read the earlier checkpoints; should the last one not be proven, everything the slot sends is published", "topic", t.topic, "err", err)
+		return nil
+	}
+	var points []resume.Point
+	for _, c := range all {
+		if c.Last != nil && c.SystemID == cp.SystemID && c.Timeline == cp.Timeline && c.LSN < cp.LSN {
+			points = append(points, resume.Point{Through: c.LSN, Last: resume.Mark{CommitLSN: c.Last.CommitLSN, Xid: c.Last.Xid, CommitTime: c.Last.CommitTime}})
+		}
+	}
+	return points
+}
+
+// proved raises the tracker to what a checkpoint covers once the slot
+// sent its last transaction again (Through), and says so once the whole
+// checkpoint is proven.
+func (h *handler) proved() {
+	h.r.tracker.SetStart(h.resume.Through())
+	if !h.resume.Proving() {
+		h.log.Info("the checkpoint is proven on this server's WAL: the slot sent again the transactions it names; what it covers stays skipped",
+			"checkpoint_lsn", h.resume.Through().String(), "server", h.server.String())
+	}
+}
+
+// disprove forgets a checkpoint the slot's stream disproved (why) before
+// anything it skipped was confirmed, and restarts the session: the slot
+// did not move past its position, so Postgres sends again what was
+// passed over, and all of it is published (duplicates of what is on
+// Kafka, where the checkpoint was right after all, never a loss).
+func (h *handler) disprove(ctx context.Context, why string) error {
+	s := h.server
+	h.log.Warn("the checkpoint is not proven on this server's WAL: "+why+"; publishing everything the slot sends that no earlier checkpoint proven on this WAL covers",
+		"server", s.String(), "slot_confirmed_flush_lsn", s.SlotConfirmed.String(), "confirmed", h.r.tracker.Confirmed().String())
+	earlier, ok := h.resume.Proven()
+	if err := h.resetHistory(ctx, s, s, "the checkpoint is not proven on this server's WAL"); err != nil {
+		return err
+	}
+	at, last := s.SlotConfirmed, eoscheckpoint.Last{}
+	if ok && earlier.Through > at {
+		// Proven on the way: what it covers is in this WAL and on Kafka.
+		at, last = earlier.Through, eoscheckpoint.Last{CommitLSN: earlier.Last.CommitLSN, Xid: earlier.Last.Xid, CommitTime: earlier.Last.CommitTime}
+		h.resume.Seed(at, 0, 0)
+		h.r.tracker.SetStart(at)
+		h.log.Info("an earlier checkpoint is proven on this server's WAL: the transactions it covers stay skipped, everything after it is published",
+			"checkpoint_lsn", at.String(), "last_commit_lsn", last.CommitLSN.String(), "last_xid", last.Xid)
+	}
+	if t := h.r.txns; t != nil {
+		t.restart(at, s, last)
+	}
+	return fmt.Errorf("reading again from %s: %w", at, replication.ErrRestartSession)
+}
+
+// WALEnd lets the stream confirm an idle keepalive's server WAL end,
+// except while a checkpoint is being proven: the walsender may have
+// passed transactions the checkpoint skipped provisionally, and a WAL end
+// at or past what the proof waits for disproves it (see
+// replication.WALEndHandler).
+func (h *handler) WALEnd(ctx context.Context, lsn pglogrepl.LSN) (confirm bool, err error) {
+	if !h.resume.Proving() {
+		return true, nil
+	}
+	if why := h.resume.ProveWALEnd(lsn); why != "" {
+		return false, h.disprove(ctx, why)
+	}
+	return false, nil
 }
 
 // resetHistory forgets a WAL history before the stream reads another: the
@@ -375,7 +504,7 @@ func (h *handler) produce(out *outRecord, published prometheus.Counter) {
 func (h *handler) send(out *outRecord) {
 	h.r.tracker.Add(out.tx, out.size)
 	if h.r.txns != nil {
-		out.pos = rowPos{final: h.final, xid: h.xid, row: h.resume.Handled()}
+		out.pos = rowPos{final: h.final, xid: h.xid, at: h.commitTime, row: h.resume.Handled()}
 		h.r.txns.add(out)
 		return
 	}

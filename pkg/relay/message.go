@@ -40,7 +40,11 @@ func (h *handler) Message(ctx context.Context, m *pglogrepl.LogicalDecodingMessa
 	if heartbeat.Is(m) {
 		h.r.hb.Seen(time.Now())
 		// Everything committed before the heartbeat was sent before it:
-		// with nothing in flight, its position is safe to confirm.
+		// with nothing in flight, its position is safe to confirm (not
+		// while a checkpoint is being proven: WALEnd).
+		if confirm, err := h.WALEnd(ctx, m.LSN); err != nil || !confirm {
+			return err
+		}
 		h.r.tracker.ObserveWALEnd(m.LSN)
 		return nil
 	}

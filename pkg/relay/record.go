@@ -57,6 +57,7 @@ type outRecord struct {
 type rowPos struct {
 	final pglogrepl.LSN
 	xid   uint32
+	at    time.Time // the transaction's commit time
 	row   int
 }
 

@@ -37,10 +37,12 @@ const (
 // txItem is what the stream hands the transaction loop, in WAL order: a
 // record, or (out nil) the end of a Postgres transaction, or (reset) the
 // position checkpoints start from and the session (WAL history) they
-// belong to.
+// belong to. last names the transaction that ends at end, for the
+// checkpoint (zero: unknown).
 type txItem struct {
 	out     *outRecord
 	end     pglogrepl.LSN
+	last    eoscheckpoint.Last
 	reset   bool
 	session replication.Session // with reset
 }
@@ -57,7 +59,9 @@ type txItem struct {
 // transactions are large and few, idle each row commits at once.
 //
 // The checkpoint says how far the committed events go: the end LSN of the
-// last whole Postgres transaction in them and, when the Kafka transaction
+// last whole Postgres transaction in them, which transaction that is
+// (commit LSN, xid, commit time: a new process proves with them that the
+// position belongs to the WAL it streams) and, when the Kafka transaction
 // ended inside a Postgres transaction (one larger than the caps), that
 // transaction's commit LSN, xid and the events of it handed on (INSERTs
 // and table-less outbox messages, in WAL order). On start
@@ -92,6 +96,7 @@ type transactions struct {
 	// being committed when the stream moved to a new one keeps the old
 	// history's label.
 	last    pglogrepl.LSN
+	lastTx  eoscheckpoint.Last // the transaction ending at last; zero: unknown
 	open    *eoscheckpoint.Open
 	session replication.Session
 	inTxn   bool
@@ -123,8 +128,11 @@ func (t *transactions) setID(id admin.TxnID) {
 // add queues a record of the transaction being read (stream goroutine).
 func (t *transactions) add(out *outRecord) { t.push(txItem{out: out}) }
 
-// commit queues the end of a Postgres transaction (stream goroutine).
-func (t *transactions) commit(end pglogrepl.LSN) { t.push(txItem{end: end}) }
+// commit queues the end of a Postgres transaction, named by tx (stream
+// goroutine).
+func (t *transactions) commit(end pglogrepl.LSN, tx eoscheckpoint.Last) {
+	t.push(txItem{end: end, last: tx})
+}
 
 // restart queues the position the next checkpoints start from, and the
 // session (WAL history) they belong to: the checkpoint read at start or,
@@ -132,9 +140,11 @@ func (t *transactions) commit(end pglogrepl.LSN) { t.push(txItem{end: end}) }
 // goroutine, nothing of the old history in flight). The session travels
 // with the position: the loop may still be committing a checkpoint-only
 // transaction of the old history (the Commit of a Postgres transaction
-// the last checkpoint ended inside), which must say the old history.
-func (t *transactions) restart(at pglogrepl.LSN, s replication.Session) {
-	t.push(txItem{end: at, reset: true, session: s})
+// the last checkpoint ended inside), which must say the old history. last
+// names the transaction ending at at when it is known (the checkpoint's
+// own), zero when not (a slot's position).
+func (t *transactions) restart(at pglogrepl.LSN, s replication.Session, last eoscheckpoint.Last) {
+	t.push(txItem{end: at, last: last, reset: true, session: s})
 }
 
 func (t *transactions) push(it txItem) {
@@ -286,10 +296,13 @@ func (t *transactions) produceItems(items []txItem) bool {
 	for _, it := range items {
 		switch {
 		case it.reset:
-			t.last, t.open, t.session = it.end, nil, it.session
+			t.last, t.lastTx, t.open, t.session = it.end, it.last, nil, it.session
 			continue
 		case it.out == nil:
-			t.last, t.open = max(t.last, it.end), nil
+			if it.end >= t.last {
+				t.last, t.lastTx = it.end, it.last
+			}
+			t.open = nil
 			continue
 		}
 		if !t.inTxn {
@@ -300,7 +313,7 @@ func (t *transactions) produceItems(items []txItem) bool {
 			t.inTxn = true
 		}
 		out := it.out
-		t.open = &eoscheckpoint.Open{CommitLSN: out.pos.final, Xid: out.pos.xid, Rows: out.pos.row}
+		t.open = &eoscheckpoint.Open{CommitLSN: out.pos.final, Xid: out.pos.xid, Rows: out.pos.row, CommitTime: out.pos.at}
 		t.produce(out, false)
 	}
 	return true
@@ -429,6 +442,9 @@ func (t *transactions) commitCheckpoint(ctx context.Context) error {
 	s := t.session
 	cp := eoscheckpoint.Checkpoint{LSN: t.last, SystemID: s.SystemID, Timeline: s.Timeline,
 		Database: t.db, Slot: t.r.cfg.Postgres.Slot, Open: t.open, Written: time.Now()}
+	if last := t.lastTx; last.CommitLSN != 0 {
+		cp.Last = &last
+	}
 	rec := &kgo.Record{Topic: t.topic, Key: t.key, Value: cp.Marshal()}
 	var perr error
 	done := make(chan struct{})

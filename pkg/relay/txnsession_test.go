@@ -47,17 +47,17 @@ func TestTransactionsRestartKeepsTheOldHistoryForWhatIsQueued(t *testing.T) {
 	}
 	old := replication.Session{SystemID: "7000000000000000001", Timeline: 1, XLogPos: 0x9000, SlotConfirmed: 0x100}
 	next := replication.Session{SystemID: "7000000000000000002", Timeline: 1, XLogPos: 0x400, SlotConfirmed: 0x50}
-	tx.restart(old.SlotConfirmed, old)
+	tx.restart(old.SlotConfirmed, old, eoscheckpoint.Last{})
 	if !tx.produceItems(tx.take(ctx, nil, nil)) {
 		t.Fatal("produceItems stopped")
 	}
 	// The last checkpoint ended inside a Postgres transaction; its Commit
 	// comes, and the loop takes it.
 	tx.openCommitted = true
-	tx.commit(0x200)
+	tx.commit(0x200, eoscheckpoint.Last{})
 	items := tx.take(ctx, nil, nil)
 	// The stream moves to another WAL history meanwhile.
-	tx.restart(next.SlotConfirmed, next)
+	tx.restart(next.SlotConfirmed, next, eoscheckpoint.Last{})
 	// The rest of the loop's iteration (run): the checkpoint-only
 	// transaction.
 	if !tx.produceItems(items) {

@@ -11,7 +11,10 @@
 // never to the received position, so Postgres keeps the WAL of everything the
 // broker has not acknowledged. Keepalives are passed to
 // Checkpointer.ObserveWALEnd, which may confirm the server's WAL end when
-// nothing is in flight, so an idle outbox does not pin WAL.
+// nothing is in flight, so an idle outbox does not pin WAL; a Handler that is
+// a WALEndHandler may hold them back (walrelay does while a checkpoint it
+// skips by is not yet proven on this WAL). Keepalives received inside a
+// transaction are not passed on; every session starts outside one.
 //
 // Each session starts by identifying the server on its own connection
 // (IDENTIFY_SYSTEM: system id, timeline, WAL position) and reading the slot's
@@ -28,7 +31,8 @@
 // pauses reading while the Checkpointer reports no room (backpressure: the
 // WAL stays in Postgres, not in walrelay's memory), and reconnects with
 // exponential backoff after a lost connection, resuming from the slot's
-// confirmed position. On shutdown it stops reading, waits (bounded) for the
+// confirmed position; a Handler restarts the session the same way by
+// returning ErrRestartSession. On shutdown it stops reading, waits (bounded) for the
 // Checkpointer to drain, reports the final confirmed position and closes.
 //
 // The bytes of the replication connection (the hijacked socket, framing,

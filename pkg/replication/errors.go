@@ -25,6 +25,15 @@ var ErrSlotActive = errors.New("replication slot is active in another process")
 // replication with (heartbeats, the table-less outbox): never retried.
 var ErrServerTooOld = errors.New("walrelay needs PostgreSQL 14 or newer")
 
+// ErrRestartSession is returned (wrapped) by a Handler to end the session
+// and start a new one, as after a lost connection: the stream calls
+// SessionLost, reconnects after MinBackoff, and the new session's
+// SessionStart sees the slot where it is; Postgres sends again everything
+// after the slot's confirmed position. A Handler returns it when it must
+// read again what the session already sent (walrelay: a checkpoint it
+// skipped by turned out not to belong to this WAL).
+var ErrRestartSession = errors.New("the handler restarts the replication session")
+
 // HandlerError wraps an error returned by the Handler. Run never retries
 // it: the Handler decided the stream must stop (for example a row its
 // configuration says must halt the relay).
@@ -46,10 +55,11 @@ func permanent(err error) error { return permanentError{err} }
 
 // retryable reports whether a session error is worth a reconnect: network
 // failures, server restarts, a slot briefly held by another process, too
-// many walsenders. Authentication failures, missing slots, publications or
+// many walsenders, a Handler restarting the session (ErrRestartSession).
+// Authentication failures, missing slots, publications or
 // databases, and Handler errors are not.
 func retryable(err error) bool {
-	if err == nil {
+	if err == nil || errors.Is(err, ErrRestartSession) {
 		return true
 	}
 	var (

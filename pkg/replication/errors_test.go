@@ -68,6 +68,7 @@ func TestRetryable(t *testing.T) {
 		{"handler error wrapping a retryable cause", &HandlerError{LSN: 42, Err: pg("57P01")}, false},
 		{"handler error wrapping context.Canceled", &HandlerError{LSN: 42, Err: context.Canceled}, false},
 		{"permanent", permanent(errors.New("parsing postgres DSN")), false},
+		{"handler restarts the session", &HandlerError{LSN: 42, Err: fmt.Errorf("checkpoint disproved: %w", ErrRestartSession)}, true},
 		{"unknown relation", permanent(fmt.Errorf("%w: relation 1", ErrUnknownRelation)), false},
 	}
 	for _, c := range cases {

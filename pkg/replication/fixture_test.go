@@ -54,6 +54,12 @@ type recorder struct {
 	xid      uint32
 	slow     atomic.Int64 // each Insert takes this long (a time.Duration)
 	startErr error        // returned by SessionStart
+	// onBegin, when set, is called at each Begin and its error returned;
+	// onStart at each SessionStart (n counts them from 1), its error
+	// returned. Set them under mu.
+	onBegin func(xid uint32) error
+	onStart func(n int, s Session) error
+	starts  int
 }
 
 func (r *recorder) add(e event) {
@@ -71,8 +77,12 @@ func (r *recorder) snapshot() []event {
 func (r *recorder) Begin(_ context.Context, m *pglogrepl.BeginMessage) error {
 	r.mu.Lock()
 	r.xid = m.Xid
+	hook := r.onBegin
 	r.mu.Unlock()
 	r.add(event{kind: "begin", xid: m.Xid})
+	if hook != nil {
+		return hook(m.Xid)
+	}
 	return nil
 }
 func (r *recorder) Relation(_ context.Context, m *pglogrepl.RelationMessage) error {
@@ -113,6 +123,15 @@ func (r *recorder) SessionLost() { r.add(event{kind: "lost"}) }
 func (r *recorder) SessionStreaming(context.Context) error { return nil }
 func (r *recorder) SessionStart(_ context.Context, sess Session) error {
 	r.add(event{kind: "start", session: sess})
+	r.mu.Lock()
+	r.starts++
+	n, hook := r.starts, r.onStart
+	r.mu.Unlock()
+	if hook != nil {
+		if err := hook(n, sess); err != nil {
+			return err
+		}
+	}
 	return r.startErr
 }
 

@@ -101,7 +101,9 @@ func (s *Stream) loop(ctx context.Context, w *pgwire.Conn) error {
 					return fmt.Errorf("parsing keepalive: %w", err)
 				}
 				if !s.inTx {
-					s.cp.ObserveWALEnd(ka.ServerWALEnd)
+					if err := s.observeWALEnd(ctx, ka.ServerWALEnd); err != nil {
+						return err
+					}
 				}
 				s.markReceived(ka.ServerWALEnd)
 				if ka.ReplyRequested {
@@ -159,6 +161,22 @@ func (s *Stream) report(w *pgwire.Conn, rep *reporter, now time.Time) error {
 	}
 	rep.sent, rep.sentAt, rep.next = lsn, now, now.Add(rep.interval)
 	rep.plan(now, s.cp)
+	return nil
+}
+
+// observeWALEnd hands an idle keepalive's server WAL end to the
+// Checkpointer, when the Handler (a WALEndHandler) lets it.
+func (s *Stream) observeWALEnd(ctx context.Context, lsn pglogrepl.LSN) error {
+	if s.walEnd != nil {
+		confirm, err := s.walEnd.WALEnd(ctx, lsn)
+		if err != nil {
+			return &HandlerError{LSN: lsn, Err: err}
+		}
+		if !confirm {
+			return nil
+		}
+	}
+	s.cp.ObserveWALEnd(lsn)
 	return nil
 }
 

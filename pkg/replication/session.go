@@ -127,6 +127,10 @@ func (s *Stream) start(ctx context.Context, sess Session) error {
 		s.received.Store(0)
 	}
 	s.server = sess
+	// Whatever ended the last session, this one starts outside any
+	// transaction (Postgres sends a transaction whole, from its Begin):
+	// idle keepalives are passed on again (see loop).
+	s.inTx = false
 	if err := s.handler.SessionStart(ctx, sess); err != nil {
 		return permanent(fmt.Errorf("starting a session on slot %q (%s): %w", s.cfg.Slot, sess, err))
 	}

@@ -57,6 +57,17 @@ type Handler interface {
 	SessionStreaming(ctx context.Context) error
 }
 
+// WALEndHandler is a Handler that has a say in confirming idle positions.
+// The stream calls WALEnd on its goroutine with the server WAL end of each
+// keepalive received outside a transaction (how far the walsender has
+// decoded and sent: every transaction committed before it was sent
+// already), before it hands that position to Checkpointer.ObserveWALEnd,
+// and hands it on only when WALEnd returns true. An error ends the stream
+// as a Handler's does (ErrRestartSession restarts the session).
+type WALEndHandler interface {
+	WALEnd(ctx context.Context, lsn pglogrepl.LSN) (confirm bool, err error)
+}
+
 // Session is what a session's connection says about the server and the
 // slot before streaming starts.
 type Session struct {
@@ -142,6 +153,7 @@ type Config struct {
 type Stream struct {
 	cfg     Config
 	handler Handler
+	walEnd  WALEndHandler // handler, when it is one; nil otherwise
 	cp      Checkpointer
 	log     *slog.Logger
 
@@ -193,7 +205,8 @@ func New(cfg Config, h Handler, cp Checkpointer, log *slog.Logger) *Stream {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Stream{cfg: cfg, handler: h, cp: cp, log: log, relations: make(map[uint32]*pglogrepl.RelationMessage)}
+	walEnd, _ := h.(WALEndHandler)
+	return &Stream{cfg: cfg, handler: h, walEnd: walEnd, cp: cp, log: log, relations: make(map[uint32]*pglogrepl.RelationMessage)}
 }
 
 // Run streams until ctx is done or a permanent error occurs. Lost
