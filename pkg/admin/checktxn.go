@@ -42,10 +42,6 @@ type TxnID struct {
 	// records: kafka.transactional_id, or
 	// walrelay-<database>-<slot>-<system identifier>.
 	ID string
-	// Legacy is walrelay-<database>-<slot>, the id walrelay derived before
-	// it included the system identifier, under which an upgraded relay
-	// finds its last checkpoint; "" when kafka.transactional_id is set.
-	Legacy string
 	// Database and SystemID are the server's (current_database(),
 	// pg_control_system()'s system_identifier).
 	Database, SystemID string
@@ -62,7 +58,7 @@ func TransactionalID(ctx context.Context, conn *pgx.Conn, cfg config.Config) (Tx
 	if err != nil {
 		return TxnID{}, err
 	}
-	return TxnID{ID: cfg.TransactionalID(db, sys), Legacy: cfg.LegacyTransactionalID(db), Database: db, SystemID: sys}, nil
+	return TxnID{ID: cfg.TransactionalID(db, sys), Database: db, SystemID: sys}, nil
 }
 
 // SystemID returns the server's system identifier (pg_control_system()),

@@ -226,17 +226,6 @@ func (c Config) TransactionalID(database, systemID string) string {
 	return "walrelay-" + database + "-" + c.Postgres.Slot + "-" + systemID
 }
 
-// LegacyTransactionalID is the id walrelay derived before it included the
-// system identifier, walrelay-<database>-<slot>: a relay upgraded from such
-// a version finds its last checkpoint under it. "" when
-// kafka.transactional_id is set (nothing was derived).
-func (c Config) LegacyTransactionalID(database string) string {
-	if c.Kafka.TransactionalID != "" {
-		return ""
-	}
-	return "walrelay-" + database + "-" + c.Postgres.Slot
-}
-
 // Error policies for rows walrelay cannot publish (GUIDE invariant 4).
 const (
 	PolicyDLQ  = "dlq"  // publish the row to the dead-letter topic

@@ -72,10 +72,8 @@ type transactions struct {
 	topic string    // relay.checkpoint_topic
 	opts  []kgo.Opt // to read the checkpoint topic
 	// Set at startup (setID), before anything else uses them.
-	key    []byte // the transactional id
-	legacy string // the id derived before it had the system id (admin.TxnID.Legacy)
-	db     string
-	sysID  string // the server's system identifier
+	key []byte // the transactional id
+	db  string
 
 	// Queued by the stream, taken by the loop.
 	qmu   sync.Mutex
@@ -122,7 +120,7 @@ func newTransactions(r *Relay, opts []kgo.Opt) *transactions {
 // setID sets the transactional id and what it was derived from (prepare,
 // before the producer is built).
 func (t *transactions) setID(id admin.TxnID) {
-	t.key, t.legacy, t.db, t.sysID = []byte(id.ID), id.Legacy, id.Database, id.SystemID
+	t.key, t.db = []byte(id.ID), id.Database
 }
 
 // add queues a record of the transaction being read (stream goroutine).
@@ -571,37 +569,7 @@ func (t *transactions) start(ctx context.Context) (eoscheckpoint.Checkpoint, boo
 	if err != nil {
 		return eoscheckpoint.Checkpoint{}, false, err
 	}
-	if !found && t.legacy != "" {
-		return t.readLegacy(ctx)
-	}
 	return cp, found, nil
-}
-
-// readLegacy reads the checkpoint under the transactional id walrelay
-// derived before it included the system identifier (walrelay-<database>-
-// <slot>), for a relay upgraded from such a version, whose id has no
-// checkpoint yet. Two clusters whose databases and slots have the same
-// names shared that key, so the checkpoint is used only when this server's
-// cluster wrote it, for this database and slot; the next commit writes it
-// under the new id. Any other is ignored: what the slot sends is published
-// (duplicates at worst, never a skip). The old id is not fenced: every
-// process of the slot must run this version (docs/exactly-once.md,
-// Upgrading).
-func (t *transactions) readLegacy(ctx context.Context) (eoscheckpoint.Checkpoint, bool, error) {
-	cp, found, err := eoscheckpoint.Read(ctx, t.topic, t.legacy, t.opts...)
-	if err != nil || !found {
-		return eoscheckpoint.Checkpoint{}, false, err
-	}
-	slot := t.r.cfg.Postgres.Slot
-	attrs := []any{"legacy_transactional_id", t.legacy, "transactional_id", string(t.key),
-		"checkpoint_lsn", cp.LSN.String(), "checkpoint_system_id", cp.SystemID, "checkpoint_database", cp.Database, "checkpoint_slot", cp.Slot,
-		"system_id", t.sysID, "database", t.db, "slot", slot}
-	if cp.SystemID != t.sysID || cp.Database != t.db || cp.Slot != slot {
-		t.r.log.Warn("ignoring the checkpoint under the legacy transactional id: another Postgres cluster, database or slot wrote it", attrs...)
-		return eoscheckpoint.Checkpoint{}, false, nil
-	}
-	t.r.log.Info("carried over the checkpoint under the legacy transactional id; the next commit writes it under the new one", attrs...)
-	return cp, true, nil
 }
 
 // fence initializes the producer id (InitProducerID bumps the epoch of the

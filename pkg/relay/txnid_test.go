@@ -2,7 +2,6 @@ package relay_test
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/config"
-	"github.com/walrelay/walrelay/pkg/eoscheckpoint"
 	"github.com/walrelay/walrelay/pkg/localpg"
 	"github.com/walrelay/walrelay/pkg/setup"
 )
@@ -156,102 +154,5 @@ func TestExactlyOnceClustersWithTheSameNames(t *testing.T) {
 		if err := s.run.stop(); err != nil {
 			t.Errorf("stopping the relay of cluster %s: %v", s.name, err)
 		}
-	}
-}
-
-// TestExactlyOnceCarriesOverTheLegacyCheckpoint: a relay upgraded from a
-// version whose transactional id was walrelay-<database>-<slot> finds no
-// checkpoint under its new id and takes the one under the old id when this
-// cluster wrote it (here ahead of the slot, as after a process killed
-// between its Kafka commit and its next status update): what it covers is
-// not published again. One another cluster wrote under the same old id
-// (same database and slot names) is ignored: everything is published.
-func TestExactlyOnceCarriesOverTheLegacyCheckpoint(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		another bool // the legacy checkpoint is another cluster's
-	}{
-		{name: "this cluster's"},
-		{name: "another cluster's", another: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, exactlyOnce)
-			f.createProbe(t)
-			db, sys := f.database(t), f.systemID(t)
-			cpSys := sys
-			if tc.another {
-				cpSys = "1" + strings.Repeat("0", len(sys)-1)
-			}
-			var rowIDs []string
-			var xids []uint32
-			for i := range 4 {
-				id, xid := insertRow(t, f.dsn, "order", fmt.Sprint("o-", i), `{"n": 1}`)
-				rowIDs, xids = append(rowIDs, id), append(xids, xid)
-			}
-			_, x := insertRow(t, f.dsn, "order", "o-4", `{"n": 1}`)
-			end := f.txEnd(t, x)
-			tli := testenv.QueryValue[int32](t, f.dsn, `SELECT timeline_id FROM pg_control_checkpoint()`)
-
-			// What the previous version committed under the old id: the
-			// first 3 rows' records and a checkpoint after them; the
-			// slot was never confirmed past them.
-			legacy := f.cfg.LegacyTransactionalID(db)
-			if legacy != "walrelay-"+db+"-walrelay" {
-				t.Fatalf("legacy id %q", legacy)
-			}
-			ends := f.txEnd(t, xids[2])
-			f.broker.CreateTopic(t, f.cfg.Relay.CheckpointTopic, 1)
-			f.broker.CreateTopic(t, "outbox.event.order", 4)
-			prev := f.broker.Client(t, kgo.TransactionalID(legacy))
-			if err := prev.BeginTransaction(); err != nil {
-				t.Fatal(err)
-			}
-			for i, id := range rowIDs[:3] {
-				rec := &kgo.Record{Topic: "outbox.event.order", Key: []byte(fmt.Sprint("o-", i)), Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(id)}}}
-				if err := prev.ProduceSync(t.Context(), rec).FirstErr(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			cp := eoscheckpoint.Checkpoint{LSN: ends, SystemID: cpSys, Timeline: tli, Database: db, Slot: "walrelay", Written: time.Now()}
-			if err := prev.ProduceSync(t.Context(), &kgo.Record{Topic: f.cfg.Relay.CheckpointTopic, Key: []byte(legacy), Value: cp.Marshal()}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-			if err := prev.EndTransaction(t.Context(), kgo.TryCommit); err != nil {
-				t.Fatal(err)
-			}
-
-			run := f.start(t)
-			testenv.WaitConfirmed(t, f.dsn, "walrelay", end, 30*time.Second)
-			want := 5
-			if tc.another {
-				want = 8 // the 3 rows the other cluster's checkpoint covers are published too
-			}
-			recs := f.readCommitted(t, []string{"outbox.event.order"}, want)
-			all, dup := ids(recs)
-			if len(all) != want {
-				t.Errorf("%d records on the topic, want %d", len(all), want)
-			}
-			attrs := map[string]string{"legacy_transactional_id": legacy, "transactional_id": f.txnID(t), "checkpoint_system_id": cpSys}
-			if tc.another {
-				if len(dup) != 3 {
-					t.Errorf("%d rows published twice (%v), want the 3 the ignored checkpoint covers", len(dup), dup)
-				}
-				f.logs.waitLog(t, "ignoring the checkpoint under the legacy transactional id: another Postgres cluster, database or slot wrote it", attrs, 5*time.Second)
-				f.logs.waitLog(t, "no checkpoint yet: publishing from the slot's position", nil, 5*time.Second)
-			} else {
-				if len(dup) != 0 {
-					t.Errorf("rows published twice: %v", dup)
-				}
-				f.logs.waitLog(t, "carried over the checkpoint under the legacy transactional id; the next commit writes it under the new one", attrs, 5*time.Second)
-				f.logs.waitLog(t, "resuming from the checkpoint: transactions it covers are skipped", map[string]string{"checkpoint_lsn": ends.String()}, 5*time.Second)
-			}
-			if err := run.stop(); err != nil {
-				t.Fatalf("stop: %v", err)
-			}
-			// The next commit wrote the checkpoint under the new id.
-			if cp, found := f.checkpoint(t); !found || cp.LSN < end {
-				t.Errorf("checkpoint under %s: %+v (found %t), want one at or past %s", f.txnID(t), cp, found, end)
-			}
-		})
 	}
 }
