@@ -88,6 +88,13 @@ type Metrics struct {
 	OutboxPartitionsDropped prometheus.Counter
 	OutboxOldestRowAge      prometheus.Gauge
 	OutboxTableSize         prometheus.Gauge
+	// SlotJumped is 1 while the slot is found replaced or moved past
+	// walrelay's record of it (pkg/slotrecord) and no operator adopted it;
+	// RetentionBlocked is 1 for the reason retention's last pass refused
+	// to prune (no_record, slot_jumped, slot_missing, slot_lost), 0 for
+	// the others.
+	SlotJumped       prometheus.Gauge
+	RetentionBlocked *prometheus.GaugeVec
 
 	eventsPublished *prometheus.CounterVec
 	mu              sync.Mutex
@@ -156,6 +163,15 @@ func New(reg prometheus.Registerer, version, slot string) *Metrics {
 		}, []string{"topic"}),
 		byTopic: make(map[string]prometheus.Counter),
 	}
+	m.SlotJumped = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "slot_jumped",
+		Help: "1 while the slot was found replaced (recreated, failed over) or moved past the position walrelay recorded before confirming, and no operator ran walrelay verify and walrelay slot adopt since: rows after the record may be unpublished, and retention is stopped.", ConstLabels: slotLabel,
+	})
+	m.RetentionBlocked = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "retention_blocked",
+		Help: "1 for the reason retention's last pass refused to prune (no_record, slot_jumped, slot_missing, slot_lost), 0 for the others: nothing proves the slot's position is one walrelay confirmed.",
+	}, []string{"reason"})
+	reg.MustRegister(m.SlotJumped, m.RetentionBlocked)
 	reg.MustRegister(m.RowsRejected, m.PublishErrors, m.CommitReadLatency, m.ProduceAckLatency, m.EndToEndLatency,
 		m.Transactions, m.SlotPollErrors, m.KafkaTransactions, m.eventsPublished,
 		m.OutboxRowsPruned, m.OutboxPartitionsDropped, m.OutboxOldestRowAge, m.OutboxTableSize)
