@@ -42,6 +42,7 @@ var scenarios = []scenario{
 	{"poison-rows-dlq", testPoisonRows},
 	{"standby-takeover", testStandby},
 	{"large-transaction", testLargeTransaction},
+	{"recreated-slot-retention", testRecreatedSlotRetention},
 }
 
 // TestFaultSuite runs every scenario in every delivery mode (in parallel,
