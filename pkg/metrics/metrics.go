@@ -171,6 +171,9 @@ func New(reg prometheus.Registerer, version, slot string) *Metrics {
 		Namespace: Namespace, Name: "retention_blocked",
 		Help: "1 for the reason retention's last pass refused to prune (no_record, slot_jumped, slot_missing, slot_lost), 0 for the others: nothing proves the slot's position is one walrelay confirmed.",
 	}, []string{"reason"})
+	for _, reason := range []string{"no_record", "slot_jumped", "slot_missing", "slot_lost"} {
+		m.RetentionBlocked.WithLabelValues(reason) // every series exists from startup, at 0
+	}
 	reg.MustRegister(m.SlotJumped, m.RetentionBlocked)
 	reg.MustRegister(m.RowsRejected, m.PublishErrors, m.CommitReadLatency, m.ProduceAckLatency, m.EndToEndLatency,
 		m.Transactions, m.SlotPollErrors, m.KafkaTransactions, m.eventsPublished,
