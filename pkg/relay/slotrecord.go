@@ -18,10 +18,10 @@ import (
 
 // recorder is the write-ahead side of walrelay's slot record
 // (pkg/slotrecord): the stream confirms at most what it recorded, and its
-// goroutine records what the tracker may confirm, at most once per
-// postgres.status_interval. So that always the slot's confirmed_flush_lsn
-// <= the record, and a slot found past the record was moved by someone
-// else.
+// goroutine records what the tracker may confirm, at most every
+// recordEvery while it moves. So that always the slot's
+// confirmed_flush_lsn <= the record, and a slot found past the record was
+// moved by someone else.
 //
 // Idle: with nothing in flight the tracker confirms the server's WAL end
 // (keepalives), and recording it writes WAL, whose end the next keepalive
@@ -40,7 +40,6 @@ type recorder struct {
 	tracker *checkpoint.Tracker
 	log     *slog.Logger
 	jumped  prometheus.Gauge
-	every   time.Duration
 
 	// on: the cap applies (the record exists and this relay writes it).
 	// Off, the relay confirms as it did before records (the role may not
@@ -57,9 +56,17 @@ type recorder struct {
 	lastErr  string
 }
 
+// recordEvery is how often the recorder looks at the tracker: the
+// replication stream reports a confirmed position that moved within
+// 100ms (postgres.status_interval bounds only the reports of one that
+// did not), and it may confirm only what is recorded. While the position
+// moves that is one single-row UPDATE every 100ms at most; none while
+// nothing moves.
+const recordEvery = 100 * time.Millisecond
+
 func newRecorder(r *Relay, table slotrecord.Table) *recorder {
 	return &recorder{dsn: r.cfg.Postgres.DSN, table: table, slot: r.cfg.Postgres.Slot, tracker: r.tracker,
-		log: r.log, jumped: r.metrics.SlotJumped, every: r.cfg.Postgres.StatusInterval}
+		log: r.log, jumped: r.metrics.SlotJumped}
 }
 
 // limit is what the stream may confirm of lsn: at most the record.
@@ -180,7 +187,7 @@ func (c *recorder) missing(ctx context.Context, conn *pgx.Conn) error {
 // run records what the tracker may confirm until ctx is done.
 func (c *recorder) run(ctx context.Context) {
 	defer c.close()
-	t := time.NewTicker(c.every)
+	t := time.NewTicker(recordEvery)
 	defer t.Stop()
 	for {
 		select {

@@ -17,6 +17,15 @@ import (
 
 var records = slotrecord.Table{Schema: "public"}
 
+// dropUnusedSlot drops the slot walrelay setup created and walrelay's
+// record of it: a slot that never existed, as far as walrelay knows (a
+// slot dropped with its record kept is one walrelay refuses to recreate).
+func dropUnusedSlot(t *testing.T, dsn string) {
+	t.Helper()
+	testenv.Exec(t, dsn, `SELECT pg_drop_replication_slot('walrelay')`)
+	testenv.Exec(t, dsn, `DELETE FROM walrelay_slot_positions WHERE slot_name = 'walrelay'`)
+}
+
 // postgres.create_slot (the default), walrelay setup and walrelay slot
 // create never silently replace a slot walrelay confirmed through: a new
 // slot would start at the current WAL, after the rows the old one had not
