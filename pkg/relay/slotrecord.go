@@ -184,6 +184,44 @@ func (c *recorder) missing(ctx context.Context, conn *pgx.Conn) error {
 		slotrecord.ErrRecorded, c.slot, s.Record.Confirmed, s.Record.UpdatedAt.UTC().Format(time.RFC3339), slotrecord.Fix(c.slot, s.Record))
 }
 
+// session checks the slot against its record at the start of every
+// replication session, before the session reports anything: another
+// instance may have streamed and recorded meanwhile (the cap is then
+// raised to its record), or someone may have moved the slot past the
+// record (marked jumped, logged). A failure is logged and leaves the cap
+// where it was: it can only hold confirmations back.
+func (c *recorder) session(ctx context.Context) {
+	if c == nil || !c.on.Load() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	err := func() error {
+		if c.conn == nil || c.conn.IsClosed() {
+			conn, err := pgx.Connect(ctx, c.dsn)
+			if err != nil {
+				return fmt.Errorf("connecting to read the slot's record: %w", err)
+			}
+			c.conn = conn
+		}
+		s, why, err := slotrecord.MarkJumped(ctx, c.conn, c.table, c.slot)
+		if err != nil {
+			_ = c.conn.Close(context.WithoutCancel(ctx))
+			c.conn = nil
+			return err
+		}
+		c.use(s)
+		if why != "" {
+			c.log.Error("the slot was moved past walrelay's record by someone else: rows committed after the record may never have been published; relaying goes on, retention stays stopped until an operator runs walrelay verify and walrelay slot adopt",
+				"slot", c.slot, "found", why)
+		}
+		return nil
+	}()
+	if err != nil {
+		c.log.Warn("reading walrelay's record of the slot at the session's start; confirming no further than the record read before", "slot", c.slot, "err", err)
+	}
+}
+
 // run records what the tracker may confirm until ctx is done.
 func (c *recorder) run(ctx context.Context) {
 	defer c.close()
