@@ -20,3 +20,8 @@ CREATE TABLE IF NOT EXISTS public.walrelay_slot_positions (
     adopted_at        timestamptz,          -- walrelay slot adopt cleared the jump (after walrelay verify)
     adopted_by        text
 );
+
+-- The run role of sql/004_role.sql records through it (004 grants this too
+-- when the table exists first). walrelay setup runs only the CREATE TABLE
+-- above.
+DO $$ BEGIN IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'walrelay') THEN GRANT SELECT, INSERT, UPDATE ON public.walrelay_slot_positions TO walrelay; END IF; END $$;

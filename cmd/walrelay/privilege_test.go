@@ -359,7 +359,7 @@ func TestSetupPrivileges(t *testing.T) {
 // run role, and `walrelay check` as that role finds everything in place.
 func TestSQLFilesByHand(t *testing.T) {
 	dsn := testenv.Postgres(t).NewDatabase(t)
-	for _, f := range []string{"001_outbox_table.sql", "002_publication.sql", "003_slot.sql"} {
+	for _, f := range []string{"001_outbox_table.sql", "002_publication.sql", "003_slot.sql", "005_slot_positions.sql"} {
 		b, err := os.ReadFile("../../sql/" + f)
 		if err != nil {
 			t.Fatal(err)
@@ -369,7 +369,7 @@ func TestSQLFilesByHand(t *testing.T) {
 	role := leastPrivilegeRole(t, dsn)
 	broker := testenv.Kafka(t)
 	env := childEnv("WALRELAY_POSTGRES_DSN="+withUser(t, dsn, role), "WALRELAY_KAFKA_BROKERS="+strings.Join(broker.Addrs(), ","), "WALRELAY_POSTGRES_CREATE_SLOT=false")
-	if out := wantOK(t, env, "setup"); strings.Count(out, "already exists") != 3 {
+	if out := wantOK(t, env, "setup"); strings.Count(out, "already exists") != 4 {
 		t.Errorf("setup as the run role after the SQL files:\n%s", out)
 	}
 	c := decodeJSON[checkResult](t, wantOK(t, env, "check", "-o", "json"))

@@ -55,12 +55,16 @@ func (t Table) String() string { return t.Schema + "." + TableName }
 
 func (t Table) quoted() string { return pgx.Identifier{t.Schema, TableName}.Sanitize() }
 
-// DDL is sql/005_slot_positions.sql for t's schema.
+// DDL is sql/005_slot_positions.sql's CREATE TABLE statement (not the
+// grant after it, for a DBA running the file by hand) for t's schema.
 func (t Table) DDL() (string, error) {
-	if !strings.Contains(sqlfiles.SlotPositions, sqlfiles.CreateSlotPositions) {
-		return "", fmt.Errorf("sql/005_slot_positions.sql no longer starts its statement with %q", sqlfiles.CreateSlotPositions)
+	i := strings.Index(sqlfiles.SlotPositions, sqlfiles.CreateSlotPositions)
+	end := strings.Index(sqlfiles.SlotPositions, "\n);")
+	if i < 0 || end < i {
+		return "", fmt.Errorf("sql/005_slot_positions.sql no longer holds one statement starting with %q and ending with a line \");\"", sqlfiles.CreateSlotPositions)
 	}
-	return strings.Replace(sqlfiles.SlotPositions, sqlfiles.CreateSlotPositions, "CREATE TABLE IF NOT EXISTS "+t.quoted()+" (", 1), nil
+	stmt := sqlfiles.SlotPositions[i : end+len("\n);")]
+	return strings.Replace(stmt, sqlfiles.CreateSlotPositions, "CREATE TABLE IF NOT EXISTS "+t.quoted()+" (", 1), nil
 }
 
 // Exists reports whether the table exists.
