@@ -22,6 +22,14 @@ func CreateRecordedSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.
 	if err := ValidateSlotName(name); err != nil {
 		return Slot{}, slotrecord.State{}, err
 	}
+	// A role that may not create slots at all is told so first.
+	var replication bool
+	if err := conn.QueryRow(ctx, `SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&replication); err != nil {
+		return Slot{}, slotrecord.State{}, queryError("reading the role's attributes", "", err)
+	}
+	if !replication {
+		return Slot{}, slotrecord.State{}, fmt.Errorf("%w: creating replication slot %q: %s", ErrPrivilege, name, privilegeFix(ctx, conn))
+	}
 	if _, err := records.Ensure(ctx, conn); err != nil {
 		return Slot{}, slotrecord.State{}, err
 	}
