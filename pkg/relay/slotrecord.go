@@ -288,9 +288,13 @@ func (c *recorder) raise(ctx context.Context, force bool) error {
 		return err
 	}
 	if why != "" {
-		c.jumped.Set(1)
 		c.log.Error("the slot was moved past walrelay's record by someone else: rows committed after the record may never have been published; relaying goes on, retention stays stopped until an operator runs walrelay verify and walrelay slot adopt",
 			"slot", c.slot, "found", why, "recorded_lsn", recorded.String())
+	}
+	if why != "" || rec.JumpedAt != nil {
+		c.jumped.Set(1)
+	} else {
+		c.jumped.Set(0) // adopted since (walrelay slot adopt)
 	}
 	c.recorded.Store(uint64(rec.Confirmed))
 	c.lastIdle = idle && ownStart <= to
