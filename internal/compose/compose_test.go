@@ -322,6 +322,7 @@ func TestComposePostgresInit(t *testing.T) {
 		filepath.Join(sqlDir, "002_publication.sql"),
 		filepath.Join(sqlDir, "003_slot.sql"),
 		filepath.Join(sqlDir, "004_role.sql"),
+		filepath.Join(sqlDir, "005_slot_positions.sql"),
 		filepath.Join(deployDir, "005_walrelay_password.sh"),
 	}
 	var got []string

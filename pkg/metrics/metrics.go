@@ -42,6 +42,8 @@
 //	outbox_partitions_dropped_total                  partitions of a partitioned outbox retention dropped
 //	outbox_oldest_row_age_seconds                    now() minus the oldest outbox.time_column in the outbox, measured by each retention pass
 //	outbox_table_size_bytes                          pg_total_relation_size of the outbox and all its partitions, measured by each retention pass
+//	retention_blocked{reason}                        1 for the reason retention's last pass refused to prune (no_record, slot_jumped, slot_missing, slot_lost), 0 for the others
+//	slot_jumped{slot}                                1 while the slot was found replaced or moved past walrelay's record of it, until walrelay slot adopt
 //
 // events_published_total has at most relay.max_topics + 1 series (the
 // dead-letter topic).
