@@ -256,6 +256,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		LargeMessage:    o.largeMessage,
 	}, h, failureAware{Tracker: r.tracker, fail: &r.fail, rec: r.rec}, log)
 	r.monitor = slotmon.New(cfg.Postgres.DSN, cfg.Postgres.Slot, cfg.Metrics.SlotPollInterval, m, log)
+	r.monitor.OwnWAL(r.rec.ownTail) // an idle slot behind only its own record is not stalled
 	r.registerGauges()
 	// Create the error series now, at 0, so that increase() sees the
 	// first error of each kind.

@@ -52,6 +52,8 @@ type recorder struct {
 	progress pglogrepl.LSN // the newest position reached by other means than idle keepalives
 	idleTop  pglogrepl.LSN // the position the last idle keepalive raised the tracker to
 	ownEnd   pglogrepl.LSN // the WAL insert position right after the last record was written
+	tailFrom pglogrepl.LSN // the position the last record holds
+	tailOK   bool          // no WAL but the last record's own between tailFrom and the start of its write
 	lastIdle bool          // the last record was of a position reached only by keepalives, with no other WAL before its write
 	lastErr  string
 }
@@ -298,12 +300,23 @@ func (c *recorder) raise(ctx context.Context, force bool) error {
 	}
 	c.recorded.Store(uint64(rec.Confirmed))
 	c.lastIdle = idle && ownStart <= to
+	c.tailFrom, c.tailOK = rec.Confirmed, ownStart <= rec.Confirmed
 	var end string
 	if err := c.conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&end); err == nil {
 		c.ownEnd, _ = pglogrepl.ParseLSN(end)
+	} else {
+		c.tailOK = false
 	}
 	c.lastErr = ""
 	return nil
+}
+
+// ownTail is slotmon's OwnWAL: the WAL in (from, to] is only this
+// recorder's last write, when ok.
+func (c *recorder) ownTail() (from, to pglogrepl.LSN, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tailFrom, c.ownEnd, c.tailOK && c.on.Load()
 }
 
 func (c *recorder) close() {
