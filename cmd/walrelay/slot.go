@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
@@ -169,17 +170,86 @@ cannot use (another plugin or database) is shown with a note saying why.`, cobra
 					if err != nil {
 						return inspectedSlot{}, err
 					}
-					return inspectedSlot{s, s.Problem(db)}, nil
+					return inspectedSlot{Slot: s, Problem: s.Problem(db), Record: recordOf(ctx, conn, cfg, args[0])}, nil
 				},
-				func(w io.Writer, s inspectedSlot) error { return printSlot(w, s.Slot, s.Problem) })
+				func(w io.Writer, s inspectedSlot) error {
+					if err := printSlot(w, s.Slot, s.Problem); err != nil {
+						return err
+					}
+					return printRecord(w, s.Record)
+				})
 		})
 }
 
-// inspectedSlot is what slot inspect prints: the slot and why walrelay
-// cannot use it, if it cannot.
+// inspectedSlot is what slot inspect prints: the slot, why walrelay
+// cannot use it, if it cannot, and walrelay's record of it.
 type inspectedSlot struct {
 	admin.Slot
-	Problem string `json:"problem,omitempty"`
+	Problem string      `json:"problem,omitempty"`
+	Record  *slotRecord `json:"walrelay_record,omitempty"`
+}
+
+// slotRecord is walrelay's record of a slot (pkg/slotrecord) as slot
+// inspect shows it, and whether it proves the slot's position to
+// retention (Retention: "ok", or the refusal).
+type slotRecord struct {
+	ConfirmedLSN  string     `json:"confirmed_lsn,omitempty"`
+	CreatedLSN    string     `json:"created_lsn,omitempty"`
+	UpdatedAt     *time.Time `json:"updated_at,omitempty"`
+	Note          string     `json:"note,omitempty"`
+	JumpedAt      *time.Time `json:"jumped_at,omitempty"`
+	Jump          string     `json:"jump,omitempty"`
+	JumpedFromLSN string     `json:"jumped_from_lsn,omitempty"`
+	AdoptedAt     *time.Time `json:"adopted_at,omitempty"`
+	AdoptedBy     string     `json:"adopted_by,omitempty"`
+	Retention     string     `json:"retention"`
+}
+
+// recordOf reads walrelay's record of slot; a record that cannot be read
+// (the role may not) says so in Retention.
+func recordOf(ctx context.Context, conn *pgx.Conn, cfg config.Config, slot string) *slotRecord {
+	st, err := slotrecord.Read(ctx, conn, slotRecords(cfg), slot)
+	if err != nil {
+		return &slotRecord{Retention: "unknown: " + err.Error()}
+	}
+	out := &slotRecord{Retention: "ok: prunes by this slot's position"}
+	if _, err := st.Unproven(); err != nil {
+		out.Retention = "refuses: " + err.Error()
+	}
+	if r := st.Record; r != nil {
+		at := r.UpdatedAt
+		out.ConfirmedLSN, out.UpdatedAt, out.Note, out.JumpedAt, out.Jump, out.AdoptedAt, out.AdoptedBy =
+			r.Confirmed.String(), &at, r.Note, r.JumpedAt, r.Jump, r.AdoptedAt, r.AdoptedBy
+		if r.Created != 0 {
+			out.CreatedLSN = r.Created.String()
+		}
+		if r.JumpedAt != nil {
+			out.JumpedFromLSN = r.JumpedFrom.String()
+		}
+	}
+	return out
+}
+
+// printRecord prints walrelay's record of the slot below the slot.
+func printRecord(w io.Writer, r *slotRecord) error {
+	if r == nil {
+		return nil
+	}
+	tw := newTable(w)
+	if r.ConfirmedLSN != "" {
+		fmt.Fprintf(tw, "walrelay_record\tconfirmed_lsn %s, updated %s\n", r.ConfirmedLSN, r.UpdatedAt.UTC().Format(time.RFC3339))
+		if r.Note != "" {
+			fmt.Fprintf(tw, "record_note\t%s\n", r.Note)
+		}
+		if r.JumpedAt != nil {
+			fmt.Fprintf(tw, "jumped\t%s: %s (record was at %s)\n", r.JumpedAt.UTC().Format(time.RFC3339), r.Jump, r.JumpedFromLSN)
+		}
+		if r.AdoptedAt != nil {
+			fmt.Fprintf(tw, "adopted\t%s by %s\n", r.AdoptedAt.UTC().Format(time.RFC3339), r.AdoptedBy)
+		}
+	}
+	fmt.Fprintf(tw, "retention\t%s\n", r.Retention)
+	return tw.Flush()
 }
 
 func slotCreateCommand(stdout io.Writer) *cobra.Command {

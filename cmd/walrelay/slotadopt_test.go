@@ -44,4 +44,8 @@ func TestSlotCreateReplaceAndAdopt(t *testing.T) {
 	stdout, stderr, code = walrelay(t, env, "outbox", "prune", "--wait", "500ms")
 	wantFailure(t, stdout, stderr, code, 1, "has not confirmed the fence")
 	wantOK(t, env, "slot", "acknowledge", "walrelay") // the alias, idempotent
+	out = wantOK(t, env, "slot", "inspect", "walrelay")
+	if !regexp1(out, `(?m)^adopted\s+\S+ by `) || !regexp1(out, `(?m)^retention\s+ok: prunes by this slot's position$`) {
+		t.Errorf("slot inspect does not show walrelay's record, adopted, retention ok:\n%s", out)
+	}
 }
