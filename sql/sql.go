@@ -32,5 +32,15 @@ const PartitionedOutboxColumn = "created_at"
 //go:embed example_transactions.sql
 var ExampleTransactions string
 
+// SlotPositions is 005_slot_positions.sql: CREATE TABLE IF NOT EXISTS
+// public.walrelay_slot_positions (...), walrelay's record of each slot.
+// pkg/slotrecord substitutes the outbox's schema in CreateSlotPositions.
+//
+//go:embed 005_slot_positions.sql
+var SlotPositions string
+
+// CreateSlotPositions is the statement's head in SlotPositions.
+const CreateSlotPositions = "CREATE TABLE IF NOT EXISTS public.walrelay_slot_positions ("
+
 // DefaultTable is the outbox table the SQL files name.
 const DefaultTable = "public.outbox"

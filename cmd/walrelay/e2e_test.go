@@ -55,7 +55,7 @@ func (e *e2e) setup(t *testing.T, want string) {
 		t.Fatalf("walrelay setup: exit %d\n%s", code, stderr)
 	}
 	lines := strings.Split(strings.TrimRight(stdout, "\n"), "\n")
-	objects := []string{"table", "publication", "slot"}
+	objects := []string{"table", "publication", "records", "slot"}
 	if len(lines) != len(objects) {
 		t.Fatalf("walrelay setup printed %d lines, want one per object:\n%s", len(lines), stdout)
 	}

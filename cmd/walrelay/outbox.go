@@ -46,7 +46,11 @@ ahead that are missing. 'walrelay run' does the same every
 outbox.prune_interval.
 
 It refuses a slot that is missing, not a pgoutput slot of this database, or
-invalidated, and exits 1 saying why when the slot does not pass the fence
+invalidated, and one whose position walrelay's record of it
+(walrelay_slot_positions) does not prove: no record yet, or the slot was
+recreated, replaced or moved past the record and nobody ran walrelay slot
+adopt since (docs/runbook.md, "The slot was lost, dropped or recreated").
+It exits 1 saying why then, and when the slot does not pass the fence
 in time (the relay is down, stalled or behind). --dry-run reports what would
 go and removes nothing.`, cobra.NoArgs,
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, _ []string) error {

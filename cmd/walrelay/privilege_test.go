@@ -338,7 +338,7 @@ func TestSetupPrivileges(t *testing.T) {
 	}
 	// Each failed run created what it could; this one creates the slot.
 	out := wantOK(t, env, "setup")
-	if !regexp1(out, `(?m)^slot\s+walrelay\s+created$`) || strings.Count(out, "already exists") != 2 {
+	if !regexp1(out, `(?m)^slot\s+walrelay\s+created$`) || strings.Count(out, "already exists") != 3 {
 		t.Errorf("setup with the documented privileges:\n%s", out)
 	}
 	// The role created and owns the table and the publication.
@@ -349,7 +349,7 @@ func TestSetupPrivileges(t *testing.T) {
 
 	runRole := leastPrivilegeRole(t, dsn)
 	out = wantOK(t, childEnv("WALRELAY_POSTGRES_DSN="+withUser(t, dsn, runRole)), "setup")
-	if strings.Count(out, "already exists") != 3 {
+	if strings.Count(out, "already exists") != 4 {
 		t.Errorf("setup as the run role after setup:\n%s", out)
 	}
 }
@@ -359,7 +359,7 @@ func TestSetupPrivileges(t *testing.T) {
 // run role, and `walrelay check` as that role finds everything in place.
 func TestSQLFilesByHand(t *testing.T) {
 	dsn := testenv.Postgres(t).NewDatabase(t)
-	for _, f := range []string{"001_outbox_table.sql", "002_publication.sql", "003_slot.sql"} {
+	for _, f := range []string{"001_outbox_table.sql", "002_publication.sql", "003_slot.sql", "005_slot_positions.sql"} {
 		b, err := os.ReadFile("../../sql/" + f)
 		if err != nil {
 			t.Fatal(err)
@@ -369,7 +369,7 @@ func TestSQLFilesByHand(t *testing.T) {
 	role := leastPrivilegeRole(t, dsn)
 	broker := testenv.Kafka(t)
 	env := childEnv("WALRELAY_POSTGRES_DSN="+withUser(t, dsn, role), "WALRELAY_KAFKA_BROKERS="+strings.Join(broker.Addrs(), ","), "WALRELAY_POSTGRES_CREATE_SLOT=false")
-	if out := wantOK(t, env, "setup"); strings.Count(out, "already exists") != 3 {
+	if out := wantOK(t, env, "setup"); strings.Count(out, "already exists") != 4 {
 		t.Errorf("setup as the run role after the SQL files:\n%s", out)
 	}
 	c := decodeJSON[checkResult](t, wantOK(t, env, "check", "-o", "json"))

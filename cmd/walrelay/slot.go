@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
@@ -15,12 +16,13 @@ import (
 	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/router"
+	"github.com/walrelay/walrelay/pkg/slotrecord"
 )
 
 func slotCommand(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "slot",
-		Short: "List, inspect, create, drop, peek at and advance replication slots",
+		Short: "List, inspect, create, drop, peek at, advance and adopt replication slots",
 		Long: `Operates on logical replication slots with the same configuration as
 'walrelay run' (postgres.dsn, postgres.publications, the router options).` + "\n" + exitCodesHelp,
 		Args: usageArgs(cobra.NoArgs),
@@ -33,6 +35,7 @@ func slotCommand(stdout, stderr io.Writer) *cobra.Command {
 		slotDropCommand(stdout, stderr),
 		slotPeekCommand(stdout),
 		slotAdvanceCommand(stdout, stderr),
+		slotAdoptCommand(stdout),
 	)
 	return cmd
 }
@@ -167,35 +170,170 @@ cannot use (another plugin or database) is shown with a note saying why.`, cobra
 					if err != nil {
 						return inspectedSlot{}, err
 					}
-					return inspectedSlot{s, s.Problem(db)}, nil
+					return inspectedSlot{Slot: s, Problem: s.Problem(db), Record: recordOf(ctx, conn, cfg, args[0])}, nil
 				},
-				func(w io.Writer, s inspectedSlot) error { return printSlot(w, s.Slot, s.Problem) })
+				func(w io.Writer, s inspectedSlot) error {
+					if err := printSlot(w, s.Slot, s.Problem); err != nil {
+						return err
+					}
+					return printRecord(w, s.Record)
+				})
 		})
 }
 
-// inspectedSlot is what slot inspect prints: the slot and why walrelay
-// cannot use it, if it cannot.
+// inspectedSlot is what slot inspect prints: the slot, why walrelay
+// cannot use it, if it cannot, and walrelay's record of it.
 type inspectedSlot struct {
 	admin.Slot
-	Problem string `json:"problem,omitempty"`
+	Problem string      `json:"problem,omitempty"`
+	Record  *slotRecord `json:"walrelay_record,omitempty"`
+}
+
+// slotRecord is walrelay's record of a slot (pkg/slotrecord) as slot
+// inspect shows it, and whether it proves the slot's position to
+// retention (Retention: "ok", or the refusal).
+type slotRecord struct {
+	ConfirmedLSN  string     `json:"confirmed_lsn,omitempty"`
+	CreatedLSN    string     `json:"created_lsn,omitempty"`
+	UpdatedAt     *time.Time `json:"updated_at,omitempty"`
+	Note          string     `json:"note,omitempty"`
+	JumpedAt      *time.Time `json:"jumped_at,omitempty"`
+	Jump          string     `json:"jump,omitempty"`
+	JumpedFromLSN string     `json:"jumped_from_lsn,omitempty"`
+	AdoptedAt     *time.Time `json:"adopted_at,omitempty"`
+	AdoptedBy     string     `json:"adopted_by,omitempty"`
+	Retention     string     `json:"retention"`
+}
+
+// recordOf reads walrelay's record of slot; a record that cannot be read
+// (the role may not) says so in Retention.
+func recordOf(ctx context.Context, conn *pgx.Conn, cfg config.Config, slot string) *slotRecord {
+	st, err := slotrecord.Read(ctx, conn, slotRecords(cfg), slot)
+	if err != nil {
+		return &slotRecord{Retention: "unknown: " + err.Error()}
+	}
+	out := &slotRecord{Retention: "ok: prunes by this slot's position"}
+	if _, err := st.Unproven(); err != nil {
+		out.Retention = "refuses: " + err.Error()
+	}
+	if r := st.Record; r != nil {
+		at := r.UpdatedAt
+		out.ConfirmedLSN, out.UpdatedAt, out.Note, out.JumpedAt, out.Jump, out.AdoptedAt, out.AdoptedBy =
+			r.Confirmed.String(), &at, r.Note, r.JumpedAt, r.Jump, r.AdoptedAt, r.AdoptedBy
+		if r.Created != 0 {
+			out.CreatedLSN = r.Created.String()
+		}
+		if r.JumpedAt != nil {
+			out.JumpedFromLSN = r.JumpedFrom.String()
+		}
+	}
+	return out
+}
+
+// printRecord prints walrelay's record of the slot below the slot.
+func printRecord(w io.Writer, r *slotRecord) error {
+	if r == nil {
+		return nil
+	}
+	tw := newTable(w)
+	if r.ConfirmedLSN != "" {
+		fmt.Fprintf(tw, "walrelay_record\tconfirmed_lsn %s, updated %s\n", r.ConfirmedLSN, r.UpdatedAt.UTC().Format(time.RFC3339))
+		if r.Note != "" {
+			fmt.Fprintf(tw, "record_note\t%s\n", r.Note)
+		}
+		if r.JumpedAt != nil {
+			fmt.Fprintf(tw, "jumped\t%s: %s (record was at %s)\n", r.JumpedAt.UTC().Format(time.RFC3339), r.Jump, r.JumpedFromLSN)
+		}
+		if r.AdoptedAt != nil {
+			fmt.Fprintf(tw, "adopted\t%s by %s\n", r.AdoptedAt.UTC().Format(time.RFC3339), r.AdoptedBy)
+		}
+	}
+	fmt.Fprintf(tw, "retention\t%s\n", r.Retention)
+	return tw.Flush()
 }
 
 func slotCreateCommand(stdout io.Writer) *cobra.Command {
-	return adminCommand("create NAME", "Create a logical replication slot with plugin pgoutput",
+	var replace bool
+	cmd := adminCommand("create NAME", "Create a logical replication slot with plugin pgoutput",
 		`Creates a logical slot for walrelay (plugin pgoutput) in the database of
-postgres.dsn. The slot keeps WAL from now on until a relay confirms it: drop
-slots nobody reads. Needs the REPLICATION attribute.`, cobra.ExactArgs(1),
+postgres.dsn, and records it in walrelay's record of its slots
+(walrelay_slot_positions in postgres.table's schema, created when missing). The
+slot keeps WAL from now on until a relay confirms it: drop slots nobody reads.
+Needs the REPLICATION attribute.
+
+A slot of this name that walrelay confirmed through before (it was dropped, or
+lost and dropped) is refused: a new slot starts at the current WAL, after the
+rows the old one had not delivered. --replace creates it anyway and marks the
+record replaced, so that retention stays stopped; then start walrelay run, run
+walrelay verify --republish over the time since the record, and walrelay slot
+adopt NAME.`, cobra.ExactArgs(1),
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, args []string) error {
 			if err := slotArg(args[0]); err != nil {
 				return err
 			}
 			return queryAndPrint(ctx, cfg.Postgres.DSN, stdout, format,
-				func(conn *pgx.Conn) (admin.Slot, error) { return admin.CreateSlot(ctx, conn, args[0]) },
+				func(conn *pgx.Conn) (admin.Slot, error) {
+					s, _, err := admin.CreateRecordedSlot(ctx, conn, slotRecords(cfg), args[0], replace)
+					return s, err
+				},
 				func(w io.Writer, s admin.Slot) error {
 					fmt.Fprintf(w, "created slot %s (pgoutput, database %s) at %s\n", s.Name, s.Database, s.ConfirmedFlushLSN)
+					if replace {
+						fmt.Fprintf(w, "retention stays stopped until you run walrelay verify --republish and walrelay slot adopt %s\n", s.Name)
+					}
 					return nil
 				})
 		})
+	cmd.Flags().BoolVar(&replace, "replace", false, "create a slot walrelay confirmed through before (retention stays stopped until walrelay slot adopt)")
+	return cmd
+}
+
+// slotRecords is walrelay's record of its slots: in postgres.table's
+// schema.
+func slotRecords(cfg config.Config) slotrecord.Table {
+	schema, _, _ := config.SplitTable(cfg.Postgres.Table) // validated
+	return slotrecord.Table{Schema: schema}
+}
+
+func slotAdoptCommand(stdout io.Writer) *cobra.Command {
+	var by string
+	cmd := adminCommand("adopt NAME", "Accept a replaced or moved slot's position as walrelay's own (after walrelay verify)",
+		`Records the slot's current confirmed_flush_lsn as the position walrelay
+confirmed through it, and clears the mark walrelay put on its record when it
+found the slot replaced (recreated, failed over) or moved past the record by
+someone else. Retention, stopped since (walrelay_retention_blocked), resumes.
+
+Run it only after walrelay verify --republish over the time since the record
+(the error that stopped retention names the window) reported nothing missing:
+the rows committed between the record and the slot's position were never
+streamed by this slot. It notes who adopted the slot (--by, default the
+database role) and when.`, cobra.ExactArgs(1),
+		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, args []string) error {
+			if err := slotArg(args[0]); err != nil {
+				return err
+			}
+			return withConn(ctx, cfg.Postgres.DSN, func(conn *pgx.Conn) error {
+				before, after, err := admin.AdoptSlot(ctx, conn, slotRecords(cfg), args[0], by)
+				if err != nil {
+					return err
+				}
+				if format == outputJSON {
+					return writeJSON(stdout, map[string]any{"before": before, "after": after})
+				}
+				was := "no record"
+				if r := before.Record; r != nil {
+					was = "record at " + r.Confirmed.String()
+					if r.JumpedAt != nil {
+						was += " (" + r.Jump + ")"
+					}
+				}
+				fmt.Fprintf(stdout, "adopted slot %s at %s (was: %s); retention resumes\n", args[0], after.SlotConfirmed, was)
+				return nil
+			})
+		})
+	cmd.Aliases = []string{"acknowledge"}
+	cmd.Flags().StringVar(&by, "by", "", "who adopts the slot, noted in the record (default: the database role)")
+	return cmd
 }
 
 func slotDropCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -367,7 +505,7 @@ republish them by hand if they matter.`, cobra.ExactArgs(1),
 			if err != nil {
 				return err
 			}
-			req := admin.AdvanceRequest{PeekRequest: peek, PastEvent: pastEvent}
+			req := admin.AdvanceRequest{PeekRequest: peek, PastEvent: pastEvent, Records: slotRecords(cfg)}
 			if to != "" {
 				lsn, err := lsnArg(to)
 				if err != nil {

@@ -154,7 +154,7 @@ func (t *takeover) advance(ctx context.Context, cfg config.Config, log *slog.Log
 		return err
 	}
 	return withConn(ctx, cfg.Postgres.DSN, func(conn *pgx.Conn) error {
-		plan, err := admin.PlanAdvance(ctx, conn, admin.AdvanceRequest{PeekRequest: req, To: &through})
+		plan, err := admin.PlanAdvance(ctx, conn, admin.AdvanceRequest{PeekRequest: req, To: &through, Records: slotRecords(cfg), Note: "walrelay debezium takeover"})
 		if err != nil {
 			return fmt.Errorf("moving slot %q to the connector's lsn_commit: %w", t.slot.Name, err)
 		}

@@ -53,6 +53,13 @@ Kafka yet: it is listed as unconfirmed (informational, never republished).
 When the slot does not pass the fence in time (the relay is down, stalled or
 behind), verify says so on stderr and calls nothing missing.
 
+A lost slot (wal_status lost), or a missing one walrelay confirmed through
+(its record in walrelay_slot_positions), streams nothing: nothing is in
+flight, so every row before the fence not on its topic is missing. A slot
+replaced or moved past walrelay's record is verified as usual, and the report
+says so (slot_state): run verify --republish over the time since the record,
+then walrelay slot adopt.
+
 --since and --until take an RFC 3339 time or a duration back from now
 (default: the last hour, up to 10s before now). Records are read from the
 first offset whose timestamp is at or after since - --margin (a record's
@@ -182,9 +189,15 @@ func printVerify(w io.Writer, rep *reconcile.Report) error {
 			fmt.Fprintf(&b, "  %s\n", id)
 		}
 	}
-	if rep.FenceConfirmed {
+	if rep.SlotProblem != "" {
+		fmt.Fprintf(&b, "slot %s: %s (walrelay's record: %s)\n  %s\n", rep.Slot, rep.SlotState, dash(rep.RecordedLSN), rep.SlotProblem)
+	}
+	switch {
+	case rep.FenceConfirmed && (rep.SlotState == "slot_lost" || rep.SlotState == "slot_missing"):
+		fmt.Fprintf(&b, "slot %s is %s: nothing is in flight, so every row before the fence at %s not on its topic is missing\n", rep.Slot, strings.TrimPrefix(rep.SlotState, "slot_"), rep.FenceLSN)
+	case rep.FenceConfirmed:
 		fmt.Fprintf(&b, "slot %s confirmed the fence at %s (confirmed_flush_lsn %s)\n", rep.Slot, rep.FenceLSN, rep.ConfirmedLSN)
-	} else {
+	default:
 		fmt.Fprintf(&b, "slot %s did not confirm the fence: %s\nno row can be called missing; rows not on their topics are unconfirmed\n", rep.Slot, rep.NotConfirmed)
 	}
 	list("missing", rep.Missing, "")

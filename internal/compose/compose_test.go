@@ -322,6 +322,7 @@ func TestComposePostgresInit(t *testing.T) {
 		filepath.Join(sqlDir, "002_publication.sql"),
 		filepath.Join(sqlDir, "003_slot.sql"),
 		filepath.Join(sqlDir, "004_role.sql"),
+		filepath.Join(sqlDir, "005_slot_positions.sql"),
 		filepath.Join(deployDir, "005_walrelay_password.sh"),
 	}
 	var got []string
@@ -338,8 +339,9 @@ func TestComposePostgresInit(t *testing.T) {
 	}
 	// The entrypoint executes an executable .sh and sources any other:
 	// sourcing would run it inside the entrypoint's own shell.
-	if fi, err := os.Stat(want[4]); err == nil && fi.Mode()&0o111 == 0 {
-		t.Errorf("%s is not executable (mode %v)", want[4], fi.Mode())
+	sh := want[len(want)-1]
+	if fi, err := os.Stat(sh); err == nil && fi.Mode()&0o111 == 0 {
+		t.Errorf("%s is not executable (mode %v)", sh, fi.Mode())
 	}
 }
 

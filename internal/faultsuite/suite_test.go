@@ -47,6 +47,7 @@ var scenarios = []scenario{
 	{"shared-checkpoint-open-txn", testSharedCheckpointOpenTxn},
 	{"commit-outcome-unknown", testCommitOutcomeUnknown},
 	{"same-timeline-restore", testSameTimelineRestore},
+	{"recreated-slot-retention", testRecreatedSlotRetention},
 }
 
 // TestFaultSuite runs every scenario in every delivery mode (in parallel,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/router"
+	"github.com/walrelay/walrelay/pkg/slotrecord"
 )
 
 // Event is one pending outbox INSERT as `walrelay run` would publish it.
@@ -301,6 +302,14 @@ type AdvanceRequest struct {
 	PeekRequest
 	To        *pglogrepl.LSN
 	PastEvent string
+	// Records is walrelay's record of its slots (pkg/slotrecord): Advance
+	// records the target there before it moves the slot, so the move is
+	// walrelay's own and not a jump. Zero: not recorded (retention then
+	// finds the slot moved past the record and stops).
+	Records slotrecord.Table
+	// Note says who moved the slot, in the record (default "walrelay
+	// slot advance").
+	Note string
 }
 
 // AdvancePlan is what Advance would do: move Slot from From to To,
@@ -311,9 +320,11 @@ type AdvancePlan struct {
 	To      string  `json:"to"`
 	Skipped []Event `json:"skipped"`
 	// Event is the event named by --past-event.
-	Event *Event `json:"event,omitempty"`
-	from  pglogrepl.LSN
-	to    pglogrepl.LSN
+	Event   *Event `json:"event,omitempty"`
+	from    pglogrepl.LSN
+	to      pglogrepl.LSN
+	records slotrecord.Table
+	note    string
 }
 
 // PlanAdvance checks the move and lists the events it would skip. It
@@ -333,7 +344,7 @@ func PlanAdvance(ctx context.Context, conn *pgx.Conn, req AdvanceRequest) (Advan
 	if err != nil {
 		return AdvancePlan{}, fmt.Errorf("reading the current WAL position %q: %w", s.CurrentLSN, err)
 	}
-	p := AdvancePlan{Slot: s.Name, From: from.String(), from: from, Skipped: []Event{}}
+	p := AdvancePlan{Slot: s.Name, From: from.String(), from: from, Skipped: []Event{}, records: req.Records, note: req.Note}
 	switch {
 	case req.To != nil:
 		to := *req.To
@@ -394,6 +405,20 @@ func Advance(ctx context.Context, conn *pgx.Conn, p AdvancePlan) (string, error)
 	}
 	if p.to == p.from {
 		return p.From, nil
+	}
+	if p.records.Schema != "" {
+		// Write-ahead, as the relay: the record first, then the slot.
+		if _, err := p.records.Ensure(ctx, conn); err != nil {
+			return "", err
+		}
+		note := p.note
+		if note == "" {
+			note = "walrelay slot advance"
+		}
+		note = fmt.Sprintf("%s (%s) from %s to %s", note, currentUser(ctx, conn), p.From, p.To)
+		if err := slotrecord.Moved(ctx, conn, p.records, p.Slot, p.to, note); err != nil {
+			return "", err
+		}
 	}
 	var end string
 	err = conn.QueryRow(ctx, `SELECT end_lsn::text FROM pg_replication_slot_advance($1, $2::pg_lsn)`, p.Slot, p.To).Scan(&end)

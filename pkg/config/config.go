@@ -48,7 +48,7 @@ type Postgres struct {
 	Slot           string        `yaml:"slot" help:"logical replication slot (plugin pgoutput) to stream from"`
 	Publications   StringList    `yaml:"publications" help:"pgoutput publications to stream (comma-separated)"`
 	Table          string        `yaml:"table" help:"outbox table, schema-qualified; used by setup and the startup column check"`
-	CreateSlot     bool          `yaml:"create_slot" help:"create the slot at startup if it does not exist"`
+	CreateSlot     bool          `yaml:"create_slot" help:"create the slot at startup if it does not exist and walrelay never confirmed through a slot of that name (see walrelay slot create --replace)"`
 	StatusInterval time.Duration `yaml:"status_interval" help:"longest time between two reports of the confirmed LSN to Postgres; a confirmed LSN that moved is reported within 100ms"`
 	MinBackoff     time.Duration `yaml:"min_backoff" help:"first delay before reconnecting after a lost connection"`
 	MaxBackoff     time.Duration `yaml:"max_backoff" help:"longest delay between reconnect attempts"`

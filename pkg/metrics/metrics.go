@@ -42,6 +42,8 @@
 //	outbox_partitions_dropped_total                  partitions of a partitioned outbox retention dropped
 //	outbox_oldest_row_age_seconds                    now() minus the oldest outbox.time_column in the outbox, measured by each retention pass
 //	outbox_table_size_bytes                          pg_total_relation_size of the outbox and all its partitions, measured by each retention pass
+//	retention_blocked{reason}                        1 for the reason retention's last pass refused to prune (no_record, slot_jumped, slot_missing, slot_lost), 0 for the others
+//	slot_jumped{slot}                                1 while the slot was found replaced or moved past walrelay's record of it, until walrelay slot adopt
 //
 // events_published_total has at most relay.max_topics + 1 series (the
 // dead-letter topic).
@@ -89,6 +91,13 @@ type Metrics struct {
 	OutboxPartitionsDropped prometheus.Counter
 	OutboxOldestRowAge      prometheus.Gauge
 	OutboxTableSize         prometheus.Gauge
+	// SlotJumped is 1 while the slot is found replaced or moved past
+	// walrelay's record of it (pkg/slotrecord) and no operator adopted it;
+	// RetentionBlocked is 1 for the reason retention's last pass refused
+	// to prune (no_record, slot_jumped, slot_missing, slot_lost), 0 for
+	// the others.
+	SlotJumped       prometheus.Gauge
+	RetentionBlocked *prometheus.GaugeVec
 
 	eventsPublished *prometheus.CounterVec
 	mu              sync.Mutex
@@ -157,6 +166,18 @@ func New(reg prometheus.Registerer, version, slot string) *Metrics {
 		}, []string{"topic"}),
 		byTopic: make(map[string]prometheus.Counter),
 	}
+	m.SlotJumped = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "slot_jumped",
+		Help: "1 while the slot was found replaced (recreated, failed over) or moved past the position walrelay recorded before confirming, and no operator ran walrelay verify and walrelay slot adopt since: rows after the record may be unpublished, and retention is stopped.", ConstLabels: slotLabel,
+	})
+	m.RetentionBlocked = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Name: "retention_blocked",
+		Help: "1 for the reason retention's last pass refused to prune (no_record, slot_jumped, slot_missing, slot_lost), 0 for the others: nothing proves the slot's position is one walrelay confirmed.",
+	}, []string{"reason"})
+	for _, reason := range []string{"no_record", "slot_jumped", "slot_missing", "slot_lost"} {
+		m.RetentionBlocked.WithLabelValues(reason) // every series exists from startup, at 0
+	}
+	reg.MustRegister(m.SlotJumped, m.RetentionBlocked)
 	reg.MustRegister(m.RowsRejected, m.PublishErrors, m.CommitReadLatency, m.ProduceAckLatency, m.EndToEndLatency,
 		m.Transactions, m.SlotPollErrors, m.KafkaTransactions, m.eventsPublished,
 		m.OutboxRowsPruned, m.OutboxPartitionsDropped, m.OutboxOldestRowAge, m.OutboxTableSize)

@@ -31,6 +31,15 @@
 // republished). When the slot does not confirm the fence in time, no row
 // is covered, so none is missing, and the report and the log say why.
 //
+// A lost slot (wal_status lost), or a missing one that walrelay's record
+// (pkg/slotrecord) says it confirmed through, is exactly when verify is
+// needed: nothing streams from it, so nothing is in flight, and the
+// fence counts as confirmed: every row committed before it and not on its
+// topic is missing. A slot that was replaced or moved past the record is
+// verified as usual (the relay streaming from the new slot confirms the
+// fence; the rows the old one never delivered are missing), and the
+// report says what the record found (Report.SlotState).
+//
 // How the sets are matched, with bounded memory: rows are never held.
 // A first pass over the window's rows counts them and routes each (the
 // router is the relay's, so the topics are the relay's); then each

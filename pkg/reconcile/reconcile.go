@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,6 +18,7 @@ import (
 	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/router"
+	"github.com/walrelay/walrelay/pkg/slotrecord"
 	"github.com/walrelay/walrelay/pkg/txfence"
 )
 
@@ -99,6 +101,17 @@ type Report struct {
 	// where the slot and the fence are, and what to look at.
 	FenceConfirmed bool   `json:"fence_confirmed"`
 	NotConfirmed   string `json:"not_confirmed,omitempty"`
+	// SlotState is what walrelay's record of the slot (pkg/slotrecord)
+	// says of its position: "ok" (a position walrelay confirmed),
+	// "slot_jumped" (replaced or moved past the record), "slot_lost",
+	// "slot_missing" (lost or missing with a record: nothing streams from
+	// it, so nothing is in flight and the fence counts as confirmed: every
+	// row before it not on its topic is missing) or "no_record".
+	// SlotProblem says what was found and what to run; RecordedLSN is the
+	// record's position ("" without one).
+	SlotState   string `json:"slot_state"`
+	SlotProblem string `json:"slot_problem,omitempty"`
+	RecordedLSN string `json:"recorded_lsn,omitempty"`
 	// Missing are the event ids of rows in the window with no record on
 	// their topic whose transactions the slot confirmed (Kafka
 	// acknowledged them).
@@ -249,7 +262,8 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger)
 // walrelay's, of another database or invalidated is an error.
 func (v *verifier) fence(ctx context.Context, conn *pgx.Conn) (txfence.Fence, error) {
 	slot := v.cfg.Postgres.Slot
-	if _, err := txfence.ReadSlot(ctx, conn, slot); err != nil {
+	gone, err := v.slotState(ctx, conn)
+	if err != nil {
 		return txfence.Fence{}, err
 	}
 	f, err := txfence.TakeFence(ctx, conn)
@@ -257,6 +271,15 @@ func (v *verifier) fence(ctx context.Context, conn *pgx.Conn) (txfence.Fence, er
 		return txfence.Fence{}, err
 	}
 	v.rep.FenceLSN = f.LSN.String()
+	if gone {
+		// Nothing streams from a lost or missing slot: nothing is in
+		// flight, so every row committed before the fence that is not on
+		// its topic was never published.
+		v.rep.FenceConfirmed = true
+		v.log.Warn("verify: the slot is "+strings.TrimPrefix(v.rep.SlotState, "slot_")+", so nothing is in flight: every row before the fence not on its topic is missing",
+			"slot", slot, "recorded_lsn", v.rep.RecordedLSN, "fence_lsn", f.LSN.String(), "problem", v.rep.SlotProblem)
+		return f, nil
+	}
 	s, err := txfence.Wait(ctx, conn, slot, f, time.Now().Add(v.opts.Wait))
 	switch {
 	case err == nil:
@@ -270,6 +293,48 @@ func (v *verifier) fence(ctx context.Context, conn *pgx.Conn) (txfence.Fence, er
 	}
 	v.rep.ConfirmedLSN = s.Confirmed.String()
 	return f, nil
+}
+
+// slotState notes in the report what walrelay's record says of the slot
+// (pkg/slotrecord), and reports whether the slot is gone: lost, or
+// missing while a record says walrelay confirmed through it. A slot
+// missing without a record, not walrelay's, or of another database is
+// an error, as is a record that cannot be read when the slot is lost.
+func (v *verifier) slotState(ctx context.Context, conn *pgx.Conn) (gone bool, err error) {
+	slot := v.cfg.Postgres.Slot
+	schema, _, _ := config.SplitTable(v.cfg.Postgres.Table) // validated
+	st, rerr := slotrecord.Read(ctx, conn, slotrecord.Table{Schema: schema}, slot)
+	if rerr != nil {
+		v.log.Warn("verify: cannot read walrelay's record of the slot; judging by the slot alone", "slot", slot, "err", rerr)
+	}
+	_, serr := txfence.ReadSlot(ctx, conn, slot)
+	switch {
+	case serr == nil:
+	case errors.Is(serr, txfence.ErrSlotInvalidated):
+		gone = true
+	case errors.Is(serr, txfence.ErrSlotMissing) && rerr == nil && st.Record != nil:
+		gone = true
+	default:
+		return false, serr
+	}
+	v.rep.SlotState = "ok"
+	if rerr != nil {
+		v.rep.SlotState, v.rep.SlotProblem = slotrecord.ReasonNoRecord, rerr.Error()
+		if gone {
+			v.rep.SlotState, v.rep.SlotProblem = slotrecord.ReasonSlotLost, serr.Error()
+		}
+		return gone, nil
+	}
+	if st.Record != nil {
+		v.rep.RecordedLSN = st.Record.Confirmed.String()
+	}
+	if reason, err := st.Unproven(); err != nil {
+		v.rep.SlotState, v.rep.SlotProblem = reason, err.Error()
+	}
+	if gone && st.Record == nil { // lost, no record
+		v.rep.SlotState, v.rep.SlotProblem = slotrecord.ReasonSlotLost, serr.Error()
+	}
+	return gone, nil
 }
 
 // fill defaults and checks the options.

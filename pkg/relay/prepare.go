@@ -103,6 +103,11 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, 
 	s, err := admin.InspectSlot(ctx, conn, name)
 	switch {
 	case errors.Is(err, admin.ErrSlotNotFound):
+		// A slot walrelay confirmed through before is never created again
+		// silently: the rows after its record may be unpublished.
+		if err := r.rec.missing(ctx, conn); err != nil {
+			return 0, fmt.Errorf("%w: %w", ErrSlotMissing, err)
+		}
 		if !r.cfg.Postgres.CreateSlot {
 			return 0, fmt.Errorf("%w: %q (run `walrelay setup`, or set postgres.create_slot=true)", ErrSlotMissing, name)
 		}
@@ -117,6 +122,13 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, 
 			return 0, fmt.Errorf("creating replication slot %q: %w", name, err)
 		}
 		r.log.Info("created replication slot", "slot", name, "lsn", s.ConfirmedFlushLSN)
+		lsn, err := pglogrepl.ParseLSN(s.ConfirmedFlushLSN)
+		if err != nil {
+			return 0, fmt.Errorf("parsing confirmed_flush_lsn of slot %q: %w", name, err)
+		}
+		if err := r.rec.created(ctx, conn, lsn, "walrelay run (postgres.create_slot)"); err != nil {
+			return 0, err
+		}
 	case err != nil:
 		return 0, err
 	default:
@@ -128,6 +140,9 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, 
 			return 0, fmt.Errorf("%w: %s", ErrSlotMismatch, p)
 		}
 		r.log.Info("found replication slot", "slot", name, "confirmed_flush_lsn", s.ConfirmedFlushLSN)
+		if err := r.rec.found(ctx, conn); err != nil {
+			return 0, err
+		}
 	}
 	if s.ConfirmedFlushLSN == "" {
 		return 0, nil

@@ -26,7 +26,7 @@ func TestStartupChecks(t *testing.T) {
 		msg     string
 	}{
 		{"missing slot",
-			func(t *testing.T, f *fixture) { testenv.Exec(t, f.dsn, `SELECT pg_drop_replication_slot('walrelay')`) },
+			func(t *testing.T, f *fixture) { dropUnusedSlot(t, f.dsn) },
 			func(c *config.Config) { c.Postgres.CreateSlot = false }, relay.ErrSlotMissing, "postgres.create_slot=true"},
 		{"slot of another plugin",
 			func(t *testing.T, f *fixture) {
@@ -70,7 +70,7 @@ func TestStartupChecks(t *testing.T) {
 	}
 	t.Run("missing slot created", func(t *testing.T) {
 		f := newFixture(t, nil) // postgres.create_slot is on by default
-		testenv.Exec(t, f.dsn, `SELECT pg_drop_replication_slot('walrelay')`)
+		dropUnusedSlot(t, f.dsn)
 		run := f.start(t)
 		f.logs.waitLog(t, "created replication slot", nil, 30*time.Second)
 		execTx(t, f.dsn, insertEvent("order", "o1"))

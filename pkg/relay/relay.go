@@ -63,6 +63,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kprom"
@@ -78,6 +79,7 @@ import (
 	"github.com/walrelay/walrelay/pkg/replication"
 	"github.com/walrelay/walrelay/pkg/router"
 	"github.com/walrelay/walrelay/pkg/slotmon"
+	"github.com/walrelay/walrelay/pkg/slotrecord"
 )
 
 // Relay moves outbox events from one slot to Kafka. Create it with New and
@@ -131,6 +133,9 @@ type Relay struct {
 	// before the first restart. Status, Ready, Tracker and SnapshotStatus
 	// report it.
 	live atomic.Pointer[Relay]
+	// rec is walrelay's record of the slot: the stream confirms at most
+	// what it recorded (slotrecord.go).
+	rec *recorder
 }
 
 // Option configures a Relay beyond its config.
@@ -247,6 +252,8 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		return nil, err
 	}
 	r.handler = h
+	schema, _, _ := config.SplitTable(cfg.Postgres.Table) // validated
+	r.rec = newRecorder(r, slotrecord.Table{Schema: schema})
 	r.stream = replication.New(replication.Config{
 		DSN:             cfg.Postgres.DSN,
 		Slot:            cfg.Postgres.Slot,
@@ -257,8 +264,9 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		MaxBackoff:      cfg.Postgres.MaxBackoff,
 		ReadWait:        cfg.Postgres.ReadWait,
 		LargeMessage:    o.largeMessage,
-	}, h, failureAware{r.tracker, &r.fail}, log)
+	}, h, failureAware{Tracker: r.tracker, fail: &r.fail, rec: r.rec}, log)
 	r.monitor = slotmon.New(cfg.Postgres.DSN, cfg.Postgres.Slot, cfg.Metrics.SlotPollInterval, m, log)
+	r.monitor.OwnWAL(r.rec.ownTail) // an idle slot behind only its own record is not stalled
 	r.registerGauges()
 	// Create the error series now, at 0, so that increase() sees the
 	// first error of each kind.
@@ -468,7 +476,16 @@ func (r *Relay) run(ctx context.Context) error {
 			return nil
 		})
 	}
+	// The slot record's writer outlives streamCtx too: the drain
+	// confirms, and so records, what it waits for.
+	recCtx, stopRec := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRec()
+	g.Go(func() error {
+		r.rec.run(recCtx)
+		return nil
+	})
 	err := r.stream.Run(streamCtx)
+	stopRec()
 	stop()
 	stopDLQ()
 	stopTxns()
@@ -522,10 +539,32 @@ func (f *failure) err() error {
 
 // failureAware is the Tracker as the stream sees it: once a record has
 // failed, waiting for the rest to drain is pointless (the watermark cannot
-// pass the failed one), so WaitDrained returns at once.
+// pass the failed one), so WaitDrained returns at once. With rec, what it
+// confirms is capped by walrelay's record of the slot (write-ahead: the
+// recorder records a position before the stream may confirm it), and a
+// drained stop records the last position before the final status update.
 type failureAware struct {
 	*checkpoint.Tracker
 	fail *failure
+	rec  *recorder // nil: no cap (the initial snapshot's wait)
+}
+
+// Confirmed is the tracker's confirmed position, at most the record's.
+func (f failureAware) Confirmed() pglogrepl.LSN {
+	if f.rec == nil {
+		return f.Tracker.Confirmed()
+	}
+	return f.rec.limit(f.Tracker.Confirmed())
+}
+
+// ObserveWALEnd passes a keepalive's WAL end to the tracker and tells the
+// recorder when it moved the position (idle progress, recorded less often).
+func (f failureAware) ObserveWALEnd(lsn pglogrepl.LSN) {
+	before := f.Tracker.Confirmed()
+	f.Tracker.ObserveWALEnd(lsn)
+	if after := f.Tracker.Confirmed(); f.rec != nil && after > before {
+		f.rec.idle(before, after)
+	}
 }
 
 func (f failureAware) WaitDrained(ctx context.Context) error {
@@ -543,6 +582,15 @@ func (f failureAware) WaitDrained(ctx context.Context) error {
 			return fmt.Errorf("not draining after a failed record: %w", errors.Join(ferr, err))
 		}
 		return err
+	}
+	if f.rec != nil {
+		// Drained: record the last position now, so that the final status
+		// update confirms it (a clean stop leaves nothing to send again).
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := f.rec.raise(rctx, true); err != nil {
+			f.rec.log.Warn("recording the slot's last position before stopping; the next start re-sends what it did not confirm", "err", err)
+		}
 	}
 	return nil
 }

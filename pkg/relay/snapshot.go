@@ -113,7 +113,7 @@ func (r *Relay) initialSnapshot(ctx context.Context) error {
 			}
 			r.tracker.SetStart(lsn)
 		}
-		return nil
+		return r.rec.found(ctx, conn)
 	case !errors.Is(err, admin.ErrSlotNotFound):
 		return err
 	}
@@ -132,6 +132,9 @@ func (r *Relay) initialSnapshot(ctx context.Context) error {
 		return fmt.Errorf("initial snapshot (no slot was created; the next start snapshots again): %w", err)
 	}
 	if err := exp.Persist(ctx, conn, slot); err != nil {
+		return err
+	}
+	if err := r.rec.created(ctx, conn, exp.LSN, "walrelay run (initial snapshot)"); err != nil {
 		return err
 	}
 	if err := exp.Close(ctx); err != nil {
@@ -232,7 +235,7 @@ func (r *Relay) publishSnapshot(ctx context.Context, conn *pgx.Conn, name string
 	}
 	r.tracker.Commit(tx, lsn)
 	h.tx = nil
-	if err := (failureAware{r.tracker, &r.fail}).WaitDrained(ctx); err != nil {
+	if err := (failureAware{Tracker: r.tracker, fail: &r.fail}).WaitDrained(ctx); err != nil {
 		return rows, fmt.Errorf("waiting for kafka to acknowledge the snapshot's records: %w", err)
 	}
 	if ferr := r.fail.err(); ferr != nil {

@@ -30,7 +30,7 @@ func snapshotFixture(t *testing.T, rows int, mutate func(*config.Config)) *fixtu
 			mutate(c)
 		}
 	})
-	testenv.Exec(t, f.dsn, `SELECT pg_drop_replication_slot('walrelay')`)
+	dropUnusedSlot(t, f.dsn)
 	testenv.Exec(t, f.dsn, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
 		SELECT 'snap', 'agg-' || (g % 50), 'T', jsonb_build_object('n', g) FROM generate_series(1, $1::int) g`, rows)
 	return f

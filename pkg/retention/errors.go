@@ -3,6 +3,7 @@ package retention
 import (
 	"errors"
 
+	"github.com/walrelay/walrelay/pkg/slotrecord"
 	"github.com/walrelay/walrelay/pkg/txfence"
 )
 
@@ -22,6 +23,17 @@ var (
 	// ErrNotConfirmed: the slot did not confirm the fence within the
 	// wait: the relay is down, stalled or behind.
 	ErrNotConfirmed = txfence.ErrNotConfirmed
+	// ErrNoRecord: there is no walrelay record of the slot
+	// (walrelay_slot_positions is missing, or no walrelay of this version
+	// ran on the slot yet), so nothing proves its position is one walrelay
+	// confirmed. Nothing is pruned.
+	ErrNoRecord = slotrecord.ErrNoRecord
+	// ErrSlotJumped: the slot was replaced (recreated, failed over, lost)
+	// or moved past the position walrelay recorded before confirming, and
+	// no operator adopted it since (walrelay verify, then walrelay slot
+	// adopt): rows after the record may never have been published.
+	// Nothing is pruned until then.
+	ErrSlotJumped = slotrecord.ErrJumped
 	// ErrTable: the outbox table is missing, or partitioned in a way
 	// retention cannot drop partitions of.
 	ErrTable = errors.New("outbox table")

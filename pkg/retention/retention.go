@@ -30,6 +30,7 @@ package retention
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -40,6 +41,7 @@ import (
 	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/metrics"
+	"github.com/walrelay/walrelay/pkg/slotrecord"
 	"github.com/walrelay/walrelay/pkg/txfence"
 )
 
@@ -83,6 +85,8 @@ type Metrics struct {
 	PartitionsDropped prometheus.Counter
 	OldestRowAge      prometheus.Gauge
 	TableSize         prometheus.Gauge
+	// Blocked is walrelay_retention_blocked{reason}.
+	Blocked *prometheus.GaugeVec
 }
 
 // Result is what one pass did (or, with DryRun, would do).
@@ -250,7 +254,7 @@ func (p *Pruner) cycle(ctx context.Context) (Result, error) {
 	if res.Partitioned, err = tableKind(ctx, conn, p.cfg.Schema+"."+p.cfg.Table, p.cfg.TimeColumn); err != nil {
 		return res, err
 	}
-	slot, err := txfence.ReadSlot(ctx, conn, p.cfg.Slot)
+	slot, err := p.readSlot(ctx, conn)
 	if err != nil {
 		return res, err
 	}
@@ -485,7 +489,7 @@ func (p *Pruner) once(ctx context.Context, wait time.Duration) (Result, error) {
 	if res.Partitioned, err = tableKind(ctx, conn, p.cfg.Schema+"."+p.cfg.Table, p.cfg.TimeColumn); err != nil {
 		return res, err
 	}
-	if _, err := txfence.ReadSlot(ctx, conn, p.cfg.Slot); err != nil {
+	if _, err := p.readSlot(ctx, conn); err != nil {
 		return res, err
 	}
 	deadline := time.Now().Add(wait)
@@ -538,7 +542,63 @@ func (p *Pruner) fenceAndWait(ctx context.Context, conn *pgx.Conn, deadline time
 	p.seq++
 	f.Seq = p.seq
 	slot, err := txfence.Wait(ctx, conn, p.cfg.Slot, f, deadline)
-	return f, slot, err
+	if err != nil {
+		return f, slot, err
+	}
+	// Covered by the slot: the slot's position must still be walrelay's.
+	if slot, err = p.readSlot(ctx, conn); err != nil {
+		return f, slot, err
+	}
+	if !slot.Covers(f) {
+		return f, slot, txfence.NotConfirmed(p.cfg.Slot, slot, f)
+	}
+	return f, slot, nil
+}
+
+// readSlot reads the slot and proves its position with walrelay's record
+// of it (pkg/slotrecord): the position retention removes by is the
+// slot's confirmed_flush_lsn only while it is at or before the position
+// the relay recorded before confirming it, on this system, with no jump
+// found since the last walrelay slot adopt. Anything else refuses, with
+// the reason in walrelay_retention_blocked.
+func (p *Pruner) readSlot(ctx context.Context, conn *pgx.Conn) (txfence.SlotState, error) {
+	slot, err := txfence.ReadSlot(ctx, conn, p.cfg.Slot)
+	switch {
+	case errors.Is(err, txfence.ErrSlotMissing):
+		p.blocked(slotrecord.ReasonSlotMissing)
+		return slot, err
+	case errors.Is(err, txfence.ErrSlotInvalidated):
+		p.blocked(slotrecord.ReasonSlotLost)
+		return slot, err
+	case err != nil:
+		return slot, err
+	}
+	st, err := slotrecord.Read(ctx, conn, slotrecord.Table{Schema: p.cfg.Schema}, p.cfg.Slot)
+	if err != nil {
+		return slot, err
+	}
+	if reason, err := st.Unproven(); err != nil {
+		p.blocked(reason)
+		return slot, fmt.Errorf("not pruning: %w", err)
+	}
+	p.blocked("")
+	// The slot's position, proven: at or before the record.
+	slot.Confirmed = min(slot.Confirmed, st.Record.Confirmed)
+	return slot, nil
+}
+
+// blocked sets walrelay_retention_blocked: 1 for reason, 0 for the others.
+func (p *Pruner) blocked(reason string) {
+	if p.m.Blocked == nil {
+		return
+	}
+	for _, r := range []string{slotrecord.ReasonNoRecord, slotrecord.ReasonSlotJumped, slotrecord.ReasonSlotMissing, slotrecord.ReasonSlotLost} {
+		v := 0.0
+		if r == reason {
+			v = 1
+		}
+		p.m.Blocked.WithLabelValues(r).Set(v)
+	}
 }
 
 // MetricsOf picks the retention collectors of walrelay's metrics (m may
@@ -547,5 +607,6 @@ func MetricsOf(m *metrics.Metrics) Metrics {
 	if m == nil {
 		return Metrics{}
 	}
-	return Metrics{RowsPruned: m.OutboxRowsPruned, PartitionsDropped: m.OutboxPartitionsDropped, OldestRowAge: m.OutboxOldestRowAge, TableSize: m.OutboxTableSize}
+	return Metrics{RowsPruned: m.OutboxRowsPruned, PartitionsDropped: m.OutboxPartitionsDropped, OldestRowAge: m.OutboxOldestRowAge, TableSize: m.OutboxTableSize,
+		Blocked: m.RetentionBlocked}
 }

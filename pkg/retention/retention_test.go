@@ -18,6 +18,7 @@ import (
 	"github.com/walrelay/walrelay/pkg/metrics"
 	"github.com/walrelay/walrelay/pkg/retention"
 	"github.com/walrelay/walrelay/pkg/setup"
+	"github.com/walrelay/walrelay/pkg/slotrecord"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -56,10 +57,20 @@ func pruner(t *testing.T, d db, mutate func(*retention.Config)) (*retention.Prun
 }
 
 // advance moves the slot to the server's current WAL position, as a relay
-// confirming everything so far would.
+// confirming everything so far would: walrelay's record of the slot first
+// (pkg/slotrecord's write-ahead rule), then the slot.
 func advance(t *testing.T, d db) {
 	t.Helper()
-	testenv.Exec(t, d.dsn, `SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())`, d.slot)
+	conn := testenv.Connect(t, d.dsn)
+	lsn := testenv.ParseLSN(t, testenv.QueryValue[string](t, d.dsn, `SELECT pg_current_wal_lsn()::text`))
+	records := slotrecord.Table{Schema: "public"}
+	if _, err := records.Ensure(t.Context(), conn); err != nil {
+		t.Fatal(err)
+	}
+	if err := slotrecord.Moved(t.Context(), conn, records, d.slot, lsn, "test relay"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Exec(t, d.dsn, `SELECT pg_replication_slot_advance($1, $2::pg_lsn)`, d.slot, lsn.String())
 }
 
 // insertOld commits n rows aged 2h (older than the 1h retention) with ids
@@ -309,7 +320,7 @@ func TestRunRetries(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("rows left 20s after the slot appeared:\n%s", logs.String())
 		}
-		testenv.Exec(t, d.dsn, `SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())`, missing)
+		advance(t, db{d.dsn, missing})
 		time.Sleep(100 * time.Millisecond)
 	}
 	cancel()

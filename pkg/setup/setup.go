@@ -3,7 +3,12 @@
 // sql/outbox_partitioned.sql and its partitions from now on, by
 // pkg/partition's scheme), the publication (INSERTs only, through the
 // partition root) and the logical replication slot (unless
-// Names.LeaveSlot: snapshot.mode=initial). It is idempotent:
+// Names.LeaveSlot: snapshot.mode=initial), and walrelay's record of its
+// slots (sql/005_slot_positions.sql, pkg/slotrecord), where it records
+// the slot it creates. It refuses to create a slot walrelay confirmed
+// through before (a record of it exists): rows after the record may be
+// unpublished (walrelay slot create --replace says so and does). It is
+// idempotent:
 // each object that already exists is reported and left alone.
 //
 // In: a connection and the names from config. Out: one Step per object,
@@ -20,15 +25,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/pkg/partition"
+	"github.com/walrelay/walrelay/pkg/slotrecord"
 	sqlfiles "github.com/walrelay/walrelay/sql"
 )
 
 // Step is the outcome for one object.
 type Step struct {
-	Object  string // "table", "partitions", "publication" or "slot"
+	Object  string // "table", "partitions", "publication", "records" or "slot"
 	Name    string
 	Created bool // false: it already existed, or was left (Note)
 	// Note, when set, replaces "created" or "already exists": an object
@@ -144,6 +151,15 @@ func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 	}
 	steps = append(steps, Step{Object: "publication", Name: n.Publication, Created: !exists})
 
+	// walrelay's record of its slots (sql/005_slot_positions.sql), in the
+	// outbox's schema.
+	records := slotrecord.Table{Schema: n.Schema}
+	created, err := records.Ensure(ctx, conn)
+	if err != nil {
+		return steps, err
+	}
+	steps = append(steps, Step{Object: "records", Name: records.String(), Created: created})
+
 	// Slots are cluster-wide: one of this name may belong to another
 	// database or plugin, and must not be reported as ours.
 	var plugin, database, current string
@@ -159,13 +175,33 @@ func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 	case exists && plugin != "pgoutput":
 		return steps, fmt.Errorf("replication slot %q already exists with plugin %q: walrelay needs pgoutput; choose another postgres.slot", n.Slot, plugin)
 	}
+	if !exists {
+		// A slot walrelay confirmed through before is not created again
+		// silently: rows after its record may be unpublished.
+		st, err := slotrecord.Read(ctx, conn, records, n.Slot)
+		if err != nil {
+			return steps, err
+		}
+		if st.Record != nil {
+			return steps, fmt.Errorf("%w: slot %q is missing, and walrelay had confirmed through a slot of this name up to %s (recorded %s): rows committed after that may never have been published. %s",
+				slotrecord.ErrRecorded, n.Slot, st.Record.Confirmed, st.Record.UpdatedAt.UTC().Format(time.RFC3339), slotrecord.Fix(n.Slot, st.Record))
+		}
+	}
 	if !exists && n.LeaveSlot {
 		steps = append(steps, Step{Object: "slot", Name: n.Slot, Note: "not created: walrelay run creates it after the initial snapshot (snapshot.mode=initial)"})
 		return steps, nil
 	}
 	if !exists {
-		if _, err := conn.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, n.Slot); err != nil {
+		var lsn string
+		if err := conn.QueryRow(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, n.Slot).Scan(&lsn); err != nil {
 			return steps, fmt.Errorf("creating replication slot %q: %w", n.Slot, err)
+		}
+		at, err := pglogrepl.ParseLSN(lsn)
+		if err != nil {
+			return steps, fmt.Errorf("parsing the position of new slot %q: %w", n.Slot, err)
+		}
+		if _, err := slotrecord.Created(ctx, conn, records, n.Slot, at, "walrelay setup"); err != nil {
+			return steps, err
 		}
 	}
 	steps = append(steps, Step{Object: "slot", Name: n.Slot, Created: !exists})

@@ -26,7 +26,7 @@ func TestRunIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second run: %v", err)
 	}
-	for i, want := range []string{"table", "publication", "slot"} {
+	for i, want := range []string{"table", "publication", "records", "slot"} {
 		if first[i].Object != want || !first[i].Created {
 			t.Errorf("first run step %d = %+v, want %s created", i, first[i], want)
 		}
@@ -86,7 +86,7 @@ func TestRunPartitionedIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second run: %v", err)
 	}
-	for i, want := range []string{"table", "partitions", "publication", "slot"} {
+	for i, want := range []string{"table", "partitions", "publication", "records", "slot"} {
 		if first[i].Object != want || !first[i].Created {
 			t.Errorf("first run step %d = %+v, want %s created", i, first[i], want)
 		}
@@ -142,7 +142,7 @@ func TestRunLeavesSlotForTheInitialSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(steps) != 3 || steps[2].Object != "slot" || steps[2].Created || !strings.Contains(steps[2].String(), "walrelay run creates it after the initial snapshot") {
+	if len(steps) != 4 || steps[3].Object != "slot" || steps[3].Created || !strings.Contains(steps[3].String(), "walrelay run creates it after the initial snapshot") {
 		t.Fatalf("steps %q, want the slot left to walrelay run", steps)
 	}
 	if n := testenv.QueryValue[int64](t, dsn, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, names.Slot); n != 0 {

@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -66,6 +67,29 @@ type Monitor struct {
 	// last changed (or the slot was last caught up).
 	lastFlush string
 	movedAt   time.Time
+	// ownWAL, when set, says which WAL is only walrelay's own slot record
+	// (see OwnWAL).
+	ownWAL func() (from, to pglogrepl.LSN, ok bool)
+}
+
+// OwnWAL tells the monitor which WAL after the slot's position is only
+// walrelay's own record of the slot (pkg/slotrecord): the relay writes it
+// before it confirms, so on an idle database its last write is always the
+// last WAL, and the slot never confirms it. A slot at or past from with
+// the server's WAL at or before to is caught up, not stalled. Call it
+// before Run.
+func (sm *Monitor) OwnWAL(f func() (from, to pglogrepl.LSN, ok bool)) { sm.ownWAL = f }
+
+// ownOnly reports whether everything between the slot's position and the
+// server's WAL in st is walrelay's own last record.
+func (sm *Monitor) ownOnly(st Status) bool {
+	if sm.ownWAL == nil {
+		return false
+	}
+	from, to, ok := sm.ownWAL()
+	confirmed, err1 := pglogrepl.ParseLSN(st.ConfirmedFlushLSN)
+	current, err2 := pglogrepl.ParseLSN(st.CurrentLSN)
+	return ok && err1 == nil && err2 == nil && confirmed >= from && current <= to
 }
 
 // New returns a Monitor of slot, polled every interval. It does not
@@ -110,7 +134,7 @@ func (sm *Monitor) poll(ctx context.Context) {
 		sm.status.Error, sm.status.PolledAt = err.Error(), now
 		return
 	}
-	if st.ConfirmedFlushLSN != sm.lastFlush || st.ConfirmedLagBytes <= 0 || sm.movedAt.IsZero() {
+	if st.ConfirmedFlushLSN != sm.lastFlush || st.ConfirmedLagBytes <= 0 || sm.ownOnly(st) || sm.movedAt.IsZero() {
 		sm.lastFlush, sm.movedAt = st.ConfirmedFlushLSN, now
 	}
 	st.StallSeconds = now.Sub(sm.movedAt).Seconds()

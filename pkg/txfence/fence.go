@@ -144,7 +144,7 @@ func ReadSlot(ctx context.Context, conn *pgx.Conn, slot string) (SlotState, erro
 	case database != current:
 		return SlotState{}, fmt.Errorf("%w: slot %q belongs to database %q, not %q, where the outbox is: its position says nothing about this outbox; fix postgres.slot or postgres.dsn", ErrSlotUnusable, slot, database, current)
 	case status == "lost":
-		return SlotState{}, fmt.Errorf("%w: slot %q has wal_status lost (Postgres removed WAL it needed): rows after its position may never have been relayed; recreate the slot (walrelay setup) and run the relay, then walrelay verify reports them missing", ErrSlotInvalidated, slot)
+		return SlotState{}, fmt.Errorf("%w: slot %q has wal_status lost (Postgres removed WAL it needed): rows after its position may never have been relayed: walrelay verify reports them missing (it works on a lost slot); see docs/runbook.md for recreating it", ErrSlotInvalidated, slot)
 	case confirmed == nil:
 		return SlotState{}, fmt.Errorf("%w: slot %q has no confirmed_flush_lsn", ErrSlotUnusable, slot)
 	}

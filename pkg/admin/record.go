@@ -1,0 +1,75 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/pkg/slotrecord"
+)
+
+// CreateRecordedSlot is `walrelay slot create`: CreateSlot, then the
+// slot's creation in walrelay's record of its slots (pkg/slotrecord). A
+// slot of this name that walrelay confirmed through before (a record
+// exists) is created only with replace, and then the record is marked
+// replaced: retention stays stopped until walrelay verify and walrelay
+// slot adopt. Without replace the error wraps slotrecord.ErrRecorded and
+// says what to run.
+func CreateRecordedSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.Table, name string, replace bool) (Slot, slotrecord.State, error) {
+	if err := ValidateSlotName(name); err != nil {
+		return Slot{}, slotrecord.State{}, err
+	}
+	// A role that may not create slots at all is told so first.
+	var replication bool
+	if err := conn.QueryRow(ctx, `SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&replication); err != nil {
+		return Slot{}, slotrecord.State{}, queryError("reading the role's attributes", "", err)
+	}
+	if !replication {
+		return Slot{}, slotrecord.State{}, fmt.Errorf("%w: creating replication slot %q: %s", ErrPrivilege, name, privilegeFix(ctx, conn))
+	}
+	if _, err := records.Ensure(ctx, conn); err != nil {
+		return Slot{}, slotrecord.State{}, err
+	}
+	st, err := slotrecord.Read(ctx, conn, records, name)
+	if err != nil {
+		return Slot{}, st, err
+	}
+	if st.Record != nil && !st.SlotExists && !replace {
+		return Slot{}, st, fmt.Errorf("%w: walrelay had confirmed through slot %q up to %s (recorded %s): rows committed after that may never have been published, and a new slot starts after them. To create it anyway (retention stays stopped until you adopt it), run `walrelay slot create %s --replace`, start walrelay run, then `walrelay verify --since %s --republish` and `walrelay slot adopt %s`",
+			slotrecord.ErrRecorded, name, st.Record.Confirmed, st.Record.UpdatedAt.UTC().Format(time.RFC3339), name, st.Record.UpdatedAt.Add(-time.Hour).UTC().Format(time.RFC3339), name)
+	}
+	s, err := CreateSlot(ctx, conn, name)
+	if err != nil {
+		return Slot{}, st, err
+	}
+	lsn, err := pglogrepl.ParseLSN(s.ConfirmedFlushLSN)
+	if err != nil {
+		return s, st, fmt.Errorf("parsing confirmed_flush_lsn %q of new slot %q: %w", s.ConfirmedFlushLSN, name, err)
+	}
+	who := "walrelay slot create"
+	if st.Record != nil {
+		who += " --replace"
+	}
+	st, err = slotrecord.Created(ctx, conn, records, name, lsn, who+" ("+currentUser(ctx, conn)+")")
+	return s, st, err
+}
+
+// AdoptSlot is `walrelay slot adopt`: it makes the slot's current
+// position walrelay's record again, clearing a jump (the slot was
+// replaced or moved past the record), once an operator has checked with
+// walrelay verify that nothing is missing. who is noted with the time.
+func AdoptSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.Table, name, who string) (before, after slotrecord.State, err error) {
+	if err := ValidateSlotName(name); err != nil {
+		return before, after, err
+	}
+	if _, err := records.Ensure(ctx, conn); err != nil {
+		return before, after, err
+	}
+	if who == "" {
+		who = currentUser(ctx, conn)
+	}
+	return slotrecord.Adopt(ctx, conn, records, name, who)
+}

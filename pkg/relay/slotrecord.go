@@ -1,0 +1,329 @@
+package relay
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/walrelay/walrelay/pkg/checkpoint"
+	"github.com/walrelay/walrelay/pkg/slotrecord"
+)
+
+// recorder is the write-ahead side of walrelay's slot record
+// (pkg/slotrecord): the stream confirms at most what it recorded, and its
+// goroutine records what the tracker may confirm, at most every
+// recordEvery while it moves. So that always the slot's
+// confirmed_flush_lsn <= the record, and a slot found past the record was
+// moved by someone else.
+//
+// Idle: with nothing in flight the tracker confirms the server's WAL end
+// (keepalives), and recording it writes WAL, whose end the next keepalive
+// reports: recording every idle move would write a row every
+// status_interval forever on an idle database. So a position reached only
+// by keepalives is not recorded when the last record was itself idle and
+// nothing but that record's own write lies between it and the position
+// (no WAL between the recorded position and the start of the write, and
+// the position at or before the WAL insert position read right after
+// it). The cost: an idle slot stays behind by walrelay's own last record
+// (a few hundred bytes of WAL); any other write moves it on.
+type recorder struct {
+	dsn     string
+	table   slotrecord.Table
+	slot    string
+	tracker *checkpoint.Tracker
+	log     *slog.Logger
+	jumped  prometheus.Gauge
+
+	// on: the cap applies (the record exists and this relay writes it).
+	// Off, the relay confirms as it did before records (the role may not
+	// write the table): retention then refuses to prune.
+	on       atomic.Bool
+	recorded atomic.Uint64
+
+	mu       sync.Mutex // the fields below; serializes raises
+	conn     *pgx.Conn
+	progress pglogrepl.LSN // the newest position reached by other means than idle keepalives
+	idleTop  pglogrepl.LSN // the position the last idle keepalive raised the tracker to
+	ownEnd   pglogrepl.LSN // the WAL insert position right after the last record was written
+	tailFrom pglogrepl.LSN // the position the last record holds
+	tailOK   bool          // no WAL but the last record's own between tailFrom and the start of its write
+	lastIdle bool          // the last record was of a position reached only by keepalives, with no other WAL before its write
+	lastErr  string
+}
+
+// recordEvery is how often the recorder looks at the tracker: the
+// replication stream reports a confirmed position that moved within
+// 100ms (postgres.status_interval bounds only the reports of one that
+// did not), and it may confirm only what is recorded. While the position
+// moves that is one single-row UPDATE every 100ms at most; none while
+// nothing moves.
+const recordEvery = 100 * time.Millisecond
+
+func newRecorder(r *Relay, table slotrecord.Table) *recorder {
+	return &recorder{dsn: r.cfg.Postgres.DSN, table: table, slot: r.cfg.Postgres.Slot, tracker: r.tracker,
+		log: r.log, jumped: r.metrics.SlotJumped}
+}
+
+// limit is what the stream may confirm of lsn: at most the record.
+func (c *recorder) limit(lsn pglogrepl.LSN) pglogrepl.LSN {
+	if !c.on.Load() {
+		return lsn
+	}
+	return min(lsn, pglogrepl.LSN(c.recorded.Load()))
+}
+
+// idle notes that a keepalive raised the tracker from before to after.
+func (c *recorder) idle(before, after pglogrepl.LSN) {
+	c.mu.Lock()
+	if before != c.idleTop {
+		c.progress = max(c.progress, before) // moved by transactions since the last idle raise
+	}
+	c.idleTop = after
+	c.mu.Unlock()
+}
+
+// use sets what the record holds (the cap) and turns the cap on.
+func (c *recorder) use(s slotrecord.State) {
+	if s.Record == nil {
+		return
+	}
+	c.recorded.Store(uint64(s.Record.Confirmed))
+	c.on.Store(true)
+	c.jumped.Set(0)
+	if s.Record.JumpedAt != nil {
+		c.jumped.Set(1)
+	}
+}
+
+// off logs why the relay cannot keep the record and runs without the cap.
+func (c *recorder) off(err error) {
+	c.on.Store(false)
+	c.log.Error("cannot keep walrelay's record of the slot: relaying goes on, but retention stays stopped (nothing proves the slot's position); grant the role SELECT, INSERT, UPDATE on the table (sql/004_role.sql) or run walrelay setup",
+		"slot", c.slot, "table", c.table.String(), "err", err)
+}
+
+// found checks an existing slot against its record at the relay's start:
+// no record (the first start of a walrelay that keeps them) records the
+// slot's position as the baseline; a slot replaced or past the record is
+// marked jumped and logged at ERROR (the relay still relays: relaying is
+// not what loses rows; retention stops until walrelay slot adopt).
+func (c *recorder) found(ctx context.Context, conn *pgx.Conn) error {
+	if _, err := c.table.Ensure(ctx, conn); err != nil {
+		if slotrecord.IsPrivilege(err) {
+			c.off(err)
+			return nil
+		}
+		return err
+	}
+	var why string
+	s, baseline, err := slotrecord.Baseline(ctx, conn, c.table, c.slot, "baseline: the first start of a walrelay that keeps slot records; positions before it were confirmed by an earlier version")
+	if err != nil {
+		if slotrecord.IsPrivilege(err) {
+			c.off(err)
+			return nil
+		}
+		return err
+	}
+	if baseline {
+		c.log.Warn("no record of the slot yet: recorded its position as walrelay's baseline (rows before it are protected from retention only if the slot was never replaced before this start)",
+			"slot", c.slot, "table", c.table.String(), "confirmed_lsn", s.SlotConfirmed.String())
+	}
+	s, why, err = slotrecord.MarkJumped(ctx, conn, c.table, c.slot)
+	if err != nil {
+		if slotrecord.IsPrivilege(err) {
+			c.off(err)
+			return nil
+		}
+		return err
+	}
+	c.use(s)
+	if _, uerr := s.Unproven(); uerr != nil {
+		c.log.Error("the slot's position is not one walrelay confirmed: relaying goes on, retention stays stopped until an operator runs walrelay verify and walrelay slot adopt",
+			"slot", c.slot, "found", why, "err", uerr)
+	}
+	return nil
+}
+
+// created records a slot this relay has just created at lsn.
+func (c *recorder) created(ctx context.Context, conn *pgx.Conn, lsn pglogrepl.LSN, who string) error {
+	if _, err := c.table.Ensure(ctx, conn); err != nil {
+		if slotrecord.IsPrivilege(err) {
+			c.off(err)
+			return nil
+		}
+		return err
+	}
+	s, err := slotrecord.Created(ctx, conn, c.table, c.slot, lsn, who)
+	if err != nil {
+		if slotrecord.IsPrivilege(err) {
+			c.off(err)
+			return nil
+		}
+		return err
+	}
+	c.use(s)
+	return nil
+}
+
+// missing refuses to create a slot walrelay confirmed through before, and
+// returns nil when it never did (or the record cannot be read: no table).
+func (c *recorder) missing(ctx context.Context, conn *pgx.Conn) error {
+	s, err := slotrecord.Read(ctx, conn, c.table, c.slot)
+	if err != nil {
+		return err
+	}
+	if s.Record == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: slot %q is missing, and walrelay had confirmed through a slot of this name up to %s (recorded %s): rows committed after that may never have been published, and creating it again would skip them silently. %s",
+		slotrecord.ErrRecorded, c.slot, s.Record.Confirmed, s.Record.UpdatedAt.UTC().Format(time.RFC3339), slotrecord.Fix(c.slot, s.Record))
+}
+
+// session checks the slot against its record at the start of every
+// replication session, before the session reports anything: another
+// instance may have streamed and recorded meanwhile (the cap is then
+// raised to its record), or someone may have moved the slot past the
+// record (marked jumped, logged). A failure is logged and leaves the cap
+// where it was: it can only hold confirmations back.
+func (c *recorder) session(ctx context.Context) {
+	if c == nil || !c.on.Load() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	err := func() error {
+		if c.conn == nil || c.conn.IsClosed() {
+			conn, err := pgx.Connect(ctx, c.dsn)
+			if err != nil {
+				return fmt.Errorf("connecting to read the slot's record: %w", err)
+			}
+			c.conn = conn
+		}
+		s, why, err := slotrecord.MarkJumped(ctx, c.conn, c.table, c.slot)
+		if err != nil {
+			_ = c.conn.Close(context.WithoutCancel(ctx))
+			c.conn = nil
+			return err
+		}
+		c.use(s)
+		if why != "" {
+			c.log.Error("the slot was moved past walrelay's record by someone else: rows committed after the record may never have been published; relaying goes on, retention stays stopped until an operator runs walrelay verify and walrelay slot adopt",
+				"slot", c.slot, "found", why)
+		}
+		return nil
+	}()
+	if err != nil {
+		c.log.Warn("reading walrelay's record of the slot at the session's start; confirming no further than the record read before", "slot", c.slot, "err", err)
+	}
+}
+
+// run records what the tracker may confirm until ctx is done.
+func (c *recorder) run(ctx context.Context) {
+	defer c.close()
+	t := time.NewTicker(recordEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := c.raise(ctx, false); err != nil && ctx.Err() == nil {
+			c.mu.Lock()
+			if err.Error() != c.lastErr {
+				c.log.Warn("recording the slot's position before confirming it; the slot is not confirmed past the record until it works", "slot", c.slot, "err", err)
+			}
+			c.lastErr = err.Error()
+			c.mu.Unlock()
+		}
+	}
+}
+
+// raise records the tracker's confirmed position when it moved past the
+// record: always with force (a drained stop) or when transactions moved
+// it, and when only keepalives did unless that is the idle loop (see
+// recorder).
+func (c *recorder) raise(ctx context.Context, force bool) error {
+	if !c.on.Load() {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	to := c.tracker.Confirmed()
+	recorded := pglogrepl.LSN(c.recorded.Load())
+	if to <= recorded {
+		return nil
+	}
+	progress := c.progress
+	if to != c.idleTop {
+		progress = max(progress, to)
+	}
+	idle := progress <= recorded
+	if !force && idle && c.lastIdle && to <= c.ownEnd {
+		return nil // only this recorder's own last write since its last idle record
+	}
+	if c.conn == nil || c.conn.IsClosed() {
+		conn, err := pgx.Connect(ctx, c.dsn)
+		if err != nil {
+			return fmt.Errorf("connecting to record the slot's position: %w", err)
+		}
+		c.conn = conn
+	}
+	var start string
+	if err := c.conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&start); err != nil {
+		_ = c.conn.Close(context.WithoutCancel(ctx))
+		c.conn = nil
+		return fmt.Errorf("reading the WAL insert position: %w", err)
+	}
+	ownStart, _ := pglogrepl.ParseLSN(start)
+	rec, why, err := slotrecord.Raise(ctx, c.conn, c.table, c.slot, to)
+	if err != nil {
+		_ = c.conn.Close(context.WithoutCancel(ctx))
+		c.conn = nil
+		return err
+	}
+	if why != "" {
+		c.log.Error("the slot was moved past walrelay's record by someone else: rows committed after the record may never have been published; relaying goes on, retention stays stopped until an operator runs walrelay verify and walrelay slot adopt",
+			"slot", c.slot, "found", why, "recorded_lsn", recorded.String())
+	}
+	if why != "" || rec.JumpedAt != nil {
+		c.jumped.Set(1)
+	} else {
+		c.jumped.Set(0) // adopted since (walrelay slot adopt)
+	}
+	c.recorded.Store(uint64(rec.Confirmed))
+	c.lastIdle = idle && ownStart <= to
+	c.tailFrom, c.tailOK = rec.Confirmed, ownStart <= rec.Confirmed
+	var end string
+	if err := c.conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&end); err == nil {
+		c.ownEnd, _ = pglogrepl.ParseLSN(end)
+	} else {
+		c.tailOK = false
+	}
+	c.lastErr = ""
+	return nil
+}
+
+// ownTail is slotmon's OwnWAL: the WAL in (from, to] is only this
+// recorder's last write, when ok.
+func (c *recorder) ownTail() (from, to pglogrepl.LSN, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tailFrom, c.ownEnd, c.tailOK && c.on.Load()
+}
+
+func (c *recorder) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn != nil {
+		_ = c.conn.Close(context.Background())
+		c.conn = nil
+	}
+}
