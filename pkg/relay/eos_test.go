@@ -94,6 +94,30 @@ func (f *fixture) systemID(t *testing.T) string {
 	return testenv.QueryValue[string](t, f.dsn, `SELECT system_identifier::text FROM pg_control_system()`)
 }
 
+// timeline is the fixture's server's timeline (of its last checkpoint).
+func (f *fixture) timeline(t *testing.T) int32 {
+	t.Helper()
+	return testenv.QueryValue[int32](t, f.dsn, `SELECT timeline_id FROM pg_control_checkpoint()`)
+}
+
+// commitCheckpoint commits cp under the relay's transactional id, as a
+// previous process's last Kafka transaction would have.
+func (f *fixture) commitCheckpoint(t *testing.T, cp eoscheckpoint.Checkpoint) {
+	t.Helper()
+	id := f.txnID(t)
+	f.broker.CreateTopic(t, f.cfg.Relay.CheckpointTopic, 1)
+	prev := f.broker.Client(t, kgo.TransactionalID(id))
+	if err := prev.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := prev.ProduceSync(t.Context(), &kgo.Record{Topic: f.cfg.Relay.CheckpointTopic, Key: []byte(id), Value: cp.Marshal()}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := prev.EndTransaction(t.Context(), kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (f *fixture) database(t *testing.T) string {
 	t.Helper()
 	conn := testenv.Connect(t, f.dsn)
@@ -183,30 +207,13 @@ func TestExactlyOnceSkipsWhatTheCheckpointCovers(t *testing.T) {
 
 	// What a previous process committed: a transactional producer with the
 	// relay's transactional id, as a relay's last Kafka transaction.
-	var sys string
-	var tli int32
-	conn := testenv.Connect(t, f.dsn)
-	if err := conn.QueryRow(t.Context(), `SELECT system_identifier::text, (SELECT timeline_id FROM pg_control_checkpoint()) FROM pg_control_system()`).Scan(&sys, &tli); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close(t.Context())
-	id := f.txnID(t)
-	f.broker.CreateTopic(t, f.cfg.Relay.CheckpointTopic, 1)
-	prev := f.broker.Client(t, kgo.TransactionalID(id))
-	if err := prev.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
+	sys, tli := f.systemID(t), f.timeline(t)
 	// It names its last transaction (x2), which the slot sends again: the
 	// proof that the checkpoint belongs to this WAL.
 	cp := eoscheckpoint.Checkpoint{LSN: end2, SystemID: sys, Timeline: tli,
 		Last: &eoscheckpoint.Last{CommitLSN: f.commitLSN(t, x2), Xid: x2},
 		Open: &eoscheckpoint.Open{CommitLSN: commit3, Xid: x3, Rows: 2}, Written: time.Now()}
-	if err := prev.ProduceSync(t.Context(), &kgo.Record{Topic: f.cfg.Relay.CheckpointTopic, Key: []byte(id), Value: cp.Marshal()}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := prev.EndTransaction(t.Context(), kgo.TryCommit); err != nil {
-		t.Fatal(err)
-	}
+	f.commitCheckpoint(t, cp)
 
 	run := f.start(t)
 	testenv.WaitConfirmed(t, f.dsn, "walrelay", f.txEnd(t, x4), 30*time.Second)

@@ -235,26 +235,9 @@ func TestExactlyOnceCheckpointWithoutLastIsNotTrusted(t *testing.T) {
 	f.createProbe(t)
 	insertRow(t, f.dsn, "order", "o-1", `{"n": 1}`)
 	_, x2 := insertRow(t, f.dsn, "order", "o-2", `{"n": 2}`)
-	var sys string
-	var tli int32
-	conn := testenv.Connect(t, f.dsn)
-	if err := conn.QueryRow(t.Context(), `SELECT system_identifier::text, (SELECT timeline_id FROM pg_control_checkpoint()) FROM pg_control_system()`).Scan(&sys, &tli); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close(t.Context())
-	id := f.txnID(t)
-	f.broker.CreateTopic(t, f.cfg.Relay.CheckpointTopic, 1)
-	prev := f.broker.Client(t, kgo.TransactionalID(id))
-	if err := prev.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
+	sys, tli := f.systemID(t), f.timeline(t)
 	cp := eoscheckpoint.Checkpoint{LSN: f.txEnd(t, x2), SystemID: sys, Timeline: tli, Written: time.Now()}
-	if err := prev.ProduceSync(t.Context(), &kgo.Record{Topic: f.cfg.Relay.CheckpointTopic, Key: []byte(id), Value: cp.Marshal()}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := prev.EndTransaction(t.Context(), kgo.TryCommit); err != nil {
-		t.Fatal(err)
-	}
+	f.commitCheckpoint(t, cp)
 
 	run := f.start(t)
 	got := readKeys(t, f, []string{"outbox.event.order"}, []string{"o-1", "o-2"}, 30*time.Second)
@@ -282,29 +265,12 @@ func TestExactlyOnceCheckpointDisprovedByTheWALEnd(t *testing.T) {
 	// WAL the publication does not cover, after the rows.
 	testenv.Exec(t, f.dsn, `CREATE TABLE filler (x int); INSERT INTO filler SELECT generate_series(1, 100)`)
 	end := mustLSN(t, testenv.QueryValue[string](t, f.dsn, `SELECT pg_current_wal_lsn()::text`))
-	var sys string
-	var tli int32
-	conn := testenv.Connect(t, f.dsn)
-	if err := conn.QueryRow(t.Context(), `SELECT system_identifier::text, (SELECT timeline_id FROM pg_control_checkpoint()) FROM pg_control_system()`).Scan(&sys, &tli); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close(t.Context())
-	id := f.txnID(t)
-	f.broker.CreateTopic(t, f.cfg.Relay.CheckpointTopic, 1)
-	prev := f.broker.Client(t, kgo.TransactionalID(id))
-	if err := prev.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
+	sys, tli := f.systemID(t), f.timeline(t)
 	// Its last transaction would have committed just before end, in the
 	// filler's WAL, where this server has none.
 	cp := eoscheckpoint.Checkpoint{LSN: end, SystemID: sys, Timeline: tli,
 		Last: &eoscheckpoint.Last{CommitLSN: end - 0x30, Xid: x1 + 1000, CommitTime: time.Now()}, Written: time.Now()}
-	if err := prev.ProduceSync(t.Context(), &kgo.Record{Topic: f.cfg.Relay.CheckpointTopic, Key: []byte(id), Value: cp.Marshal()}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := prev.EndTransaction(t.Context(), kgo.TryCommit); err != nil {
-		t.Fatal(err)
-	}
+	f.commitCheckpoint(t, cp)
 
 	run := f.start(t)
 	got := readKeys(t, f, []string{"outbox.event.order"}, []string{"o-1", "o-2"}, 30*time.Second)
