@@ -12,6 +12,7 @@ import (
 	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/publisher"
 	"github.com/walrelay/walrelay/pkg/router"
+	"github.com/walrelay/walrelay/pkg/slotrecord"
 )
 
 // Startup errors. Each is returned wrapped with the names involved.
@@ -27,6 +28,9 @@ var (
 	// partitions of a partitioned table under their own names
 	// (publish_via_partition_root is off).
 	ErrPublicationLeaves = errors.New("publication publishes partitions under their own names")
+	// ErrPublicationRecord: a configured publication publishes walrelay's
+	// own slot record table (FOR ALL TABLES, FOR TABLES IN SCHEMA).
+	ErrPublicationRecord = errors.New("publication publishes walrelay's slot record table")
 )
 
 // prepare checks the database before streaming: the slot (created when
@@ -202,6 +206,13 @@ func (r *Relay) checkPublications(ctx context.Context, conn *pgx.Conn) error {
 	}
 	r.tables = r.tables[:0]
 	for _, t := range tables {
+		if t.name == slotrecord.TableName {
+			// Its writes (one every 100ms while the relay confirms) would
+			// stream back to the relay as transactions of their own, which
+			// it would confirm and record again, for ever.
+			return fmt.Errorf("%w: %s.%s is in %q (a publication FOR ALL TABLES or FOR TABLES IN SCHEMA); publish only the outbox: CREATE PUBLICATION walrelay_outbox FOR TABLE %s, and set postgres.publications",
+				ErrPublicationRecord, t.schema, t.name, pubs, r.cfg.Postgres.Table)
+		}
 		rel := router.Relation{ID: uint32(t.oid), Namespace: t.schema, Name: t.name, Columns: cols[uint32(t.oid)]}
 		if _, err := r.router.Bind(rel); err != nil {
 			return fmt.Errorf("checking outbox table against the router config: %w", err)

@@ -55,6 +55,12 @@ func TestStartupChecks(t *testing.T) {
 		{"missing publication", nil,
 			func(c *config.Config) { c.Postgres.Publications = []string{"walrelay_outbox", "nope"} },
 			relay.ErrPublicationMissing, `["nope"]`},
+		{"publication of all tables",
+			func(t *testing.T, f *fixture) {
+				testenv.Exec(t, f.dsn, `CREATE PUBLICATION all_tables FOR ALL TABLES`)
+			},
+			func(c *config.Config) { c.Postgres.Publications = []string{"all_tables"} },
+			relay.ErrPublicationRecord, "CREATE PUBLICATION walrelay_outbox FOR TABLE public.outbox"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

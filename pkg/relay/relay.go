@@ -65,6 +65,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kprom"
 	"golang.org/x/sync/errgroup"
@@ -352,6 +353,8 @@ func (r *Relay) Run(ctx context.Context) error {
 				return nil // stopping anyway: the next start resolves it
 			}
 			why = "the outcome of a kafka commit is unknown"
+		case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
+			return err // the ACLs, not another process: starting again cannot help
 		case errors.Is(err, ErrFenced):
 			if ctx.Err() != nil {
 				return err
@@ -405,6 +408,7 @@ func (r *Relay) restart(prev *Relay) (*Relay, error) {
 	}
 	next.txns.committed.Store(prev.txns.committed.Load())
 	next.txns.aborted.Store(prev.txns.aborted.Load())
+	next.txns.lastLSN.Store(prev.txns.lastLSN.Load()) // walrelay_checkpoint_lsn_bytes until the next commit
 	r.live.Store(next)
 	return next, nil
 }

@@ -47,8 +47,14 @@ type recorder struct {
 	on       atomic.Bool
 	recorded atomic.Uint64
 
-	mu       sync.Mutex // the fields below; serializes raises
-	conn     *pgx.Conn
+	// io serializes the reads and writes of the record (raise, session)
+	// and owns conn. It is never taken by the stream's keepalive path
+	// (idle), so a slow or stuck query holds back only the record, never
+	// the stream; each query is bounded by recordTimeout.
+	io   sync.Mutex
+	conn *pgx.Conn
+
+	mu       sync.Mutex    // the fields below: held only to read or set them, never across I/O
 	progress pglogrepl.LSN // the newest position reached by other means than idle keepalives
 	idleTop  pglogrepl.LSN // the position the last idle keepalive raised the tracker to
 	ownEnd   pglogrepl.LSN // the WAL insert position right after the last record was written
@@ -65,6 +71,11 @@ type recorder struct {
 // moves that is one single-row UPDATE every 100ms at most; none while
 // nothing moves.
 const recordEvery = 100 * time.Millisecond
+
+// recordTimeout bounds one read or write of the record: past it the
+// attempt fails (logged, tried again at the next tick) and the stream
+// confirms no further than the record meanwhile.
+const recordTimeout = 5 * time.Second
 
 func newRecorder(r *Relay, table slotrecord.Table) *recorder {
 	return &recorder{dsn: r.cfg.Postgres.DSN, table: table, slot: r.cfg.Postgres.Slot, tracker: r.tracker,
@@ -196,8 +207,10 @@ func (c *recorder) session(ctx context.Context) {
 	if c == nil || !c.on.Load() {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.io.Lock()
+	defer c.io.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
 	err := func() error {
 		if c.conn == nil || c.conn.IsClosed() {
 			conn, err := pgx.Connect(ctx, c.dsn)
@@ -254,19 +267,24 @@ func (c *recorder) raise(ctx context.Context, force bool) error {
 	if !c.on.Load() {
 		return nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.io.Lock()
+	defer c.io.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
 	to := c.tracker.Confirmed()
 	recorded := pglogrepl.LSN(c.recorded.Load())
 	if to <= recorded {
 		return nil
 	}
+	c.mu.Lock()
 	progress := c.progress
 	if to != c.idleTop {
 		progress = max(progress, to)
 	}
 	idle := progress <= recorded
-	if !force && idle && c.lastIdle && to <= c.ownEnd {
+	skip := !force && idle && c.lastIdle && to <= c.ownEnd
+	c.mu.Unlock()
+	if skip {
 		return nil // only this recorder's own last write since its last idle record
 	}
 	if c.conn == nil || c.conn.IsClosed() {
@@ -299,10 +317,13 @@ func (c *recorder) raise(ctx context.Context, force bool) error {
 		c.jumped.Set(0) // adopted since (walrelay slot adopt)
 	}
 	c.recorded.Store(uint64(rec.Confirmed))
+	var end string
+	endErr := c.conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&end)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.lastIdle = idle && ownStart <= to
 	c.tailFrom, c.tailOK = rec.Confirmed, ownStart <= rec.Confirmed
-	var end string
-	if err := c.conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&end); err == nil {
+	if endErr == nil {
 		c.ownEnd, _ = pglogrepl.ParseLSN(end)
 	} else {
 		c.tailOK = false
@@ -320,8 +341,8 @@ func (c *recorder) ownTail() (from, to pglogrepl.LSN, ok bool) {
 }
 
 func (c *recorder) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.io.Lock()
+	defer c.io.Unlock()
 	if c.conn != nil {
 		_ = c.conn.Close(context.Background())
 		c.conn = nil
