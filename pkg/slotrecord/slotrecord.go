@@ -88,6 +88,17 @@ func (t Table) Ensure(ctx context.Context, conn *pgx.Conn) (bool, error) {
 		return false, err
 	}
 	if _, err := conn.Exec(ctx, ddl); err != nil {
+		// Two processes creating it at once (relays of two slots starting
+		// together): CREATE TABLE IF NOT EXISTS is not atomic in Postgres,
+		// and the loser fails on the catalog's unique index (23505) or
+		// finds the table's row type made meanwhile (42710). The table is
+		// there; that is all Ensure promises.
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07" || pe.Code == "42710") {
+			if ok, eerr := t.Exists(ctx, conn); eerr == nil && ok {
+				return false, nil
+			}
+		}
 		return false, fmt.Errorf("creating table %s (walrelay's record of its slots; sql/005_slot_positions.sql): %w", t, err)
 	}
 	return true, nil
