@@ -155,3 +155,28 @@ func TestCheckManagedServices(t *testing.T) {
 		})
 	}
 }
+
+// On RDS the documented grant is membership in rds_replication, not the
+// REPLICATION attribute (pkg/admin/checkmanaged.go cites AWS's page), so
+// `walrelay slot create` must not refuse a member on its own, and its fix
+// for a role without it names the grant. Plain Postgres (which plays RDS
+// here) does not honour rds_replication, so for the member the server
+// itself refuses: what this shows is that walrelay let the server decide.
+func TestSlotCreateRDSReplicationGrant(t *testing.T) {
+	cluster := testenv.PrivateCluster(t, localpg.Options{Settings: map[string]string{"rds.logical_replication": "on"}})
+	dsn := cluster.DSN("postgres")
+	testenv.Exec(t, dsn, "CREATE ROLE rds_superuser NOLOGIN; CREATE ROLE rds_replication NOLOGIN")
+	testenv.Exec(t, dsn, sqlfiles.SlotPositions)
+	role := createRole(t, dsn)
+	qr := pgx.Identifier{role}.Sanitize()
+	testenv.Exec(t, dsn, "GRANT SELECT, INSERT, UPDATE ON public.walrelay_slot_positions TO "+qr)
+	env := childEnv("WALRELAY_POSTGRES_DSN=" + withUser(t, dsn, role))
+
+	stdout, stderr, code := walrelay(t, env, "slot", "create", "walrelay")
+	wantFailure(t, stdout, stderr, code, 1, "permission denied", `needs replication on `+admin.ServiceRDS, "GRANT rds_replication TO "+qr+";")
+
+	testenv.Exec(t, dsn, "GRANT rds_replication TO "+qr)
+	stdout, stderr, code = walrelay(t, env, "slot", "create", "walrelay")
+	// The server's own refusal (Postgres 15's message), with the RDS fix.
+	wantFailure(t, stdout, stderr, code, 1, "must be superuser or replication role", "GRANT rds_replication TO "+qr+";")
+}

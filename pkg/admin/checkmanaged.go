@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -73,10 +74,10 @@ type managed struct {
 // detectService reports the managed service the server belongs to, or nil
 // for a self-managed Postgres. A query error is treated as "not
 // recognised": the fixes then name plain Postgres's settings.
-func (c *checker) detectService() *managed {
+func detectService(ctx context.Context, conn *pgx.Conn) *managed {
 	var rdsLR, cloudsqlLD, azureRS, azureExt *string
 	var rdsSuper, rdsRepl, cloudsqlSuper, azureAdmin bool
-	err := c.conn.QueryRow(c.ctx, `SELECT
+	err := conn.QueryRow(ctx, `SELECT
 			current_setting('rds.logical_replication', true),
 			current_setting('cloudsql.logical_decoding', true),
 			current_setting('azure.replication_support', true),
@@ -119,7 +120,7 @@ func (c *checker) detectService() *managed {
 // managedService reports the recognised service as an item (none for a
 // self-managed Postgres).
 func (c *checker) managedService() {
-	c.service = c.detectService()
+	c.service = detectService(c.ctx, c.conn)
 	if c.service == nil {
 		return
 	}
@@ -149,8 +150,10 @@ func (c *checker) walLevelFix() string {
 
 // replicationRole is the role whose membership grants replication on this
 // server ("" when only the REPLICATION attribute does).
-func (c *checker) replicationRole() string {
-	if c.service != nil && c.service.name == ServiceRDS {
+func (c *checker) replicationRole() string { return c.service.replicationRole() }
+
+func (m *managed) replicationRole() string {
+	if m != nil && m.name == ServiceRDS {
 		return "rds_replication"
 	}
 	return ""
@@ -158,18 +161,38 @@ func (c *checker) replicationRole() string {
 
 // roleFix is how to give the current role what it needs to stream from a
 // slot.
-func (c *checker) roleFix() string {
-	u := pgx.Identifier{c.user}.Sanitize()
+func (c *checker) roleFix() string { return c.service.roleFix(c.user) }
+
+// roleFix is how to give role user what it needs to create and stream
+// from a slot on this service (m nil: self-managed).
+func (m *managed) roleFix(user string) string {
+	u := pgx.Identifier{user}.Sanitize()
 	switch {
-	case c.service == nil:
+	case m == nil:
 		return fmt.Sprintf("ALTER ROLE %s REPLICATION; (see sql/004_role.sql)", u)
-	case c.service.name == ServiceRDS:
+	case m.name == ServiceRDS:
 		return fmt.Sprintf("GRANT rds_replication TO %s; as the master user (a member of rds_superuser)", u)
-	case c.service.name == ServiceCloudSQL:
+	case m.name == ServiceCloudSQL:
 		return fmt.Sprintf("ALTER USER %s WITH REPLICATION; as a member of cloudsqlsuperuser (the postgres user)", u)
 	default:
 		return fmt.Sprintf("ALTER ROLE %s WITH REPLICATION; as the server's administrator (a member of azure_pg_admin)", u)
 	}
+}
+
+// canReplicate reports whether the current role may create and stream
+// from replication slots: a superuser, the REPLICATION attribute, or on
+// RDS membership in rds_replication. It also returns the service (nil:
+// self-managed) for the fix.
+func canReplicate(ctx context.Context, conn *pgx.Conn) (ok, super, member bool, m *managed, err error) {
+	m = detectService(ctx, conn)
+	repl := m.replicationRole()
+	var attr bool
+	// pg_has_role with a role that does not exist is an error: the role
+	// is looked up first.
+	err = conn.QueryRow(ctx, `SELECT rolreplication, rolsuper,
+			$1 <> '' AND COALESCE(pg_has_role(current_user, (SELECT oid FROM pg_roles WHERE rolname = $1), 'MEMBER'), false)
+		FROM pg_roles WHERE rolname = current_user`, repl).Scan(&attr, &super, &member)
+	return attr || super || member, super, member, m, err
 }
 
 // keepSizeFix is how to cap max_slot_wal_keep_size, or "" where the

@@ -113,18 +113,13 @@ func (c *checker) senderHeadroom() {
 func (c *checker) roleReplication() {
 	name := "role REPLICATION"
 	var super, member bool
-	// On RDS, membership in rds_replication grants what the REPLICATION
-	// attribute grants elsewhere (checkmanaged.go); pg_has_role with a
-	// role that does not exist is an error, hence the EXISTS.
+	var err error
+	c.replication, super, member, _, err = canReplicate(c.ctx, c.conn)
 	repl := c.replicationRole()
-	err := c.conn.QueryRow(c.ctx, `SELECT rolreplication, rolsuper,
-			$1 <> '' AND EXISTS (SELECT FROM pg_roles WHERE rolname = $1) AND pg_has_role(current_user, (SELECT oid FROM pg_roles WHERE rolname = $1), 'MEMBER')
-		FROM pg_roles WHERE rolname = current_user`, repl).Scan(&c.replication, &super, &member)
 	if err != nil {
 		c.fail(name, queryError("reading the role", "", err).Error(), "")
 		return
 	}
-	c.replication = c.replication || super || member
 	if !c.replication {
 		lacks := fmt.Sprintf("role %q lacks REPLICATION", c.user)
 		if repl != "" {
