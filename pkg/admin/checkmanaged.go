@@ -40,7 +40,10 @@ import (
 //     https://cloud.google.com/datastream/docs/configure-cloudsql-psql
 //     (the cloudsql.logical_decoding flag set to on, then a restart;
 //     ALTER USER ... WITH REPLICATION). The flag is set with
-//     `gcloud sql instances patch INSTANCE --database-flags=...`:
+//     `gcloud sql instances patch INSTANCE --database-flags=...`, which
+//     "overwrites all database flags previously set" (flags not listed go
+//     back to their defaults):
+//     https://cloud.google.com/sql/docs/postgres/flags
 //     https://cloud.google.com/sdk/gcloud/reference/sql/instances/patch
 //     cloudsqlsuperuser is the role of the instance's administrators:
 //     https://cloud.google.com/sql/docs/postgres/replication/configure-external-replica
@@ -196,7 +199,11 @@ func canReplicate(ctx context.Context, conn *pgx.Conn) (ok, super, member bool, 
 }
 
 // keepSizeFix is how to cap max_slot_wal_keep_size, or "" where the
-// service does not let users change it.
+// service does not let users change it (Azure flexible server, cited
+// above). For RDS and Cloud SQL the pages cited above say where
+// parameters are set (parameter groups, database flags) but none of them
+// lists max_slot_wal_keep_size itself: the fix names the place, not a
+// documented value.
 func (c *checker) keepSizeFix() string {
 	switch {
 	case c.service == nil:
