@@ -174,11 +174,11 @@ func (m *managed) roleFix(user string) string {
 	case m == nil:
 		return fmt.Sprintf("ALTER ROLE %s REPLICATION; (see sql/004_role.sql)", u)
 	case m.name == ServiceRDS:
-		return fmt.Sprintf("GRANT rds_replication TO %s; as the master user (a member of rds_superuser)", u)
+		return fmt.Sprintf("GRANT rds_replication TO %s; as a member of rds_superuser", u)
 	case m.name == ServiceCloudSQL:
-		return fmt.Sprintf("ALTER USER %s WITH REPLICATION; as a member of cloudsqlsuperuser (the postgres user)", u)
+		return fmt.Sprintf("ALTER USER %s WITH REPLICATION; as a member of cloudsqlsuperuser", u)
 	default:
-		return fmt.Sprintf("ALTER ROLE %s WITH REPLICATION; as the server's administrator (a member of azure_pg_admin)", u)
+		return fmt.Sprintf("ALTER ROLE %s WITH REPLICATION; as the server's administrator", u)
 	}
 }
 
