@@ -33,7 +33,7 @@ func TestCheckManagedServices(t *testing.T) {
 		walFix   []string
 		roleFix  string // %s: the checking role
 		grant    string // %s: the checking role; what roleFix says to run
-		roleOK   string // the role item's detail after grant
+		roleOK   string // the role item's detail after grant ("": the grant is not enough, the item still fails)
 		keepFix  []string
 	}{
 		{
@@ -59,6 +59,20 @@ func TestCheckManagedServices(t *testing.T) {
 			grant:   "GRANT rds_replication TO %s",
 			roleOK:  "is a member of rds_replication",
 			keepFix: []string{"DB parameter group"},
+		},
+		{
+			// RDS's roles without RDS's setting: a self-managed Postgres
+			// restored from a dump of RDS roles, where rds_replication
+			// grants nothing. The fix says so, and membership does not
+			// count.
+			name:     "rds roles only",
+			roles:    []string{"rds_superuser", "rds_replication"},
+			service:  admin.ServiceRDS,
+			evidence: []string{"role rds_superuser", "role rds_replication"},
+			walFix:   []string{"rds.logical_replication"},
+			roleFix:  "if it is not RDS: ALTER ROLE %s REPLICATION;",
+			grant:    "GRANT rds_replication TO %s",
+			roleOK:   "",
 		},
 		{
 			name:     "cloud sql, by its flag",
@@ -150,6 +164,10 @@ func TestCheckManagedServices(t *testing.T) {
 			// The grant the fix names is enough for check.
 			testenv.Exec(t, dsn, strings.ReplaceAll(tc.grant, "%s", qr))
 			c, _ = checkJSON(t, env)
+			if tc.roleOK == "" {
+				c.want(t, "role REPLICATION", admin.Fail, []string{"lacks REPLICATION"}, []string{strings.ReplaceAll(tc.roleFix, "%s", qr)})
+				return
+			}
 			c.want(t, "role REPLICATION", admin.OK, []string{tc.roleOK}, nil)
 			c.want(t, "slot walrelay", admin.OK, []string{"will create it"}, nil)
 		})

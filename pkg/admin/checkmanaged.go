@@ -72,6 +72,12 @@ type managed struct {
 	// single is true on Azure's single server (azure.replication_support
 	// exists), false on flexible server.
 	single bool
+	// rdsSetting is true when the server shows rds.logical_replication,
+	// which RDS and Aurora always do. RDS's roles alone can be left over
+	// on a self-managed Postgres (restored from a dump of RDS roles), where
+	// membership in rds_replication grants nothing: it counts only with
+	// the setting.
+	rdsSetting bool
 }
 
 // detectService reports the managed service the server belongs to, or nil
@@ -109,7 +115,7 @@ func detectService(ctx context.Context, conn *pgx.Conn) *managed {
 	switch {
 	case rdsLR != nil || rdsSuper || rdsRepl:
 		ev = append(append(append(ev, setting("rds.logical_replication", rdsLR)...), role("rds_superuser", rdsSuper)...), role("rds_replication", rdsRepl)...)
-		return &managed{name: ServiceRDS, evidence: ev}
+		return &managed{name: ServiceRDS, evidence: ev, rdsSetting: rdsLR != nil}
 	case cloudsqlLD != nil || cloudsqlSuper:
 		ev = append(append(ev, setting("cloudsql.logical_decoding", cloudsqlLD)...), role("cloudsqlsuperuser", cloudsqlSuper)...)
 		return &managed{name: ServiceCloudSQL, evidence: ev}
@@ -156,7 +162,7 @@ func (c *checker) walLevelFix() string {
 func (c *checker) replicationRole() string { return c.service.replicationRole() }
 
 func (m *managed) replicationRole() string {
-	if m != nil && m.name == ServiceRDS {
+	if m != nil && m.name == ServiceRDS && m.rdsSetting {
 		return "rds_replication"
 	}
 	return ""
@@ -173,6 +179,8 @@ func (m *managed) roleFix(user string) string {
 	switch {
 	case m == nil:
 		return fmt.Sprintf("ALTER ROLE %s REPLICATION; (see sql/004_role.sql)", u)
+	case m.name == ServiceRDS && !m.rdsSetting:
+		return fmt.Sprintf("GRANT rds_replication TO %s; as a member of rds_superuser on RDS (this server shows RDS's roles but not rds.logical_replication; if it is not RDS: ALTER ROLE %s REPLICATION;)", u, u)
 	case m.name == ServiceRDS:
 		return fmt.Sprintf("GRANT rds_replication TO %s; as a member of rds_superuser", u)
 	case m.name == ServiceCloudSQL:
