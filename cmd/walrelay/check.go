@@ -19,9 +19,12 @@ var errCheckFailed = errors.New("check failed: fix the items marked fail above")
 func checkCommand(stdout io.Writer) *cobra.Command {
 	return adminCommand("check", "Preflight: is Postgres and Kafka ready for walrelay run?",
 		`Checks, with the configuration 'walrelay run' would use, and prints each item
-as ok, warn or fail with the fix: server version; wal_level=logical; headroom
-in max_replication_slots and max_wal_senders; the role's REPLICATION attribute
-and SELECT on the outbox; the outbox's partitions (a plain table, or how many
+as ok, warn or fail with the fix: server version; the managed service, when
+the server shows one (Amazon RDS or Aurora, Cloud SQL, Azure Database for
+PostgreSQL: then the fixes name its parameter, CLI command and grant);
+wal_level=logical; headroom in max_replication_slots and max_wal_senders; the
+role's REPLICATION attribute (on RDS, or membership in rds_replication) and
+SELECT on the outbox; the outbox's partitions (a plain table, or how many
 partitions up to which bound: fail when none holds now and there is no DEFAULT
 partition, warn when fewer than outbox.partitions_ahead lie ahead); each
 publication exists, contains the outbox table, publishes inserts, and

@@ -224,6 +224,16 @@ func TestLeastPrivilege(t *testing.T) {
 				t.Errorf("walrelay run as %s logged %q:\n%s", role, bad, relay.stderr.String())
 			}
 		}
+		// The role recorded what it confirmed in walrelay's slot record
+		// (sql/005_slot_positions.sql; 004 grants it): without the
+		// record retention would stay stopped. setup created the slot
+		// (created_lsn); the run role moved confirmed_lsn past it, up
+		// to the slot's own position.
+		rec := testenv.QueryValue[string](t, dsn, `SELECT concat_ws(' ', r.confirmed_lsn > r.created_lsn, r.confirmed_lsn >= s.confirmed_flush_lsn, r.jumped_at IS NULL)
+			FROM public.walrelay_slot_positions r JOIN pg_replication_slots s USING (slot_name) WHERE slot_name = 'walrelay'`)
+		if rec != "t t t" {
+			t.Errorf("walrelay_slot_positions after run as %s: confirmed past created, at or past the slot, no jump = %q, want \"t t t\"", role, rec)
+		}
 	})
 }
 
@@ -340,6 +350,12 @@ func TestSetupPrivileges(t *testing.T) {
 	out := wantOK(t, env, "setup")
 	if !regexp1(out, `(?m)^slot\s+walrelay\s+created$`) || strings.Count(out, "already exists") != 3 {
 		t.Errorf("setup with the documented privileges:\n%s", out)
+	}
+	// The slot was recorded in walrelay_slot_positions, which the role
+	// created (sql/005_slot_positions.sql) in the schema it may create in.
+	if rec := testenv.QueryValue[string](t, dsn, `SELECT concat_ws(' ', (SELECT tableowner FROM pg_tables WHERE schemaname = 'public' AND tablename = 'walrelay_slot_positions'),
+			(SELECT created_lsn IS NOT NULL FROM public.walrelay_slot_positions WHERE slot_name = 'walrelay'))`); rec != role+" t" {
+		t.Errorf("walrelay_slot_positions after setup as %s: owner and created_lsn recorded = %q, want %q", role, rec, role+" t")
 	}
 	// The role created and owns the table and the publication.
 	if owners := testenv.QueryValue[string](t, dsn, `SELECT (SELECT tableowner FROM pg_tables WHERE schemaname = 'public' AND tablename = 'outbox') || ' ' ||

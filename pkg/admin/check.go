@@ -94,6 +94,7 @@ type checker struct {
 	topics map[string]bool
 
 	user        string
+	service     *managed // the managed service the server belongs to; nil: self-managed
 	replication bool
 	tableOID    uint32 // 0: missing
 	partitioned bool   // the outbox is a partitioned table
@@ -121,6 +122,7 @@ func (c *checker) setting(name string) (string, error) {
 func (c *checker) run() {
 	c.user = currentUser(c.ctx, c.conn)
 	c.serverVersion()
+	c.managedService()
 	c.walLevel()
 	c.slotHeadroom()
 	c.senderHeadroom()

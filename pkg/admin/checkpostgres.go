@@ -46,8 +46,7 @@ func (c *checker) walLevel() {
 		return
 	}
 	if v != "logical" {
-		c.fail(name, "wal_level is "+v+"; logical decoding needs logical",
-			"set wal_level = logical (ALTER SYSTEM SET wal_level = logical;) and restart Postgres")
+		c.fail(name, "wal_level is "+v+"; logical decoding needs logical", c.walLevelFix())
 		return
 	}
 	c.ok(name, "logical")
@@ -113,15 +112,24 @@ func (c *checker) senderHeadroom() {
 
 func (c *checker) roleReplication() {
 	name := "role REPLICATION"
-	var super bool
-	err := c.conn.QueryRow(c.ctx, `SELECT rolreplication, rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&c.replication, &super)
+	var super, member bool
+	var err error
+	c.replication, super, member, _, err = canReplicate(c.ctx, c.conn)
+	repl := c.replicationRole()
 	if err != nil {
 		c.fail(name, queryError("reading the role", "", err).Error(), "")
 		return
 	}
-	c.replication = c.replication || super
 	if !c.replication {
-		c.fail(name, fmt.Sprintf("role %q lacks REPLICATION", c.user), fmt.Sprintf("ALTER ROLE %s REPLICATION; (see sql/004_role.sql)", pgx.Identifier{c.user}.Sanitize()))
+		lacks := fmt.Sprintf("role %q lacks REPLICATION", c.user)
+		if repl != "" {
+			lacks = fmt.Sprintf("role %q lacks REPLICATION and is not a member of %s", c.user, repl)
+		}
+		c.fail(name, lacks, c.roleFix())
+		return
+	}
+	if member && !super {
+		c.ok(name, fmt.Sprintf("role %q is a member of %s", c.user, repl))
 		return
 	}
 	if super {
@@ -292,7 +300,7 @@ func (c *checker) slot() {
 		case !c.cfg.Postgres.CreateSlot:
 			c.fail(name, "does not exist and postgres.create_slot is off", fmt.Sprintf("walrelay slot create %s (or walrelay setup), or set postgres.create_slot=true", slot))
 		case !c.replication:
-			c.fail(name, "does not exist, and the role cannot create it (no REPLICATION)", fmt.Sprintf("walrelay slot create %s as a role with REPLICATION, or ALTER ROLE %s REPLICATION;", slot, pgx.Identifier{c.user}.Sanitize()))
+			c.fail(name, "does not exist, and the role cannot create it (no REPLICATION)", fmt.Sprintf("walrelay slot create %s as a role with REPLICATION, or %s", slot, c.roleFix()))
 		case c.cfg.Snapshot.Initial():
 			c.ok(name, "does not exist yet; walrelay run will publish the outbox's rows (snapshot.mode=initial) and then create it")
 		default:
@@ -335,8 +343,12 @@ func (c *checker) keepSize() {
 		return
 	}
 	if v == "-1" {
-		c.warn(name, "unlimited: a stalled slot keeps WAL until the disk fills",
-			"set a cap (ALTER SYSTEM SET max_slot_wal_keep_size = '50GB'; SELECT pg_reload_conf();) and watch slot lag")
+		if fix := c.keepSizeFix(); fix != "" {
+			c.warn(name, "unlimited: a stalled slot keeps WAL until the disk fills", fix)
+		} else {
+			c.warn(name, fmt.Sprintf("unlimited, and %s does not let you change it: a stalled slot keeps WAL until the disk fills", c.service.name),
+				"watch slot lag (walrelay status, walrelay_slot_lag_bytes) and drop a slot nothing reads")
+		}
 		return
 	}
 	mb, _ := strconv.ParseInt(v, 10, 64)

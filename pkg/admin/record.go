@@ -23,8 +23,8 @@ func CreateRecordedSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.
 		return Slot{}, slotrecord.State{}, err
 	}
 	// A role that may not create slots at all is told so first.
-	var replication bool
-	if err := conn.QueryRow(ctx, `SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&replication); err != nil {
+	replication, _, _, _, err := canReplicate(ctx, conn)
+	if err != nil {
 		return Slot{}, slotrecord.State{}, queryError("reading the role's attributes", "", err)
 	}
 	if !replication {

@@ -180,10 +180,16 @@ func CreateSlot(ctx context.Context, conn *pgx.Conn, name string) (Slot, error) 
 	return InspectSlot(ctx, conn, name)
 }
 
-// privilegeFix is the fix for a role that may not use replication slots.
+// privilegeFix is the fix for a role that may not use replication slots,
+// in the terms of the managed service the server belongs to
+// (checkmanaged.go).
 func privilegeFix(ctx context.Context, conn *pgx.Conn) string {
 	u := currentUser(ctx, conn)
-	return fmt.Sprintf("the role %q needs the REPLICATION attribute (ALTER ROLE %s REPLICATION)", u, pgx.Identifier{u}.Sanitize())
+	m := detectService(ctx, conn)
+	if m == nil {
+		return fmt.Sprintf("the role %q needs the REPLICATION attribute (ALTER ROLE %s REPLICATION)", u, pgx.Identifier{u}.Sanitize())
+	}
+	return fmt.Sprintf("the role %q needs replication on %s: %s", u, m.name, m.roleFix(u))
 }
 
 // DropSlot drops a slot of this database (or a physical one). A slot in
