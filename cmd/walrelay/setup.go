@@ -41,6 +41,9 @@ created here would mean walrelay run never snapshots).`,
 				return err
 			}
 			defer conn.Close(cmd.Context())
+			if err := refuseOldServer(conn, "setup"); err != nil {
+				return err
+			}
 			names := setup.Names{
 				Schema: schema, Table: table,
 				Publication: cfg.Postgres.Publications[0],

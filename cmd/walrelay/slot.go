@@ -273,6 +273,9 @@ adopt NAME.`, cobra.ExactArgs(1),
 			}
 			return queryAndPrint(ctx, cfg.Postgres.DSN, stdout, format,
 				func(conn *pgx.Conn) (admin.Slot, error) {
+					if err := refuseOldServer(conn, "slot create"); err != nil {
+						return admin.Slot{}, err
+					}
 					s, _, err := admin.CreateRecordedSlot(ctx, conn, slotRecords(cfg), args[0], replace)
 					return s, err
 				},

@@ -23,7 +23,7 @@ func (s *Stream) session(ctx context.Context) (streamed bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	if err := checkServerVersion(conn.ParameterStatus("server_version")); err != nil {
+	if err := CheckServerVersion(conn.ParameterStatus("server_version")); err != nil {
 		_ = conn.Close(context.Background())
 		return false, permanent(err)
 	}
@@ -67,11 +67,14 @@ func (s *Stream) session(ctx context.Context) (streamed bool, err error) {
 // START_REPLICATION on older servers.
 const minServerMajor = 14
 
-// checkServerVersion refuses a server older than minServerMajor, by the
-// server_version it reported at connection ("15.4 (Debian 15.4-1)",
-// "14beta1", "9.6.24"). An unreadable version is left to
-// START_REPLICATION.
-func checkServerVersion(version string) error {
+// CheckServerVersion returns an error wrapping ErrServerTooOld when the
+// server is older than PostgreSQL 14, by the server_version it reported at
+// connection ("15.4 (Debian 15.4-1)", "14beta1", "9.6.24";
+// pgconn.PgConn.ParameterStatus("server_version")). An unreadable version
+// is left to the server (START_REPLICATION fails on it). The stream calls
+// it for every session; walrelay setup, slot create and check call it
+// before creating or reporting anything.
+func CheckServerVersion(version string) error {
 	major, n := 0, 0
 	for n < len(version) && version[n] >= '0' && version[n] <= '9' && n < 4 {
 		major = major*10 + int(version[n]-'0')

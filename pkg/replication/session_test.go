@@ -171,9 +171,9 @@ func TestCheckServerVersion(t *testing.T) {
 		{"9.6.24", true},
 		{"", false}, // unknown: START_REPLICATION decides
 	} {
-		err := checkServerVersion(tc.version)
+		err := CheckServerVersion(tc.version)
 		if got := errors.Is(err, ErrServerTooOld); got != tc.tooOld {
-			t.Errorf("checkServerVersion(%q) = %v, want too old: %v", tc.version, err, tc.tooOld)
+			t.Errorf("CheckServerVersion(%q) = %v, want too old: %v", tc.version, err, tc.tooOld)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package replication
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,9 +21,16 @@ func TestStreamReportsOnlyCheckpointerPosition(t *testing.T) {
 	f := newStreamFixture(t)
 	xids := []uint32{f.commitTx(t, 2), f.commitTx(t, 3), f.commitTx(t, 1)}
 	evs := f.waitFor(t, "three commits", func(evs []event) bool { return commitOf(evs, xids[2], 0) >= 0 })
+	// Only the test's own transactions: PostgreSQL 14's pgoutput also
+	// sends BEGIN and COMMIT for transactions with no published change
+	// (15 stopped sending empty transactions), such as one of the
+	// fixture's own right after the slot was created.
 	var ends []pglogrepl.LSN
 	inserts := 0
 	for _, e := range evs {
+		if !slices.Contains(xids, e.xid) {
+			continue
+		}
 		switch e.kind {
 		case "commit":
 			ends = append(ends, e.lsn)
