@@ -185,22 +185,21 @@ INSERT INTO expected SELECT id, 'bulk', aggregateid, i / 100 + 1, digest FROM o`
 // checkpointEnd is the checkpoint topic's high watermark.
 func checkpointEnd(t *testing.T, adm *kadm.Client) int64 {
 	t.Helper()
-	l, err := adm.ListEndOffsets(t.Context(), checkpointTopic)
-	if err == nil {
-		err = l.Error()
-	}
-	if err != nil {
-		t.Fatalf("listing %s: %v", checkpointTopic, err)
-	}
-	o, _ := l.Lookup(checkpointTopic, 0)
-	return o.Offset
+	return checkpointOffset(t, adm.ListEndOffsets)
 }
 
 // checkpointStable is the checkpoint topic's last stable offset: at or
 // below the other deployment's record while its transaction is open.
 func checkpointStable(t *testing.T, adm *kadm.Client) int64 {
 	t.Helper()
-	l, err := adm.ListCommittedOffsets(t.Context(), checkpointTopic)
+	return checkpointOffset(t, adm.ListCommittedOffsets)
+}
+
+// checkpointOffset is the offset list returns for the checkpoint topic's
+// partition.
+func checkpointOffset(t *testing.T, list func(context.Context, ...string) (kadm.ListedOffsets, error)) int64 {
+	t.Helper()
+	l, err := list(t.Context(), checkpointTopic)
 	if err == nil {
 		err = l.Error()
 	}

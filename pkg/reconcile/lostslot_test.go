@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/localpg"
 	"github.com/walrelay/walrelay/pkg/relay"
-	"github.com/walrelay/walrelay/pkg/setup"
 )
 
 // A slot invalidated by max_slot_wal_keep_size (wal_status lost) is
@@ -24,15 +22,7 @@ import (
 func TestVerifyReportsRowsALostSlotNeverDelivered(t *testing.T) {
 	c := testenv.PrivateCluster(t, localpg.Options{Settings: map[string]string{"max_slot_wal_keep_size": "1MB"}})
 	dsn := c.DSN("postgres")
-	if _, err := setup.Run(t.Context(), testenv.Connect(t, dsn), setup.Names{Schema: "public", Table: "outbox", Publication: "walrelay_outbox", Slot: "walrelay"}); err != nil {
-		t.Fatalf("setup: %v", err)
-	}
-	f := &fixture{dsn: dsn, broker: testenv.Kafka(t), cfg: config.Default()}
-	f.cfg.Postgres.DSN = dsn
-	f.cfg.Postgres.StatusInterval = 100 * time.Millisecond
-	f.cfg.Kafka.Brokers = f.broker.Addrs()
-	f.cfg.Kafka.TopicPartitions = 3
-	f.cfg.Relay.ShutdownTimeout = 10 * time.Second
+	f := fixtureOn(t, dsn)
 
 	published := f.insert(t, 10, time.Time{})
 	stop := f.relayFor(t)

@@ -32,7 +32,12 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	dsn := testenv.Postgres(t).NewDatabase(t)
+	return fixtureOn(t, testenv.Postgres(t).NewDatabase(t))
+}
+
+// fixtureOn is newFixture on the database dsn (set up here).
+func fixtureOn(t *testing.T, dsn string) *fixture {
+	t.Helper()
 	if _, err := setup.Run(t.Context(), testenv.Connect(t, dsn), setup.Names{Schema: "public", Table: "outbox", Publication: "walrelay_outbox", Slot: "walrelay"}); err != nil {
 		t.Fatalf("setup: %v", err)
 	}
