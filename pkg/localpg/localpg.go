@@ -18,6 +18,11 @@
 // if this process dies without calling Close, so crashed or timed-out test
 // binaries do not leak servers.
 //
+// For HA tests, NewStandby makes a hot standby of a running cluster (an
+// online base backup and a physical slot, without pg_basebackup), Promote
+// promotes it and Kill ends a cluster as a crash does (SIGKILL of every
+// server process).
+//
 // The package does not manage production databases, does not tune Postgres
 // for performance, and does not install Postgres: when the binaries are
 // missing Start returns an error wrapping ErrBinariesNotFound.
