@@ -138,7 +138,7 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-// GUIDE invariant 7: the DSN password never appears in walrelay's output,
+// DESIGN.md invariant 7: the DSN password never appears in walrelay's output,
 // whether it connects, fails to connect or just prints the config.
 func TestNoSecretInOutput(t *testing.T) {
 	const password = "S3cretPassw0rd"

@@ -16,8 +16,8 @@ import (
 )
 
 // kcat is librdkafka's command line client, which nobody here wrote: its
-// murmur2_random partitioner is Java's murmur2 (GUIDE §4). The checks that
-// use it skip when it is not installed (apt-get install -y kcat).
+// murmur2_random partitioner is Java's murmur2 (librdkafka's
+// CONFIGURATION.md, property "partitioner"). The checks that use it skip when it is not installed (apt-get install -y kcat).
 func kcat(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("kcat")

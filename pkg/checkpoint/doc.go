@@ -1,7 +1,7 @@
 // Package checkpoint decides which WAL position walrelay may confirm to Postgres.
 //
 // Role: it is the only source of the flush/apply/write positions that the
-// replication package sends in standby status updates (GUIDE invariant 1), it
+// replication package sends in standby status updates (DESIGN.md invariant 1), it
 // computes the contiguous watermark over out-of-order Kafka acks (invariant 2),
 // lets an idle stream advance to the server's WAL end (invariant 3), and bounds
 // the records and bytes in flight (invariant 6).
@@ -26,7 +26,7 @@
 // updates, retry, log, or register metrics (the caller exports InFlight and
 // Pending); it does not know about records that failed to produce — a record
 // that is never acked holds the watermark back forever, which is the safe
-// failure (the relay must stop or dead-letter it, GUIDE invariant 4); and it
+// failure (the relay must stop or dead-letter it, DESIGN.md invariant 4); and it
 // never blocks in Add: the cap is enforced by the caller through WaitRoom.
 //
 // # Design

@@ -226,7 +226,7 @@ func (c Config) TransactionalID(database, systemID string) string {
 	return "walrelay-" + database + "-" + c.Postgres.Slot + "-" + systemID
 }
 
-// Error policies for rows walrelay cannot publish (GUIDE invariant 4).
+// Error policies for rows walrelay cannot publish (DESIGN.md invariant 4).
 const (
 	PolicyDLQ  = "dlq"  // publish the row to the dead-letter topic
 	PolicyStop = "stop" // stop the relay without confirming the row

@@ -6,7 +6,7 @@
 // (Begin, Relation, Insert, Update, Delete, Truncate, Message, Commit) from a
 // single goroutine, and standby status updates to Postgres.
 //
-// The positions it reports to Postgres come only from a Checkpointer (GUIDE
+// The positions it reports to Postgres come only from a Checkpointer (DESIGN.md
 // invariant 1): write, flush and apply are all set to Checkpointer.Confirmed,
 // never to the received position, so Postgres keeps the WAL of everything the
 // broker has not acknowledged. Keepalives are passed to

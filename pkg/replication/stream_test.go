@@ -15,7 +15,7 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// GUIDE invariant 1: the positions sent to Postgres are the Checkpointer's,
+// DESIGN.md invariant 1: the positions sent to Postgres are the Checkpointer's,
 // never what the stream received nor a keepalive's WAL end.
 func TestStreamReportsOnlyCheckpointerPosition(t *testing.T) {
 	f := newStreamFixture(t)
