@@ -17,7 +17,8 @@ import (
 
 // kcat is librdkafka's command line client, which nobody here wrote: its
 // murmur2_random partitioner is Java's murmur2 (librdkafka's
-// CONFIGURATION.md, property "partitioner"). The checks that use it skip when it is not installed (apt-get install -y kcat).
+// CONFIGURATION.md, property "partitioner"). The checks that use it skip
+// when it is not installed (apt-get install -y kcat).
 func kcat(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("kcat")
