@@ -3,6 +3,8 @@ package testenv_test
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -211,5 +213,30 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool, what string) {
 			t.Fatalf("timed out after %v waiting for %s", d, what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// MajorBinDir finds Debian's 15 and make pg-majors' 17, whatever
+// $WALRELAY_PG_BIN says.
+func TestMajorBinDir(t *testing.T) {
+	for _, major := range []int{15, 17} {
+		t.Run(fmt.Sprint(major), func(t *testing.T) {
+			dir := testenv.MajorBinDir(t, major)
+			out, err := exec.Command(filepath.Join(dir, "postgres"), "--version").Output()
+			if err != nil {
+				t.Fatalf("running %s/postgres: %v", dir, err)
+			}
+			if want := fmt.Sprintf(") %d.", major); !strings.Contains(string(out), want) {
+				t.Fatalf("MajorBinDir(%d) = %s, whose postgres says %q", major, dir, out)
+			}
+		})
+	}
+}
+
+func TestAtLeastMajor(t *testing.T) {
+	t.Setenv("WALRELAY_PG_BIN", "")
+	dir := testenv.AtLeastMajor(t, 17)
+	if out, err := exec.Command(filepath.Join(dir, "postgres"), "--version").Output(); err != nil || !strings.Contains(string(out), ") 17.") {
+		t.Fatalf("AtLeastMajor(17) = %s: %q, %v", dir, out, err)
 	}
 }
