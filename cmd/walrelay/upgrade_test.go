@@ -120,6 +120,17 @@ func testPgUpgradeFrom14(t *testing.T, after func(t *testing.T, u *upgraded)) {
 	relay := startChild(t, env, "run")
 	written := writeEvents(t, dsn, 20, 10)
 	broker.ReadAll(t, topics, len(written), 60*time.Second)
+	// The drain check docs/deploy.md gives before an upgrade: with the
+	// writers stopped and walrelay running, verify up to now finds every
+	// row on Kafka and the slot confirming verify's fence.
+	stdout, stderr, code := walrelay(t, env, "verify", "--since", "1h", "--until", "0s", "-o", "json")
+	drained := decodeJSON[verifyJSONOut](t, stdout)
+	if code != 0 || drained.Rows != int64(len(written)) || drained.MissingCount+drained.UnconfirmedCount != 0 || !drained.FenceConfirmed {
+		t.Fatalf("verify before the upgrade: exit %d, rows %d (want %d), missing %d, unconfirmed %d, fence confirmed %t\n%s",
+			code, drained.Rows, len(written), drained.MissingCount, drained.UnconfirmedCount, drained.FenceConfirmed, stderr)
+	}
+	inspect, _, _ := walrelay(t, env, "slot", "inspect", "walrelay")
+	t.Logf("drained on 14: verify rows %d, missing 0, unconfirmed 0; walrelay slot inspect walrelay:\n%s", drained.Rows, inspect)
 	stopRelay(t, relay)
 	// The upgrade window: writers still commit after walrelay stopped.
 	// Nothing reads these from the slot before pg_upgrade drops it.
@@ -164,7 +175,7 @@ func testPgUpgradeFrom14(t *testing.T, after func(t *testing.T, u *upgraded)) {
 
 	// What walrelay does today with the default configuration: it refuses
 	// to create a slot where it confirmed through one, and creates nothing.
-	stdout, stderr, code := walrelay(t, u.env, "slot", "inspect", "walrelay")
+	stdout, stderr, code = walrelay(t, u.env, "slot", "inspect", "walrelay")
 	t.Logf("walrelay slot inspect walrelay after the upgrade: exit %d\n%s%s", code, stdout, stderr)
 	stdout, stderr, code = walrelay(t, u.env, "run")
 	last := lastLine(strings.TrimSpace(stderr))
