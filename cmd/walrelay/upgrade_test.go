@@ -183,8 +183,11 @@ func testPgUpgradeFrom14(t *testing.T, after func(t *testing.T, u *upgraded)) {
 	if code != 1 || !strings.HasPrefix(last, "walrelay: ") {
 		t.Errorf("walrelay run after the upgrade: exit %d, want 1 and a last line \"walrelay: ...\":\n%s", code, stderr)
 	}
+	// ErrRecorded's text, the slot, the position walrelay recorded on 14,
+	// and a way on (the commands it names change with the heal work; the
+	// adopt at the end of each is stable).
 	for _, want := range []string{"walrelay confirmed through a slot of this name before", `slot "walrelay" is missing`,
-		"walrelay slot create walrelay --replace", "walrelay verify --since", "walrelay slot adopt walrelay"} {
+		"up to " + strings.Fields(recordedOn14)[0], "walrelay slot adopt walrelay"} {
 		if !strings.Contains(last, want) {
 			t.Errorf("walrelay run's error does not say %q:\n%s", want, last)
 		}
@@ -424,7 +427,10 @@ const envPG17Bin = "WALRELAY_PG17_BIN"
 // pg_upgrade 18 is on this machine; the function is the old (17)
 // server's, so this is the check it runs. The flow is the one
 // docs/deploy.md gives: the writers stop, walrelay publishes everything
-// and stops with SIGTERM, then Postgres stops cleanly.
+// and stops with SIGTERM, then Postgres stops cleanly. Found on 17 and 18:
+// not caught up then (walrelay's own last record write lies after
+// confirmed_flush_lsn), caught up after the manual advance to the WAL end
+// docs/deploy.md gives, which this test asserts.
 func TestSlotCaughtUpForPgUpgrade(t *testing.T) {
 	bin := os.Getenv(envPG17Bin)
 	if bin == "" {
