@@ -570,3 +570,21 @@ func TestSlotCaughtUpForPgUpgrade(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordFromAnotherCluster: a record of the slot written on another
+// cluster (its system identifier is not the server's: after pg_upgrade,
+// which makes a new cluster, from 17 on where the slot is carried over, or
+// after a restore) is no proof of the slot's position: slot inspect says
+// retention refuses and names pg_upgrade among the causes.
+func TestRecordFromAnotherCluster(t *testing.T) {
+	dsn := testenv.Postgres(t).NewDatabase(t)
+	setupOutbox(t, dsn)
+	env := childEnv("WALRELAY_POSTGRES_DSN="+dsn, "WALRELAY_KAFKA_BROKERS=127.0.0.1:1")
+	// What a pg_upgrade'd or restored cluster holds: the record as the old
+	// cluster wrote it.
+	testenv.Exec(t, dsn, `UPDATE walrelay_slot_positions SET system_identifier = '7000000000000000001' WHERE slot_name = 'walrelay'`)
+	out := wantOK(t, env, "slot", "inspect", "walrelay")
+	if !regexp1(out, `(?m)^retention\s+refuses: .*written on another cluster \(system 7000000000000000001, this server is \d+\): .*pg_upgrade`) {
+		t.Errorf("slot inspect with a record from another cluster:\n%s", out)
+	}
+}
