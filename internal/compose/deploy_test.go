@@ -110,7 +110,7 @@ func TestDeployDoc(t *testing.T) {
 		}
 	}
 	tests := readFile(t, filepath.Join(repoRoot, "cmd", "walrelay", "privilege_test.go")) + readFile(t, filepath.Join(repoRoot, "cmd", "walrelay", "pgtls_test.go")) +
-		readFile(t, filepath.Join(repoRoot, "cmd", "walrelay", "managed_test.go"))
+		readFile(t, filepath.Join(repoRoot, "cmd", "walrelay", "managed_test.go")) + readFile(t, filepath.Join(repoRoot, "cmd", "walrelay", "upgrade_test.go"))
 	for _, m := range regexp.MustCompile("`(Test[A-Za-z]+)`").FindAllStringSubmatch(doc, -1) {
 		if !strings.Contains(tests, "func "+m[1]+"(") {
 			t.Errorf("docs/deploy.md cites %s, which cmd/walrelay does not have", m[1])

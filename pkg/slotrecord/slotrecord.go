@@ -226,7 +226,7 @@ func (s State) Jumped() string {
 	case r == nil || !s.SlotExists || s.SlotLost:
 		return ""
 	case r.System != s.System:
-		return fmt.Sprintf("the record was written on another cluster (system %s, this server is %s): restored from a dump or another server", r.System, s.System)
+		return fmt.Sprintf("the record was written on another cluster (system %s, this server is %s): a new cluster made by pg_upgrade, a restore from a dump, or another server", r.System, s.System)
 	case s.SlotConfirmed > r.Confirmed:
 		return fmt.Sprintf("the slot's confirmed_flush_lsn %s is past walrelay's record %s: the slot was recreated, replaced by a failover or advanced by someone else", s.SlotConfirmed, r.Confirmed)
 	}
