@@ -99,6 +99,9 @@ runtime failure; 2 bad usage.`, cobra.NoArgs,
 			if wait < 0 {
 				return cli.UsageError{Err: fmt.Errorf("--wait %s: must not be negative", wait)}
 			}
+			if maxIDs < 1 {
+				return cli.UsageError{Err: fmt.Errorf("--max-ids %d: must be at least 1 (records held in memory at once)", maxIDs)}
+			}
 			log := newLogger(cfg.Log, stderr)
 			if os.Getenv("GOMEMLIMIT") == "" {
 				// A soft limit from --max-ids: the GC works harder
