@@ -44,6 +44,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		verifyCommand(stdout, stderr),
 		snapshotCommand(stdout, stderr),
 	)
+	finishHelp(root)
 	for _, sub := range root.Commands() {
 		if check := sub.Args; check != nil {
 			sub.Args = func(cmd *cobra.Command, args []string) error {

@@ -70,14 +70,18 @@ func walk(v reflect.Value, prefix string, out *[]Field) {
 	}
 }
 
-// BindFlags registers one flag per field plus --config. Each flag holds
-// the text given, which Load parses like the environment. A boolean
-// option's flag is a boolean flag to pflag: a bare --http.pprof means
-// true, and --kafka.create_topics=false takes the value after "=" (a value
-// after a space is an argument, as with every boolean flag).
+// BindFlags registers one flag per field plus --config, each marked as
+// the configuration's (IsConfigFlag) so a command's help can list them
+// apart from its own. Each flag holds the text given, which Load parses
+// like the environment, and reports its option's type (duration, int,
+// strings...) for the help. A boolean option's flag is a boolean flag to
+// pflag: a bare --http.pprof means true, and --kafka.create_topics=false
+// takes the value after "=" (a value after a space is an argument, as
+// with every boolean flag).
 func BindFlags(fs *pflag.FlagSet) {
 	def := Default()
 	fs.String(ConfigFlag, "", "YAML config file (also "+EnvPrefix+"CONFIG)")
+	markConfigFlag(fs, ConfigFlag)
 	for _, f := range Fields(&def) {
 		d := f.Default
 		if f.Secret {
@@ -85,10 +89,25 @@ func BindFlags(fs *pflag.FlagSet) {
 		}
 		if f.value.Kind() == reflect.Bool {
 			fs.VarPF(&boolFlag{s: d}, f.Flag, "", f.Help).NoOptDefVal = "true"
-			continue
+		} else {
+			fs.Var(&optionFlag{s: d, typ: typeName(f.value)}, f.Flag, f.Help)
 		}
-		fs.String(f.Flag, d, f.Help)
+		markConfigFlag(fs, f.Flag)
 	}
+}
+
+// configFlagAnnotation marks the flags BindFlags registers.
+const configFlagAnnotation = "walrelay_config_option"
+
+func markConfigFlag(fs *pflag.FlagSet, name string) {
+	_ = fs.SetAnnotation(name, configFlagAnnotation, []string{"true"}) // the flag was just added
+}
+
+// IsConfigFlag reports whether f is one of the flags BindFlags registers:
+// --config or an option of the configuration.
+func IsConfigFlag(f *pflag.Flag) bool {
+	_, ok := f.Annotations[configFlagAnnotation]
+	return ok
 }
 
 // boolFlag is a boolean option's flag. It keeps the text given, which Load
@@ -99,6 +118,29 @@ type boolFlag struct{ s string }
 func (b *boolFlag) String() string     { return b.s }
 func (b *boolFlag) Set(s string) error { b.s = s; return nil }
 func (b *boolFlag) Type() string       { return "bool" }
+
+// optionFlag is any other option's flag: the text given, which Load
+// parses, and the option's type for the help.
+type optionFlag struct{ s, typ string }
+
+func (o *optionFlag) String() string     { return o.s }
+func (o *optionFlag) Set(s string) error { o.s = s; return nil }
+func (o *optionFlag) Type() string       { return o.typ }
+
+// typeName names the type of an option's value as the help shows it.
+func typeName(v reflect.Value) string {
+	switch {
+	case v.Type() == reflect.TypeFor[time.Duration]():
+		return "duration"
+	case v.CanInt():
+		return "int"
+	case v.Kind() == reflect.Slice:
+		return "strings"
+	case v.Kind() == reflect.Map:
+		return "key=value,..."
+	}
+	return "string"
+}
 
 // Load builds a Config: defaults, then the YAML file named by --config or
 // WALRELAY_CONFIG, then WALRELAY_* variables from environ, then the flags
