@@ -19,17 +19,20 @@ func (e UsageError) Error() string { return e.Err.Error() }
 func (e UsageError) Unwrap() error { return e.Err }
 
 // Reported marks a failure the command already reported on its output
-// (walrelay verify's missing events): exit status 1, and nothing more on
-// stderr, so a script or a cron mail reads the report alone.
-type Reported struct{ Err error }
+// (walrelay verify's missing events): exit status Code (1 when zero), and
+// nothing more on stderr, so a script or a cron mail reads the report
+// alone.
+type Reported struct {
+	Err  error
+	Code int // the exit status, for a command that tells failures apart (verify's 3); 0 means 1
+}
 
 func (e Reported) Error() string { return e.Err.Error() }
 func (e Reported) Unwrap() error { return e.Err }
 
 // ExitCode prints err, if any, as "name: err" on one line of stderr and
-// returns the exit status: 0 without an error, 2 for a UsageError, 1
-// (printing nothing) for a Reported failure, 1
-// otherwise. An error whose text spans lines (errors.Join, a driver's list
+// returns the exit status: 0 without an error, 2 for a UsageError, its
+// Code (printing nothing) for a Reported failure, 1 otherwise. An error whose text spans lines (errors.Join, a driver's list
 // of attempts) has its lines trimmed and joined with "; " (a space after a
 // line ending in a colon), so a script reading the last line of stderr,
 // or a person reading a log, gets all of it.
@@ -37,8 +40,11 @@ func ExitCode(name string, err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	if errors.As(err, new(Reported)) {
-		return 1
+	if r := new(Reported); errors.As(err, r) {
+		if r.Code == 0 {
+			return 1
+		}
+		return r.Code
 	}
 	fmt.Fprintf(stderr, "%s: %s\n", name, OneLine(err.Error()))
 	if errors.As(err, new(UsageError)) {

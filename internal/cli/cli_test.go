@@ -20,8 +20,9 @@ func TestExitCode(t *testing.T) {
 		{"wrapped usage error", fmt.Errorf("loading config: %w", UsageError{errors.New("bad value")}), 2, "walrelay: loading config: bad value\n"},
 		{"joined errors", errors.Join(errors.New("first"), errors.New("second")), 1, "walrelay: first; second\n"},
 		{"indented attempts", errors.New("failed to connect:\n\thost a: refused\n\thost b: refused\n"), 1, "walrelay: failed to connect: host a: refused; host b: refused\n"},
-		{"reported failure", Reported{errors.New("3 events missing")}, 1, ""},
-		{"wrapped reported failure", fmt.Errorf("verify: %w", Reported{errors.New("missing")}), 1, ""},
+		{"reported failure", Reported{Err: errors.New("3 events missing")}, 1, ""},
+		{"wrapped reported failure", fmt.Errorf("verify: %w", Reported{Err: errors.New("missing")}), 1, ""},
+		{"reported failure with its own status", Reported{Err: errors.New("not checked"), Code: 3}, 3, ""},
 		{"blank lines and CRLF", UsageError{errors.New("one\r\n\r\n  two  ")}, 2, "walrelay: one; two\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
