@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -29,7 +31,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// walrelay --version prints what walrelay version prints.
 	root.Version = readBuild().String()
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.UsageError{Err: err} })
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(
 		runCommand(stderr),
 		setupCommand(stdout, stderr),
@@ -60,6 +62,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cli.UsageError{Err: err} // unknown command or flag at the top level
 	}
 	return err
+}
+
+// flagError makes a flag error bad usage, naming the closest flag of cmd
+// for an unknown one (--postgres.slott: did you mean --postgres.slot?).
+func flagError(cmd *cobra.Command, err error) error {
+	var ne *pflag.NotExistError
+	if errors.As(err, &ne) && ne.GetSpecifiedName() != "" {
+		var names []string
+		cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+		if s := config.Suggest(ne.GetSpecifiedName(), names); s != "" {
+			err = fmt.Errorf("%w; did you mean --%s?", err, s)
+		}
+	}
+	return cli.UsageError{Err: err}
 }
 
 // loadConfig reads the config for cmd: defaults, file, environment, flags.

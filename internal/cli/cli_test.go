@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestExitCode(t *testing.T) {
@@ -31,5 +33,17 @@ func TestExitCode(t *testing.T) {
 				t.Errorf("ExitCode(%q) = %d, %q; want %d, %q", tc.err, code, stderr.String(), tc.code, tc.out)
 			}
 		})
+	}
+}
+
+// An error quoting a huge value prints a bounded line that keeps its
+// start and its end (the reason may come after the value).
+func TestExitCodeBoundsTheLine(t *testing.T) {
+	huge := strings.Repeat("é", 3_300_000) // 6.6 MB, two bytes a rune
+	var stderr bytes.Buffer
+	code := ExitCode("walrelay", fmt.Errorf("slot peek --past-event %q: no such event", huge), &stderr)
+	line := stderr.String()
+	if code != 1 || len(line) > maxLine+64 || !strings.HasSuffix(line, `é": no such event`+"\n") || !strings.HasPrefix(line, `walrelay: slot peek --past-event "éé`) || !strings.Contains(line, " bytes cut]") || !utf8.ValidString(line) {
+		t.Errorf("exit %d, a line of %d bytes: %.200q … %q", code, len(line), line, line[max(0, len(line)-60):])
 	}
 }
