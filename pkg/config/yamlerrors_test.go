@@ -82,6 +82,9 @@ router:
   transforms.outbox.route.topic.replacement: events.${routedByValue}
   transforms.outbox.table.field.event.key: aggregate_id
   route.by.field: kind
+  table.field.event.timestamp: ~
+  table.field.event.type:
+log:
 `)})
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +103,8 @@ router:
 		{"transforms.<name>. under router", cfg.Router.FieldEventKey, "aggregate_id"},
 		{"transforms.<name>. at the top", cfg.Router.Type, "io.debezium.transforms.outbox.EventRouter"},
 		{"plain router option beside them", cfg.Router.RouteByField, "kind"},
+		{"null string option (empty)", cfg.Router.FieldEventType, ""},
+		{"a section with nothing under it", cfg.Log, config.Default().Log},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)

@@ -222,7 +222,11 @@ func (l *fileLoader) transformName(key *yaml.Node, name string) error {
 	return nil
 }
 
-// leaf applies value to the option f.
+// leaf applies value to the option f. A scalar goes through parse, as
+// the environment's text does (so "2048" and 2048 are the same number);
+// a list option also takes a sequence, a map option a mapping. A null
+// (nothing after the colon, or ~) is the empty string, list or mapping,
+// and an error for an option of another type.
 func (l *fileLoader) leaf(f Field, key, value *yaml.Node) error {
 	source := l.source(key)
 	if prev, ok := l.lines[f.Path]; ok {
