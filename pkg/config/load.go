@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -304,13 +305,15 @@ func parse(f Field, s, source string) error {
 // durationReason says why s is not a duration, with the fix when it is a
 // number without a unit (30: write 30s).
 func durationReason(s string) string {
-	if t := strings.TrimSpace(s); t != "" {
-		if _, err := strconv.ParseFloat(t, 64); err == nil && len(t) <= maxErrValue {
-			return fmt.Sprintf("a duration needs a unit: write %ss (units: ms, s, m, h)", t)
-		}
+	if t := strings.TrimSpace(s); len(t) <= maxErrValue && plainNumber.MatchString(t) {
+		return fmt.Sprintf("a duration needs a unit: write %ss (units: ms, s, m, h)", t)
 	}
 	return "not a duration like 500ms, 30s or 1m30s"
 }
+
+// plainNumber is a decimal number as a duration without its unit is
+// written: 30, 0.5.
+var plainNumber = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
 
 // intRange is the range of a signed integer of bits bits.
 func intRange(bits int) (lo, hi int64) {
