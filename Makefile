@@ -6,12 +6,14 @@
 # for make test also the other majors' server binaries, make pg-majors).
 
 GO       ?= go
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  := -X main.version=$(VERSION)
 # walrelay is built without cgo, as the container image is (Dockerfile): a
 # static binary needs no libc on the host, and the resident size the bench
 # harness measures is the one users run (libc's pages add about 1.2 MiB).
-BUILD    := CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)'
+# `walrelay version` reads the module version and the commit from the build
+# info Go records, as for a plain `go build`; -buildvcs=auto records the
+# commit even where GOFLAGS turns it off (a tree without .git builds all
+# the same, reporting "commit unknown").
+BUILD    := CGO_ENABLED=0 $(GO) build -buildvcs=auto
 # Where the Postgres server binaries live; found by pkg/localpg when unset.
 PG_BIN   ?= $(firstword $(wildcard /usr/lib/postgresql/*/bin))
 

@@ -222,7 +222,7 @@ func TestVersion(t *testing.T) {
 	if code != 0 || stderr != "" {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
-	if !regexp.MustCompile(`^walrelay \S+( \(commit \S+, go\S+\))?\n$`).MatchString(stdout) {
+	if !regexp.MustCompile(`^walrelay \S+ \((commit [0-9a-f]{12}( with uncommitted changes)?, \S+|commit unknown: built without VCS information), go\S+\)\n$`).MatchString(stdout) {
 		t.Fatalf("version output %q is not one version line", stdout)
 	}
 }

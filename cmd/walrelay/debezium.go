@@ -31,14 +31,14 @@ func debeziumCommand(stdout, stderr io.Writer, stdin io.Reader) *cobra.Command {
 var errNotMapped = errors.New("some connector options were not mapped (listed above)")
 
 func debeziumImportCommand(stdout, stderr io.Writer, stdin io.Reader) *cobra.Command {
-	var output string
+	var out, format string
 	cmd := &cobra.Command{
 		Use:   "import FILE",
 		Short: "Print the walrelay configuration equivalent to a Debezium Postgres connector's",
 		Long: `Reads a Debezium Postgres connector's configuration (FILE, or - for stdin): the
 JSON Kafka Connect's REST API takes or returns, with or without the
 {"name": ..., "config": ...} wrapper, or a .properties file. Prints the
-equivalent walrelay YAML on stdout (or to --output FILE), which
+equivalent walrelay YAML on stdout (or to --out FILE), which
 'walrelay config --config FILE' accepts as it is, and on stderr a report:
 the options walrelay cannot map (with the reason), what to check (the Kafka
 Connect worker's converters, which the connector config does not show; the
@@ -53,6 +53,11 @@ unparsable file, no connector.class, another connector than
 ` + dbzimport.PostgresConnectorClass + `).`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(_ *cobra.Command, args []string) error {
+			if format != "yaml" {
+				// -o was this command's output file before it meant the
+				// format, as it does for every other command.
+				return cli.UsageError{Err: fmt.Errorf("-o %q: not an output format (this command writes yaml); to write the YAML to a file, use --out FILE", format)}
+			}
 			data, err := readInput(args[0], stdin)
 			if err != nil {
 				return cli.UsageError{Err: err}
@@ -67,11 +72,11 @@ unparsable file, no connector.class, another connector than
 			} else if err != nil {
 				return err
 			}
-			if output == "" {
+			if out == "" {
 				if _, err := stdout.Write(res.YAML); err != nil {
 					return fmt.Errorf("writing the configuration: %w", err)
 				}
-			} else if err := os.WriteFile(output, res.YAML, 0o644); err != nil {
+			} else if err := os.WriteFile(out, res.YAML, 0o644); err != nil {
 				return fmt.Errorf("writing the configuration: %w", err)
 			}
 			printImportReport(stderr, res.Findings)
@@ -81,7 +86,8 @@ unparsable file, no connector.class, another connector than
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "write the YAML to this file instead of stdout")
+	cmd.Flags().StringVar(&out, "out", "", "write the YAML to this file instead of stdout")
+	cmd.Flags().StringVarP(&format, "output", "o", "yaml", "output format: yaml (the only one; --out names a file)")
 	return cmd
 }
 

@@ -15,8 +15,9 @@ import (
 	"github.com/walrelay/walrelay/internal/cli"
 )
 
-// version is stamped at build time: -ldflags "-X main.version=v1.2.3".
-var version = "dev"
+// version, when stamped at build time (-ldflags "-X main.version=v1.2.3"),
+// replaces the module version of the build info (see readBuild).
+var version = ""
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -45,5 +46,25 @@ func TestExampleConfigLoads(t *testing.T) {
 	}
 	if cfg.Kafka.TopicReplicationFactor != 3 || cfg.Router.AdditionalPlacement != "type:header:eventType" {
 		t.Errorf("example config not applied: %+v", cfg)
+	}
+}
+
+// The README names the Go release go.mod requires, so a newcomer with an
+// older Go knows before the build fails.
+func TestREADMENamesGoVersion(t *testing.T) {
+	mod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(mod)
+	if m == nil {
+		t.Fatal("go.mod has no go line")
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Go " + string(m[1]) + " or later"; !strings.Contains(string(readme), want) {
+		t.Errorf("README.md does not say %q (go.mod's go line)", want)
 	}
 }

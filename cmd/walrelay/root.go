@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"runtime/debug"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -28,7 +28,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.UsageError{Err: err} })
+	// walrelay --version prints what walrelay version prints.
+	root.Version = readBuild().String()
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(
 		runCommand(stderr),
 		setupCommand(stdout, stderr),
@@ -43,6 +46,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		verifyCommand(stdout, stderr),
 		snapshotCommand(stdout, stderr),
 	)
+	finishHelp(root)
 	for _, sub := range root.Commands() {
 		if check := sub.Args; check != nil {
 			sub.Args = func(cmd *cobra.Command, args []string) error {
@@ -58,6 +62,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cli.UsageError{Err: err} // unknown command or flag at the top level
 	}
 	return err
+}
+
+// flagError makes a flag error bad usage, naming the closest flag of cmd
+// for an unknown one (--postgres.slott: did you mean --postgres.slot?).
+func flagError(cmd *cobra.Command, err error) error {
+	var ne *pflag.NotExistError
+	if errors.As(err, &ne) && ne.GetSpecifiedName() != "" {
+		var names []string
+		cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+		if s := config.Suggest(ne.GetSpecifiedName(), names); s != "" {
+			err = fmt.Errorf("%w; did you mean --%s?", err, s)
+		}
+	}
+	return cli.UsageError{Err: err}
 }
 
 // loadConfig reads the config for cmd: defaults, file, environment, flags.
@@ -78,26 +96,4 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
-}
-
-func versionCommand(stdout io.Writer) *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			rev := "unknown"
-			if bi, ok := debug.ReadBuildInfo(); ok {
-				for _, s := range bi.Settings {
-					if s.Key == "vcs.revision" {
-						rev = s.Value
-					}
-				}
-				fmt.Fprintf(stdout, "walrelay %s (commit %s, %s)\n", version, rev, bi.GoVersion)
-				return nil
-			}
-			fmt.Fprintf(stdout, "walrelay %s\n", version)
-			return nil
-		},
-	}
 }

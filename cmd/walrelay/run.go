@@ -40,7 +40,7 @@ in-flight records to be acknowledged, confirms them to Postgres and exits 0.`,
 				return err
 			}
 			log := newLogger(cfg.Log, stderr)
-			log.Info("starting walrelay", "version", version, "postgres", config.Redact(cfg.Postgres.DSN), "slot", cfg.Postgres.Slot, "brokers", cfg.Kafka.Brokers)
+			log.Info("starting walrelay", "version", readBuild().Version, "postgres", config.Redact(cfg.Postgres.DSN), "slot", cfg.Postgres.Slot, "brokers", cfg.Kafka.Brokers)
 			return runRelay(cmd.Context(), cfg, log)
 		},
 	}
@@ -72,7 +72,7 @@ func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...
 	// stops with the relay.
 	maintainer := partition.NewMaintainer(cfg, log)
 	started := make(chan struct{})
-	m := metrics.New(reg, version, cfg.Postgres.Slot)
+	m := metrics.New(reg, readBuild().Version, cfg.Postgres.Slot)
 	opts = append([]relay.Option{relay.OnLargeMessage(memLimit.hold), relay.AfterStartup(sync.OnceFunc(func() { close(started) }))}, opts...)
 	r, err := relay.New(cfg, log, m, opts...)
 	if err != nil {

@@ -55,6 +55,8 @@ place every --interval until Ctrl-C, whatever answers, and exits 0 then.`, cobra
 			addr := statusAddr
 			if addr == "" {
 				addr = statusURL(cfg.HTTP.Listen)
+			} else if err := checkStatusURL(addr); err != nil {
+				return cli.UsageError{Err: err}
 			}
 			render := func(v statusView) []byte {
 				var b bytes.Buffer
@@ -103,6 +105,16 @@ func (v statusView) err() error {
 		return fmt.Errorf("the relay could not be read: %s", v.RelayError)
 	case v.Slot == nil:
 		return fmt.Errorf("the slot could not be read from postgres: %s", v.SlotError)
+	}
+	return nil
+}
+
+// checkStatusURL refuses a --url that is not an http or https URL with a
+// host (bad usage, before anything is asked).
+func checkStatusURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--url %q: want the relay's status URL, http://host:port/status (e.g. http://127.0.0.1:9814/status)", s)
 	}
 	return nil
 }

@@ -39,8 +39,8 @@ type verifyJSONOut struct {
 // topic make it exit 1 listing exactly them, with nothing on stderr but
 // progress; --republish exits 0 and the next verify is clean; bad flags
 // exit 2. With the broker refusing produce, a row inserted just before
-// verify is unconfirmed, not missing: exit 0, a word on stderr, nothing
-// republished; once the broker accepts, verify is clean and the event is
+// verify is unconfirmed, not missing: exit 3 (not checked), a word on
+// stderr, nothing republished; once the broker accepts, verify is clean and the event is
 // on its topic once.
 func TestVerifyCommand(t *testing.T) {
 	e := newE2E(t)
@@ -130,8 +130,8 @@ func TestVerifyCommand(t *testing.T) {
 	late := insertEvents(t, e.dsn, "order")
 	stdout, stderr, code = walrelay(t, e.env, "verify", "--republish", "-o", "json", "--until", "0s", "--wait", "2s")
 	got = decodeJSON[verifyJSONOut](t, stdout)
-	if code != 0 || len(got.Missing) != 0 || !slices.Equal(got.Unconfirmed, late) || got.UnconfirmedCount != 1 || got.FenceConfirmed {
-		t.Fatalf("verify while the broker refuses: exit %d, missing %v, unconfirmed %v (count %d), fence confirmed %t; want exit 0, unconfirmed %v\n%s",
+	if code != 3 || len(got.Missing) != 0 || !slices.Equal(got.Unconfirmed, late) || got.UnconfirmedCount != 1 || got.FenceConfirmed {
+		t.Fatalf("verify while the broker refuses: exit %d, missing %v, unconfirmed %v (count %d), fence confirmed %t; want exit 3, unconfirmed %v\n%s",
 			code, got.Missing, got.Unconfirmed, got.UnconfirmedCount, got.FenceConfirmed, late, stderr)
 	}
 	if got.Republished == nil || got.Republished.Sent != 0 {

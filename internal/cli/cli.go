@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 )
 
 // UsageError marks an error in how the command was invoked: a bad flag,
@@ -19,17 +20,21 @@ func (e UsageError) Error() string { return e.Err.Error() }
 func (e UsageError) Unwrap() error { return e.Err }
 
 // Reported marks a failure the command already reported on its output
-// (walrelay verify's missing events): exit status 1, and nothing more on
-// stderr, so a script or a cron mail reads the report alone.
-type Reported struct{ Err error }
+// (walrelay verify's missing events): exit status Code (1 when zero), and
+// nothing more on stderr, so a script or a cron mail reads the report
+// alone.
+type Reported struct {
+	Err  error
+	Code int // the exit status, for a command that tells failures apart (verify's 3); 0 means 1
+}
 
 func (e Reported) Error() string { return e.Err.Error() }
 func (e Reported) Unwrap() error { return e.Err }
 
-// ExitCode prints err, if any, as "name: err" on one line of stderr and
-// returns the exit status: 0 without an error, 2 for a UsageError, 1
-// (printing nothing) for a Reported failure, 1
-// otherwise. An error whose text spans lines (errors.Join, a driver's list
+// ExitCode prints err, if any, as "name: err" on one line of stderr (at
+// most about 4 KiB: the middle of a longer one is cut) and
+// returns the exit status: 0 without an error, 2 for a UsageError, its
+// Code (printing nothing) for a Reported failure, 1 otherwise. An error whose text spans lines (errors.Join, a driver's list
 // of attempts) has its lines trimmed and joined with "; " (a space after a
 // line ending in a colon), so a script reading the last line of stderr,
 // or a person reading a log, gets all of it.
@@ -37,14 +42,39 @@ func ExitCode(name string, err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	if errors.As(err, new(Reported)) {
-		return 1
+	if r := new(Reported); errors.As(err, r) {
+		if r.Code == 0 {
+			return 1
+		}
+		return r.Code
 	}
-	fmt.Fprintf(stderr, "%s: %s\n", name, OneLine(err.Error()))
+	fmt.Fprintf(stderr, "%s: %s\n", name, bound(OneLine(err.Error()), maxLine))
 	if errors.As(err, new(UsageError)) {
 		return 2
 	}
 	return 1
+}
+
+// maxLine bounds the error line ExitCode prints: an error that quotes a
+// value (a flag's, a row's) must not print megabytes of it. The errors
+// walrelay builds bound what they quote; this catches the others.
+const maxLine = 4096
+
+// bound returns s, or, when it is over n bytes, its start and end around
+// a note of how much was cut, on rune boundaries: the reason an error
+// gives before or after a long value stays.
+func bound(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	head, tail := s[:n*2/3], s[len(s)-n/3:]
+	for len(head) > 0 && !utf8.RuneStart(s[len(head)]) {
+		head = head[:len(head)-1]
+	}
+	for len(tail) > 0 && !utf8.RuneStart(tail[0]) {
+		tail = tail[1:]
+	}
+	return fmt.Sprintf("%s…[%d bytes cut]…%s", head, len(s)-len(head)-len(tail), tail)
 }
 
 // OneLine joins the non-blank lines of s, trimmed, with "; " (a space

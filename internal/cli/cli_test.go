@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestExitCode(t *testing.T) {
@@ -20,8 +22,9 @@ func TestExitCode(t *testing.T) {
 		{"wrapped usage error", fmt.Errorf("loading config: %w", UsageError{errors.New("bad value")}), 2, "walrelay: loading config: bad value\n"},
 		{"joined errors", errors.Join(errors.New("first"), errors.New("second")), 1, "walrelay: first; second\n"},
 		{"indented attempts", errors.New("failed to connect:\n\thost a: refused\n\thost b: refused\n"), 1, "walrelay: failed to connect: host a: refused; host b: refused\n"},
-		{"reported failure", Reported{errors.New("3 events missing")}, 1, ""},
-		{"wrapped reported failure", fmt.Errorf("verify: %w", Reported{errors.New("missing")}), 1, ""},
+		{"reported failure", Reported{Err: errors.New("3 events missing")}, 1, ""},
+		{"wrapped reported failure", fmt.Errorf("verify: %w", Reported{Err: errors.New("missing")}), 1, ""},
+		{"reported failure with its own status", Reported{Err: errors.New("not checked"), Code: 3}, 3, ""},
 		{"blank lines and CRLF", UsageError{errors.New("one\r\n\r\n  two  ")}, 2, "walrelay: one; two\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -30,5 +33,17 @@ func TestExitCode(t *testing.T) {
 				t.Errorf("ExitCode(%q) = %d, %q; want %d, %q", tc.err, code, stderr.String(), tc.code, tc.out)
 			}
 		})
+	}
+}
+
+// An error quoting a huge value prints a bounded line that keeps its
+// start and its end (the reason may come after the value).
+func TestExitCodeBoundsTheLine(t *testing.T) {
+	huge := strings.Repeat("é", 3_300_000) // 6.6 MB, two bytes a rune
+	var stderr bytes.Buffer
+	code := ExitCode("walrelay", fmt.Errorf("slot peek --past-event %q: no such event", huge), &stderr)
+	line := stderr.String()
+	if code != 1 || len(line) > maxLine+64 || !strings.HasSuffix(line, `é": no such event`+"\n") || !strings.HasPrefix(line, `walrelay: slot peek --past-event "éé`) || !strings.Contains(line, " bytes cut]") || !utf8.ValidString(line) {
+		t.Errorf("exit %d, a line of %d bytes: %.200q … %q", code, len(line), line, line[max(0, len(line)-60):])
 	}
 }

@@ -1,12 +1,11 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,14 +71,18 @@ func walk(v reflect.Value, prefix string, out *[]Field) {
 	}
 }
 
-// BindFlags registers one flag per field plus --config. Each flag holds
-// the text given, which Load parses like the environment. A boolean
-// option's flag is a boolean flag to pflag: a bare --http.pprof means
-// true, and --kafka.create_topics=false takes the value after "=" (a value
-// after a space is an argument, as with every boolean flag).
+// BindFlags registers one flag per field plus --config, each marked as
+// the configuration's (IsConfigFlag) so a command's help can list them
+// apart from its own. Each flag holds the text given, which Load parses
+// like the environment, and reports its option's type (duration, int,
+// strings...) for the help. A boolean option's flag is a boolean flag to
+// pflag: a bare --http.pprof means true, and --kafka.create_topics=false
+// takes the value after "=" (a value after a space is an argument, as
+// with every boolean flag).
 func BindFlags(fs *pflag.FlagSet) {
 	def := Default()
 	fs.String(ConfigFlag, "", "YAML config file (also "+EnvPrefix+"CONFIG)")
+	markConfigFlag(fs, ConfigFlag)
 	for _, f := range Fields(&def) {
 		d := f.Default
 		if f.Secret {
@@ -87,10 +90,25 @@ func BindFlags(fs *pflag.FlagSet) {
 		}
 		if f.value.Kind() == reflect.Bool {
 			fs.VarPF(&boolFlag{s: d}, f.Flag, "", f.Help).NoOptDefVal = "true"
-			continue
+		} else {
+			fs.Var(&optionFlag{s: d, typ: typeName(f.value)}, f.Flag, f.Help)
 		}
-		fs.String(f.Flag, d, f.Help)
+		markConfigFlag(fs, f.Flag)
 	}
+}
+
+// configFlagAnnotation marks the flags BindFlags registers.
+const configFlagAnnotation = "walrelay_config_option"
+
+func markConfigFlag(fs *pflag.FlagSet, name string) {
+	_ = fs.SetAnnotation(name, configFlagAnnotation, []string{"true"}) // the flag was just added
+}
+
+// IsConfigFlag reports whether f is one of the flags BindFlags registers:
+// --config or an option of the configuration.
+func IsConfigFlag(f *pflag.Flag) bool {
+	_, ok := f.Annotations[configFlagAnnotation]
+	return ok
 }
 
 // boolFlag is a boolean option's flag. It keeps the text given, which Load
@@ -101,6 +119,29 @@ type boolFlag struct{ s string }
 func (b *boolFlag) String() string     { return b.s }
 func (b *boolFlag) Set(s string) error { b.s = s; return nil }
 func (b *boolFlag) Type() string       { return "bool" }
+
+// optionFlag is any other option's flag: the text given, which Load
+// parses, and the option's type for the help.
+type optionFlag struct{ s, typ string }
+
+func (o *optionFlag) String() string     { return o.s }
+func (o *optionFlag) Set(s string) error { o.s = s; return nil }
+func (o *optionFlag) Type() string       { return o.typ }
+
+// typeName names the type of an option's value as the help shows it.
+func typeName(v reflect.Value) string {
+	switch {
+	case v.Type() == reflect.TypeFor[time.Duration]():
+		return "duration"
+	case v.CanInt():
+		return "int"
+	case v.Kind() == reflect.Slice:
+		return "strings"
+	case v.Kind() == reflect.Map:
+		return "key=value,..."
+	}
+	return "string"
+}
 
 // Load builds a Config: defaults, then the YAML file named by --config or
 // WALRELAY_CONFIG, then WALRELAY_* variables from environ, then the flags
@@ -122,7 +163,7 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 	// last of the file, the environment and the flags to set it.
 	sources := map[string]string{}
 	if path != "" {
-		if err := loadFile(&c, path, fields, sources); err != nil {
+		if err := loadFile(path, fields, sources); err != nil {
 			return Config{}, err
 		}
 	}
@@ -162,7 +203,22 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 		}
 	}
 	if unknown := unknownEnv(env, known); len(unknown) > 0 {
-		return Config{}, fmt.Errorf("unknown environment variables %s (run `walrelay config --list` to list the valid ones)", strings.Join(unknown, ", "))
+		names := make([]string, 0, len(known))
+		for k := range known {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for i, u := range unknown {
+			unknown[i] = boundText(u, maxErrValue)
+			if s := suggest(u, names); s != "" {
+				unknown[i] += " (did you mean " + s + "?)"
+			}
+		}
+		what := "variable"
+		if len(unknown) > 1 {
+			what = "variables"
+		}
+		return Config{}, fmt.Errorf("unknown environment %s %s (run `walrelay config --list` to list the valid ones)", what, strings.Join(unknown, ", "))
 	}
 	if fs != nil {
 		for _, f := range fields {
@@ -178,66 +234,6 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 		return Config{}, err
 	}
 	return c, nil
-}
-
-// loadFile decodes the YAML at path over c, rejecting unknown keys, and
-// records in sources the file and line of each of fields it sets.
-func loadFile(c *Config, path string, fields []Field, sources map[string]string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("reading config file: %w", err)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil {
-		if errors.Is(err, io.EOF) { // an empty file
-			return nil
-		}
-		var te *yaml.TypeError
-		if errors.As(err, &te) { // yaml.v3 puts each problem on a line of its own; keep one line
-			return fmt.Errorf("parsing config file %s: %s", path, strings.Join(te.Errors, "; "))
-		}
-		return fmt.Errorf("parsing config file %s: %w", path, err)
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return fmt.Errorf("parsing config file %s: %w", path, err)
-	}
-	fileSources(&doc, path, fields, sources)
-	return nil
-}
-
-// fileSources records in sources, for each of fields the YAML document
-// doc sets, where: the file's path and the line of the key,
-// "walrelay.yaml:12".
-func fileSources(doc *yaml.Node, path string, fields []Field, sources map[string]string) {
-	leaves := make(map[string]bool, len(fields))
-	for _, f := range fields {
-		leaves[f.Path] = true
-	}
-	var walk func(n *yaml.Node, prefix string)
-	walk = func(n *yaml.Node, prefix string) {
-		switch n.Kind {
-		case yaml.DocumentNode:
-			for _, child := range n.Content {
-				walk(child, prefix)
-			}
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				key, value := n.Content[i], n.Content[i+1]
-				p := key.Value
-				if prefix != "" {
-					p = prefix + "." + key.Value
-				}
-				if leaves[p] {
-					sources[p] = fmt.Sprintf("%s:%d", path, key.Line)
-				} else {
-					walk(value, p)
-				}
-			}
-		}
-	}
-	walk(doc, "")
 }
 
 func unknownEnv(env map[string]string, known map[string]bool) []string {
@@ -272,7 +268,7 @@ func parse(f Field, s, source string) error {
 	case v.Type() == reflect.TypeFor[time.Duration]():
 		d, err := time.ParseDuration(s)
 		if err != nil {
-			return fail("not a duration like 500ms or 30s")
+			return fail(durationReason(s))
 		}
 		v.SetInt(int64(d))
 	case v.Kind() == reflect.String:
@@ -284,9 +280,12 @@ func parse(f Field, s, source string) error {
 		}
 		v.SetBool(b)
 	case v.CanInt():
-		n, err := strconv.ParseInt(s, 10, v.Type().Bits())
-		if err != nil {
-			return fail(fmt.Sprintf("not an integer of %d bits", v.Type().Bits()))
+		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, v.Type().Bits())
+		if errors.Is(err, strconv.ErrRange) {
+			lo, hi := intRange(v.Type().Bits())
+			return fail(fmt.Sprintf("out of range: a whole number from %d to %d", lo, hi))
+		} else if err != nil {
+			return fail("not a whole number")
 		}
 		v.SetInt(n)
 	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.String:
@@ -301,6 +300,25 @@ func parse(f Field, s, source string) error {
 		return fail("unsupported field type " + v.Type().String())
 	}
 	return nil
+}
+
+// durationReason says why s is not a duration, with the fix when it is a
+// number without a unit (30: write 30s).
+func durationReason(s string) string {
+	if t := strings.TrimSpace(s); len(t) <= maxErrValue && plainNumber.MatchString(t) {
+		return fmt.Sprintf("a duration needs a unit: write %ss (units: ms, s, m, h)", t)
+	}
+	return "not a duration like 500ms, 30s or 1m30s"
+}
+
+// plainNumber is a decimal number as a duration without its unit is
+// written: 30, 0.5.
+var plainNumber = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
+
+// intRange is the range of a signed integer of bits bits.
+func intRange(bits int) (lo, hi int64) {
+	hi = 1<<(bits-1) - 1
+	return -hi - 1, hi
 }
 
 // mapSyntax says how a map option is written as one string.

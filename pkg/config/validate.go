@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,12 +27,13 @@ type FieldError struct {
 }
 
 // Error reads `config log.level="verbose" (from WALRELAY_LOG_LEVEL): must
-// be debug, info, warn or error`.
+// be debug, info, warn or error`. A value over 64 bytes is shown by its
+// start and its length.
 func (e *FieldError) Error() string {
 	if e.Source != "" {
-		return fmt.Sprintf("config %s=%q (from %s): %s", e.Field, e.Value, e.Source, e.Reason)
+		return fmt.Sprintf("config %s=%s (from %s): %s", e.Field, quoteValue(e.Value), e.Source, e.Reason)
 	}
-	return fmt.Sprintf("config %s=%q: %s", e.Field, e.Value, e.Reason)
+	return fmt.Sprintf("config %s=%s: %s", e.Field, quoteValue(e.Value), e.Reason)
 }
 
 var identRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -102,8 +104,8 @@ func (c *Config) validate(sources map[string]string) error {
 		bad("kafka.brokers", "", "at least one broker is required")
 	}
 	for _, b := range c.Kafka.Brokers {
-		if !strings.Contains(b, ":") {
-			bad("kafka.brokers", b, "brokers are host:port")
+		if reason := brokerProblem(b); reason != "" {
+			bad("kafka.brokers", b, reason)
 		}
 	}
 	if c.Kafka.TopicPartitions == 0 || c.Kafka.TopicPartitions < -1 {
@@ -134,7 +136,7 @@ func (c *Config) validate(sources map[string]string) error {
 		bad("kafka.linger", c.Kafka.Linger.String(), "must not be negative")
 	}
 	if _, err := router.New(c.Router, c.Converter); err != nil {
-		errs = append(errs, fmt.Errorf("config router: %w", err))
+		errs = append(errs, fmt.Errorf("config router: %w", boundedError{err}))
 	}
 	if c.Relay.MaxInFlightRecords < 1 {
 		bad("relay.max_in_flight_records", fmt.Sprint(c.Relay.MaxInFlightRecords), "must be at least 1")
@@ -246,6 +248,18 @@ func (c *Config) validate(sources map[string]string) error {
 		return nil
 	}
 	return &ValidationError{Errs: errs}
+}
+
+// brokerProblem says what is wrong with a seed broker address, or "".
+func brokerProblem(b string) string {
+	host, port, err := net.SplitHostPort(b)
+	if err != nil || host == "" {
+		return "brokers are host:port"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "the port must be a number from 1 to 65535"
+	}
+	return ""
 }
 
 var topicRe = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
