@@ -137,6 +137,8 @@ type Relay struct {
 	// rec is walrelay's record of the slot: the stream confirms at most
 	// what it recorded (slotrecord.go).
 	rec *recorder
+	// standby is decoding from a standby (standby.go).
+	standby standbyState
 }
 
 // Option configures a Relay beyond its config.
@@ -204,7 +206,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		deadLetters:          make(chan deadLetterJob, cfg.Relay.MaxInFlightRecords+1),
 		deadLettersPublished: m.Published(cfg.Relay.DeadLetterTopic),
 		clock:                newMonoClock(),
-		hb:                   heartbeat.New(cfg.Postgres.DSN, cfg.Postgres.Slot, cfg.Relay.HeartbeatInterval, log),
+		hb:                   heartbeat.New(cfg.Postgres.Primary(), cfg.Postgres.Slot, cfg.Relay.HeartbeatInterval, log),
 	}
 	var tlsCfg *tls.Config
 	if t := cfg.Kafka.TLS; t.Enabled {
