@@ -199,3 +199,39 @@ func TestStandbyTooOldSetupAndCheck(t *testing.T) {
 		})
 	}
 }
+
+// With postgres.primary_dsn, `walrelay slot create` creates the slot on
+// the standby and its record on the primary, `walrelay slot adopt` reads
+// the slot on the standby and writes the record on the primary, and
+// `walrelay slot advance` refuses in one line, moving nothing.
+func TestStandbySlotCreateAndAdopt(t *testing.T) {
+	primary, standby, _ := newPrimaryAndStandby(t, 16, 0, nil)
+	env := childEnv("WALRELAY_POSTGRES_DSN="+standby, "WALRELAY_POSTGRES_PRIMARY_DSN="+primary, "WALRELAY_KAFKA_BROKERS=127.0.0.1:1")
+	stdout, stderr, code := walrelay(t, env, "slot", "create", "onstandby")
+	t.Logf("slot create: exit %d\n%s%s", code, stdout, stderr)
+	if code != 0 || !strings.Contains(stdout, "created slot onstandby (pgoutput, database postgres) at ") {
+		t.Fatalf("slot create with primary_dsn: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if n := testenv.QueryValue[int64](t, standby, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'onstandby'`); n != 1 {
+		t.Errorf("standby: %d slots onstandby, want 1", n)
+	}
+	if n := testenv.QueryValue[int64](t, primary, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'onstandby'`); n != 0 {
+		t.Errorf("primary: %d slots onstandby, want 0", n)
+	}
+	note := testenv.QueryValue[string](t, primary, `SELECT note FROM walrelay_slot_positions WHERE slot_name = 'onstandby'`)
+	if !strings.HasPrefix(note, "created by walrelay slot create on a standby") {
+		t.Errorf("record on the primary: note %q", note)
+	}
+
+	stdout, stderr, code = walrelay(t, env, "slot", "adopt", "onstandby", "--by", "test")
+	t.Logf("slot adopt: exit %d\n%s%s", code, stdout, stderr)
+	if code != 0 || !strings.Contains(stdout, "adopted slot onstandby at ") {
+		t.Errorf("slot adopt with primary_dsn: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if by := testenv.QueryValue[string](t, primary, `SELECT coalesce(adopted_by, '') FROM walrelay_slot_positions WHERE slot_name = 'onstandby'`); by != "test" {
+		t.Errorf("record on the primary: adopted_by %q, want test", by)
+	}
+
+	stdout, stderr, code = walrelay(t, env, "slot", "advance", "onstandby", "--to", "0/0", "--yes")
+	wantFailure(t, stdout, stderr, code, 1, "slot advance does not support decoding from a standby yet", "nothing was moved")
+}
