@@ -31,6 +31,13 @@ created_at (sql/outbox_partitioned.sql), with the partition holding now and
 outbox.partitions_ahead more (outbox.partition_interval wide), and the
 publication publishes through the partition root.
 
+With postgres.primary_dsn (decoding from a standby, Postgres 16+), the table,
+the publication and walrelay's slot records are created on the primary it
+names, and the slot on the hot standby postgres.dsn names, once the standby has
+replayed the publication; walrelay asks the primary for running-transactions
+records (pg_log_standby_snapshot) meanwhile, without which the creation waits.
+A standby as postgres.dsn without postgres.primary_dsn is refused.
+
 With snapshot.mode=initial a missing slot is left to walrelay run, which
 creates it once it has published the rows already in the outbox (a slot
 created here would mean walrelay run never snapshots).`,

@@ -34,6 +34,11 @@
 //     the handler as one tracked transaction, waited for until acked.
 //   - takeover.go: SkipPublished, for taking over from a relay (Debezium)
 //     that stopped inside a transaction.
+//   - standby.go: decoding from a hot standby (postgres.primary_dsn): the
+//     startup's checks of the standby, the slot's creation there (asking
+//     the primary for running-transactions records), and what Ready says
+//     while Postgres waits for one. Heartbeats and the slot record
+//     (slotrecord.go) go to the primary.
 //
 // Rows walrelay cannot publish as routed follow relay.on_error, per class:
 // the router's (routing_value_missing, topic_invalid, payload_invalid),
