@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,10 +180,29 @@ func TestStandbyRelaysEveryEventInOrder(t *testing.T) {
 			t.Errorf("logged %q: %v", msg, l)
 		}
 	}
-	// Lag is measured against the standby's replay position.
+	// Idle, the relay does not write its record in a loop: each record
+	// write is WAL the standby replays and reports as the new WAL end,
+	// which the relay confirms; the recorder must see that only its own
+	// write lies there (its WAL positions are read on the primary, whose
+	// WAL the standby replays). A loop would change updated_at about
+	// every 100ms.
+	seen := map[string]bool{}
+	for range 20 {
+		seen[testenv.QueryValue[string](t, h.primaryDSN(), `SELECT updated_at::text FROM walrelay_slot_positions WHERE slot_name = 'walrelay'`)] = true
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(seen) > 3 {
+		t.Errorf("idle for 2s, the relay wrote its record %d times (a write loop through the standby?)", len(seen)-1)
+	}
+	// Lag is measured against the standby's replay position: the
+	// monitor's current LSN is the standby's (at most its replay
+	// position now), and the lag is from the slot to it.
 	st := run.relay.Status(t.Context())
-	if st.Slot.Error != "" || st.Slot.CurrentLSN == "" {
-		t.Errorf("slot monitor on the standby: current %q, error %q", st.Slot.CurrentLSN, st.Slot.Error)
+	replay := mustLSN(t, testenv.QueryValue[string](t, h.standbyDSN(), `SELECT pg_last_wal_replay_lsn()::text`))
+	if st.Slot.Error != "" || st.Slot.CurrentLSN == "" || mustLSN(t, st.Slot.CurrentLSN) > replay {
+		t.Errorf("slot monitor on the standby: current %q (standby replayed %s), error %q", st.Slot.CurrentLSN, replay, st.Slot.Error)
+	} else if lag := int64(mustLSN(t, st.Slot.CurrentLSN)) - int64(mustLSN(t, st.Slot.ConfirmedFlushLSN)); st.Slot.ConfirmedLagBytes != lag {
+		t.Errorf("slot monitor: confirmed_flush lag %d, want current %s - confirmed %s = %d", st.Slot.ConfirmedLagBytes, st.Slot.CurrentLSN, st.Slot.ConfirmedFlushLSN, lag)
 	}
 	if err := run.stop(); err != nil {
 		t.Fatal(err)
@@ -356,5 +376,60 @@ func TestStandbyTooOldRefused(t *testing.T) {
 				t.Errorf("%d slots on the standby after the refusal", n)
 			}
 		})
+	}
+}
+
+// snapshot.mode=initial on a standby: the relay publishes the rows
+// already in the outbox from a snapshot exported on the standby, creates
+// the slot there at that snapshot's consistent point (asking the primary
+// for a running-transactions record meanwhile), records it on the
+// primary, and streams what follows.
+func TestStandbyInitialSnapshot(t *testing.T) {
+	h := newHotStandby(t, 16, 0, nil)
+	pc := testenv.Connect(t, h.primaryDSN())
+	if _, err := setup.Run(t.Context(), pc, setup.Names{Schema: "public", Table: "outbox", Publication: "walrelay_outbox", Slot: "walrelay", LeaveSlot: true,
+		Standby: &setup.Standby{Conn: testenv.Connect(t, h.standbyDSN())}}); err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	execTx(t, h.primaryDSN(), insertEvent("order", "before-1"), insertEvent("order", "before-2"))
+	broker := testenv.Kafka(t)
+	cfg := h.config(broker)
+	cfg.Postgres.CreateSlot = true
+	cfg.Snapshot.Mode = config.SnapshotInitial
+	logs := &logBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("relay log:\n%s", logs.String())
+		}
+	})
+	run := runRelay(t, cfg, logs, nil)
+	deadline := time.Now().Add(60 * time.Second)
+	for len(logs.lines("initial snapshot done: created the slot at its consistent point; streaming from there")) == 0 {
+		if run.exited() {
+			t.Fatalf("the relay stopped before the initial snapshot was done: %v", run.err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the initial snapshot was not done within 60s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	execTx(t, h.primaryDSN(), insertEvent("order", "after"))
+	recs := broker.ReadAll(t, []string{"outbox.event.order"}, 3, 60*time.Second)
+	var keys []string
+	for _, r := range recs {
+		keys = append(keys, string(r.Key))
+	}
+	slices.Sort(keys) // three keys: order across partitions is not defined
+	if fmt.Sprint(keys) != "[after before-1 before-2]" {
+		t.Errorf("records of keys %v, want after, before-1 and before-2 once each", keys)
+	}
+	if n := testenv.QueryValue[int64](t, h.standbyDSN(), `SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'walrelay'`); n != 1 {
+		t.Errorf("%d slots walrelay on the standby, want 1", n)
+	}
+	if note := testenv.QueryValue[string](t, h.primaryDSN(), `SELECT note FROM walrelay_slot_positions WHERE slot_name = 'walrelay'`); note != "created by walrelay run (initial snapshot)" {
+		t.Errorf("record on the primary: note %q", note)
+	}
+	if err := run.stop(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -67,15 +67,24 @@ func (r *Relay) checkStandby(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// createSlot creates the slot on conn. On a standby, Postgres makes the
-// new slot consistent only at a running-transactions record
-// (xl_running_xacts) from the primary, which an idle primary may not
-// write for a long time: while it waits, walrelay asks the primary for one
-// every second (pg_log_standby_snapshot), and Ready says what it waits
-// for.
-func (r *Relay) createSlot(ctx context.Context, conn *pgx.Conn, name string) (admin.Slot, error) {
+// createSlot creates the slot on conn (creatingSlot).
+func (r *Relay) createSlot(ctx context.Context, conn *pgx.Conn, name string) (s admin.Slot, err error) {
+	err = r.creatingSlot(ctx, name, func() (err error) {
+		s, err = admin.CreateSlot(ctx, conn, name)
+		return err
+	})
+	return s, err
+}
+
+// creatingSlot runs create, which creates slot name. On a standby,
+// Postgres makes a new slot consistent only at a running-transactions
+// record (xl_running_xacts) from the primary, which an idle primary may
+// not write for a long time: while create runs, walrelay asks the primary
+// for one every second (pg_log_standby_snapshot), and Ready says what it
+// waits for.
+func (r *Relay) creatingSlot(ctx context.Context, name string, create func() error) error {
 	if !r.standby.on {
-		return admin.CreateSlot(ctx, conn, name)
+		return create()
 	}
 	r.standby.creatingSince.Store(time.Now().UnixNano())
 	defer r.standby.creatingSince.Store(0)
@@ -86,8 +95,8 @@ func (r *Relay) createSlot(ctx context.Context, conn *pgx.Conn, name string) (ad
 	})
 	defer wg.Wait()
 	defer stop()
-	r.log.Info("creating the replication slot on the standby: Postgres waits for a running-transactions record from the primary; asking the primary for one (pg_log_standby_snapshot)", "slot", name)
-	return admin.CreateSlot(ctx, conn, name)
+	r.log.Info("creating a replication slot on the standby: Postgres waits for a running-transactions record from the primary; asking the primary for one (pg_log_standby_snapshot)", "slot", name)
+	return create()
 }
 
 // standbyWait is Ready's reason while the startup creates the slot on a
