@@ -433,3 +433,32 @@ func TestStandbyInitialSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The startup refuses, in one error and before creating anything, the two
+// DSN mix-ups: a standby as postgres.dsn without postgres.primary_dsn
+// (nothing walrelay writes could be written), and postgres.primary_dsn set
+// with a postgres.dsn that is not a standby.
+func TestStandbyDSNMixUpsRefused(t *testing.T) {
+	h := newHotStandby(t, 16, 0, nil)
+	h.setup(t)
+	broker := testenv.Kafka(t)
+	for _, tc := range []struct {
+		name         string
+		dsn, primary string
+		want         error
+	}{
+		{"standby without primary_dsn", h.standbyDSN(), "", relay.ErrStandbyNeedsPrimary},
+		{"primary_dsn with a primary as dsn", h.primaryDSN(), h.primaryDSN(), relay.ErrNotStandby},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := h.config(broker)
+			cfg.Postgres.DSN, cfg.Postgres.PrimaryDSN = tc.dsn, tc.primary
+			run := runRelay(t, cfg, &logBuffer{}, nil)
+			err := run.wait(60 * time.Second)
+			t.Logf("run: %v", err)
+			if !errors.Is(err, tc.want) {
+				t.Errorf("run returned %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
