@@ -1,13 +1,18 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
+	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/setup"
 )
@@ -26,6 +31,13 @@ created_at (sql/outbox_partitioned.sql), with the partition holding now and
 outbox.partitions_ahead more (outbox.partition_interval wide), and the
 publication publishes through the partition root.
 
+With postgres.primary_dsn (decoding from a standby, Postgres 16+), the table,
+the publication and walrelay's slot records are created on the primary it
+names, and the slot on the hot standby postgres.dsn names, once the standby has
+replayed the publication; walrelay asks the primary for running-transactions
+records (pg_log_standby_snapshot) meanwhile, without which the creation waits.
+A standby as postgres.dsn without postgres.primary_dsn is refused.
+
 With snapshot.mode=initial a missing slot is left to walrelay run, which
 creates it once it has published the rows already in the outbox (a slot
 created here would mean walrelay run never snapshots).`,
@@ -36,7 +48,7 @@ created here would mean walrelay run never snapshots).`,
 				return err
 			}
 			schema, table, _ := config.SplitTable(cfg.Postgres.Table) // validated
-			conn, err := connect(cmd.Context(), cfg.Postgres.DSN)
+			conn, err := connect(cmd.Context(), cfg.Postgres.Primary())
 			if err != nil {
 				return err
 			}
@@ -44,11 +56,19 @@ created here would mean walrelay run never snapshots).`,
 			if err := refuseOldServer(conn, "setup"); err != nil {
 				return err
 			}
+			standby, err := setupStandby(cmd.Context(), cfg, conn)
+			if err != nil {
+				return err
+			}
+			if standby != nil {
+				defer standby.Conn.Close(cmd.Context())
+			}
 			names := setup.Names{
 				Schema: schema, Table: table,
 				Publication: cfg.Postgres.Publications[0],
 				Slot:        cfg.Postgres.Slot,
 				LeaveSlot:   cfg.Snapshot.Initial(),
+				Standby:     standby,
 			}
 			if cfg.Outbox.Partitioned {
 				names.Partitions = &setup.Partitions{Column: cfg.Outbox.TimeColumn, Interval: cfg.Outbox.PartitionInterval, Ahead: cfg.Outbox.PartitionsAhead}
@@ -67,4 +87,51 @@ created here would mean walrelay run never snapshots).`,
 	config.BindFlags(cmd.Flags())
 	_ = stderr
 	return cmd
+}
+
+// setupStandby is, with postgres.primary_dsn (decoding from a standby),
+// the hot standby postgres.dsn names, where setup creates the slot; nil
+// without it. It refuses, before anything is created, a postgres.dsn that
+// is not a standby of the primary, a standby older than 16, and a standby
+// as postgres.dsn without postgres.primary_dsn (setup would fail there
+// with CREATE TABLE in a read-only transaction).
+func setupStandby(ctx context.Context, cfg config.Config, primary *pgx.Conn) (*setup.Standby, error) {
+	if cfg.Postgres.PrimaryDSN == "" {
+		standby, err := admin.StandbyDecoding(ctx, primary)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("setup: %w (nothing was created)", err)
+		case standby:
+			return nil, errors.New("setup: postgres.dsn is a hot standby, where nothing can be created: set postgres.primary_dsn to its primary (the outbox objects are created there, the slot on the standby; docs/deploy.md, \"Decoding from a standby\") (nothing was created)")
+		}
+		return nil, nil
+	}
+	if standby, err := admin.StandbyDecoding(ctx, primary); err != nil || standby {
+		return nil, errors.New("setup: postgres.primary_dsn is in recovery: point it at the primary (nothing was created)")
+	}
+	conn, err := connect(ctx, cfg.Postgres.DSN)
+	if err != nil {
+		return nil, err
+	}
+	standby, err := admin.StandbyDecoding(ctx, conn)
+	if err == nil && !standby {
+		err = errors.New("postgres.primary_dsn is set but postgres.dsn is not a hot standby: point postgres.dsn at the standby, or empty postgres.primary_dsn")
+	}
+	if err == nil {
+		var a, b string
+		err = primary.QueryRow(ctx, `SELECT system_identifier::text FROM pg_control_system()`).Scan(&a)
+		if err == nil {
+			err = conn.QueryRow(ctx, `SELECT system_identifier::text FROM pg_control_system()`).Scan(&b)
+		}
+		if err == nil && a != b {
+			err = fmt.Errorf("postgres.dsn (system %s) is not a standby of postgres.primary_dsn (system %s)", b, a)
+		}
+	}
+	if err != nil {
+		_ = conn.Close(ctx)
+		return nil, fmt.Errorf("setup: %w (nothing was created)", err)
+	}
+	return &setup.Standby{Conn: conn, Nudge: func(ctx context.Context) {
+		admin.LogStandbySnapshots(ctx, cfg.Postgres.PrimaryDSN, time.Second, nil)
+	}}, nil
 }

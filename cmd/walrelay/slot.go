@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -276,6 +277,9 @@ adopt NAME.`, cobra.ExactArgs(1),
 					if err := refuseOldServer(conn, "slot create"); err != nil {
 						return admin.Slot{}, err
 					}
+					if cfg.Postgres.PrimaryDSN != "" {
+						return createOnStandby(ctx, cfg, conn, args[0], replace)
+					}
 					s, _, err := admin.CreateRecordedSlot(ctx, conn, slotRecords(cfg), args[0], replace)
 					return s, err
 				},
@@ -289,6 +293,22 @@ adopt NAME.`, cobra.ExactArgs(1),
 		})
 	cmd.Flags().BoolVar(&replace, "replace", false, "create a slot walrelay confirmed through before (retention stays stopped until walrelay slot adopt)")
 	return cmd
+}
+
+// createOnStandby is slot create when decoding from a standby
+// (postgres.primary_dsn): the slot on the standby (conn), asking the
+// primary for running-transactions records meanwhile, its record on the
+// primary.
+func createOnStandby(ctx context.Context, cfg config.Config, conn *pgx.Conn, name string, replace bool) (admin.Slot, error) {
+	primary, err := connect(ctx, cfg.Postgres.PrimaryDSN)
+	if err != nil {
+		return admin.Slot{}, err
+	}
+	defer primary.Close(context.WithoutCancel(ctx))
+	s, _, err := admin.CreateRecordedSlotOnStandby(ctx, primary, conn, slotRecords(cfg), name, replace, func(ctx context.Context) {
+		admin.LogStandbySnapshots(ctx, cfg.Postgres.PrimaryDSN, time.Second, nil)
+	})
+	return s, err
 }
 
 // slotRecords is walrelay's record of its slots: in postgres.table's
@@ -315,8 +335,19 @@ database role) and when.`, cobra.ExactArgs(1),
 			if err := slotArg(args[0]); err != nil {
 				return err
 			}
-			return withConn(ctx, cfg.Postgres.DSN, func(conn *pgx.Conn) error {
-				before, after, err := admin.AdoptSlot(ctx, conn, slotRecords(cfg), args[0], by)
+			records := slotRecords(cfg)
+			if cfg.Postgres.PrimaryDSN != "" {
+				// Decoding from a standby: the record on the primary, the
+				// slot read on the standby.
+				standby, err := connect(ctx, cfg.Postgres.DSN)
+				if err != nil {
+					return err
+				}
+				defer standby.Close(context.WithoutCancel(ctx))
+				records.Slots = standby
+			}
+			return withConn(ctx, cfg.Postgres.Primary(), func(conn *pgx.Conn) error {
+				before, after, err := admin.AdoptSlot(ctx, conn, records, args[0], by)
 				if err != nil {
 					return err
 				}
@@ -503,6 +534,9 @@ republish them by hand if they matter.`, cobra.ExactArgs(1),
 			}
 			if (to == "") == (pastEvent == "") {
 				return cli.UsageError{Err: fmt.Errorf("slot advance needs exactly one of --to LSN or --past-event ID")}
+			}
+			if cfg.Postgres.PrimaryDSN != "" {
+				return errors.New("slot advance does not support decoding from a standby yet (postgres.primary_dsn is set: the slot is on the standby, walrelay's record of it on the primary); nothing was moved")
 			}
 			peek, err := peekRequest(cfg, args[0])
 			if err != nil {

@@ -124,6 +124,7 @@ func (c *checker) run() {
 	c.serverVersion()
 	c.managedService()
 	c.walLevel()
+	c.standby() // checkstandby.go: decoding from a standby
 	c.slotHeadroom()
 	c.senderHeadroom()
 	c.roleReplication()

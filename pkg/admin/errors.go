@@ -29,6 +29,9 @@ var (
 	// ErrRefused: Advance would move the slot backwards or past the
 	// server's current WAL end, or the slot moved while planning.
 	ErrRefused = errors.New("refusing to move the slot")
+	// ErrStandbyTooOld: the server is a hot standby older than Postgres
+	// 16, which cannot decode (logical decoding on a standby came in 16).
+	ErrStandbyTooOld = errors.New("logical decoding on a standby needs PostgreSQL 16 or newer")
 	// ErrEventNotFound: the outbox event id is not pending in the slot.
 	ErrEventNotFound = errors.New("outbox event not pending in the slot")
 )

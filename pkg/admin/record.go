@@ -37,9 +37,8 @@ func CreateRecordedSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.
 	if err != nil {
 		return Slot{}, st, err
 	}
-	if st.Record != nil && !st.SlotExists && !replace {
-		return Slot{}, st, fmt.Errorf("%w: walrelay had confirmed through slot %q up to %s (recorded %s): rows committed after that may never have been published, and a new slot starts after them. To create it anyway (retention stays stopped until you adopt it), run `walrelay slot create %s --replace`, start walrelay run, then `walrelay verify --since %s --republish` and `walrelay slot adopt %s`",
-			slotrecord.ErrRecorded, name, st.Record.Confirmed, st.Record.UpdatedAt.UTC().Format(time.RFC3339), name, st.Record.UpdatedAt.Add(-time.Hour).UTC().Format(time.RFC3339), name)
+	if err := recreating(st, name, replace); err != nil {
+		return Slot{}, st, err
 	}
 	s, err := CreateSlot(ctx, conn, name)
 	if err != nil {
@@ -72,4 +71,14 @@ func AdoptSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.Table, na
 		who = currentUser(ctx, conn)
 	}
 	return slotrecord.Adopt(ctx, conn, records, name, who)
+}
+
+// recreating refuses to create slot name again when walrelay confirmed
+// through a slot of that name (a record of it exists) and replace is off.
+func recreating(st slotrecord.State, name string, replace bool) error {
+	if st.Record != nil && !st.SlotExists && !replace {
+		return fmt.Errorf("%w: walrelay had confirmed through slot %q up to %s (recorded %s): rows committed after that may never have been published, and a new slot starts after them. To create it anyway (retention stays stopped until you adopt it), run `walrelay slot create %s --replace`, start walrelay run, then `walrelay verify --since %s --republish` and `walrelay slot adopt %s`",
+			slotrecord.ErrRecorded, name, st.Record.Confirmed, st.Record.UpdatedAt.UTC().Format(time.RFC3339), name, st.Record.UpdatedAt.Add(-time.Hour).UTC().Format(time.RFC3339), name)
+	}
+	return nil
 }

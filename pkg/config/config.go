@@ -45,6 +45,7 @@ type Config struct {
 // Postgres is where events come from.
 type Postgres struct {
 	DSN            string        `yaml:"dsn" help:"Postgres connection string (URL or key=value); the role needs REPLICATION and SELECT on the outbox" secret:"true"`
+	PrimaryDSN     string        `yaml:"primary_dsn" help:"decoding from a standby (Postgres 16+): the primary's connection string, where the outbox objects live and walrelay writes (heartbeats, its slot record, retention, setup), while postgres.dsn is the hot standby holding the slot (empty: postgres.dsn is the primary)" secret:"true"`
 	Slot           string        `yaml:"slot" help:"logical replication slot (plugin pgoutput) to stream from"`
 	Publications   StringList    `yaml:"publications" help:"pgoutput publications to stream (comma-separated)"`
 	Table          string        `yaml:"table" help:"outbox table, schema-qualified; used by setup and the startup column check"`
@@ -53,6 +54,17 @@ type Postgres struct {
 	MinBackoff     time.Duration `yaml:"min_backoff" help:"first delay before reconnecting after a lost connection"`
 	MaxBackoff     time.Duration `yaml:"max_backoff" help:"longest delay between reconnect attempts"`
 	ReadWait       time.Duration `yaml:"read_wait" help:"after a read from the slot that got little, wait up to this long for 64 KiB to arrive before the next, so messages come in batches (adds at most this latency; 0: off)"`
+}
+
+// Primary is the connection string of the server walrelay writes to: the
+// outbox objects, heartbeats and walrelay's slot record live there.
+// PrimaryDSN when set (decoding from a standby: DSN is then the hot
+// standby holding the slot), DSN otherwise.
+func (p Postgres) Primary() string {
+	if p.PrimaryDSN != "" {
+		return p.PrimaryDSN
+	}
+	return p.DSN
 }
 
 // Kafka is where events go.

@@ -9,6 +9,7 @@ import (
 // Redacted returns c with every secret replaced, for printing.
 func (c Config) Redacted() Config {
 	c.Postgres.DSN = Redact(c.Postgres.DSN)
+	c.Postgres.PrimaryDSN = Redact(c.Postgres.PrimaryDSN)
 	if c.Kafka.SASL.Password != "" {
 		c.Kafka.SASL.Password = "xxxxx"
 	}

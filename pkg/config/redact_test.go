@@ -46,9 +46,13 @@ func TestRedact(t *testing.T) {
 func TestStringRedactsDSN(t *testing.T) {
 	cfg := config.Default()
 	cfg.Postgres.DSN = "postgres://walrelay:S3cretPassw0rd@db/app"
+	cfg.Postgres.PrimaryDSN = "postgres://walrelay:Pr1maryPassw0rd@primary/app"
 	s := cfg.String()
 	if strings.Contains(s, "S3cretPassw0rd") || !strings.Contains(s, "walrelay:xxxxx@db/app") {
 		t.Fatalf("String() does not redact the DSN:\n%s", s)
+	}
+	if strings.Contains(s, "Pr1maryPassw0rd") || !strings.Contains(s, "walrelay:xxxxx@primary/app") {
+		t.Fatalf("String() does not redact postgres.primary_dsn:\n%s", s)
 	}
 	if cfg.Postgres.DSN != "postgres://walrelay:S3cretPassw0rd@db/app" {
 		t.Fatal("String() modified the config")

@@ -75,6 +75,16 @@ func (c *Config) validate(sources map[string]string) error {
 		}
 		bad("postgres.dsn", Redact(c.Postgres.DSN), reason)
 	}
+	if c.Postgres.PrimaryDSN != "" {
+		if _, err := pgconn.ParseConfig(c.Postgres.PrimaryDSN); err != nil {
+			reason := "not a valid connection string"
+			var pe *pgconn.ParseConfigError
+			if errors.As(err, &pe) && pe.Unwrap() != nil {
+				reason += ": " + pe.Unwrap().Error()
+			}
+			bad("postgres.primary_dsn", Redact(c.Postgres.PrimaryDSN), reason)
+		}
+	}
 	if !identRe.MatchString(c.Postgres.Slot) {
 		bad("postgres.slot", c.Postgres.Slot, "slot names are 1-63 lowercase letters, digits and underscores")
 	}

@@ -21,6 +21,7 @@ func TestValidateNamesFieldAndValue(t *testing.T) {
 	}{
 		{"dsn empty", func(c *config.Config) { c.Postgres.DSN = "" }, "postgres.dsn", ""},
 		{"dsn invalid, password redacted", func(c *config.Config) { c.Postgres.DSN = "host=db port=notaport password=hunter2" }, "postgres.dsn", "host=db port=notaport password=xxxxx"},
+		{"primary_dsn invalid, password redacted", func(c *config.Config) { c.Postgres.PrimaryDSN = "host=db port=notaport password=hunter2" }, "postgres.primary_dsn", "host=db port=notaport password=xxxxx"},
 		{"slot uppercase", func(c *config.Config) { c.Postgres.Slot = "Bad-Slot" }, "postgres.slot", "Bad-Slot"},
 		{"slot empty", func(c *config.Config) { c.Postgres.Slot = "" }, "postgres.slot", ""},
 		{"slot too long", func(c *config.Config) { c.Postgres.Slot = strings.Repeat("s", 64) }, "postgres.slot", strings.Repeat("s", 64)},

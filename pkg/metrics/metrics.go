@@ -10,7 +10,7 @@
 // Metrics (all prefixed walrelay_):
 //
 //	build_info{version}                              1
-//	slot_lag_bytes{slot,position}                    bytes from the slot's confirmed_flush_lsn (position="confirmed_flush") or restart_lsn (position="restart") to pg_current_wal_lsn(), polled
+//	slot_lag_bytes{slot,position}                    bytes from the slot's confirmed_flush_lsn (position="confirmed_flush") or restart_lsn (position="restart") to pg_current_wal_lsn() (a standby's pg_last_wal_replay_lsn()), polled
 //	slot_wal_status{slot,status}                     1 for the slot's wal_status (reserved, extended, unreserved, lost), 0 for the others
 //	slot_safe_wal_size_bytes{slot}                   bytes of WAL that can still be written before the slot is lost; +Inf when max_slot_wal_keep_size is unlimited
 //	slot_active{slot}                                1 when some process streams from the slot

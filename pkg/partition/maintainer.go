@@ -54,7 +54,7 @@ type Maintainer struct {
 func NewMaintainer(cfg config.Config, log *slog.Logger) *Maintainer {
 	s, err := NewScheme(cfg.Postgres.Table, cfg.Outbox.TimeColumn, cfg.Outbox.PartitionInterval)
 	return &Maintainer{
-		dsn: cfg.Postgres.DSN, table: cfg.Postgres.Table, column: cfg.Outbox.TimeColumn,
+		dsn: cfg.Postgres.Primary(), table: cfg.Postgres.Table, column: cfg.Outbox.TimeColumn,
 		scheme: s, invalid: err, ahead: cfg.Outbox.PartitionsAhead,
 		every: cfg.Outbox.PruneInterval, timeout: cfg.Outbox.PruneStatementTimeout,
 		log: log.With("component", "partitions"), now: time.Now,

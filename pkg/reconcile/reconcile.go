@@ -169,6 +169,13 @@ type verifier struct {
 	rep     *Report
 	repub   *republisher
 	fw      *fenceWindow // nil when no fence is confirmed
+	// slots is the connection the slot is read on: the one the outbox is
+	// read and the fence taken on, or when decoding from a standby
+	// (postgres.primary_dsn) a connection to the standby (postgres.dsn),
+	// while the rest goes to the primary: a fence needs an xid and the
+	// WAL insert position, which only a primary has, and its position is
+	// in the WAL the standby replays and its slot confirms.
+	slots *pgx.Conn
 }
 
 // Run verifies the window in opts against the topics and returns the
@@ -193,11 +200,18 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger)
 	if v.kopts, err = admin.KafkaOpts(cfg.Kafka); err != nil {
 		return nil, err
 	}
-	conn, err := connectReadOnly(ctx, cfg.Postgres.DSN, opts.StatementTimeout)
+	conn, err := connectReadOnly(ctx, cfg.Postgres.Primary(), opts.StatementTimeout)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	v.slots = conn
+	if cfg.Postgres.PrimaryDSN != "" {
+		if v.slots, err = connectReadOnly(ctx, cfg.Postgres.DSN, opts.StatementTimeout); err != nil {
+			return nil, err
+		}
+		defer v.slots.Close(context.WithoutCancel(ctx))
+	}
 	if v.table, err = describe(ctx, conn, cfg); err != nil {
 		return nil, err
 	}
@@ -280,7 +294,7 @@ func (v *verifier) fence(ctx context.Context, conn *pgx.Conn) (txfence.Fence, er
 			"slot", slot, "recorded_lsn", v.rep.RecordedLSN, "fence_lsn", f.LSN.String(), "problem", v.rep.SlotProblem)
 		return f, nil
 	}
-	s, err := txfence.Wait(ctx, conn, slot, f, time.Now().Add(v.opts.Wait))
+	s, err := txfence.Wait(ctx, v.slots, slot, f, time.Now().Add(v.opts.Wait))
 	switch {
 	case err == nil:
 		v.rep.FenceConfirmed = true
@@ -303,11 +317,15 @@ func (v *verifier) fence(ctx context.Context, conn *pgx.Conn) (txfence.Fence, er
 func (v *verifier) slotState(ctx context.Context, conn *pgx.Conn) (gone bool, err error) {
 	slot := v.cfg.Postgres.Slot
 	schema, _, _ := config.SplitTable(v.cfg.Postgres.Table) // validated
-	st, rerr := slotrecord.Read(ctx, conn, slotrecord.Table{Schema: schema}, slot)
+	records := slotrecord.Table{Schema: schema}
+	if v.slots != conn {
+		records.Slots = v.slots
+	}
+	st, rerr := slotrecord.Read(ctx, conn, records, slot)
 	if rerr != nil {
 		v.log.Warn("verify: cannot read walrelay's record of the slot; judging by the slot alone", "slot", slot, "err", rerr)
 	}
-	_, serr := txfence.ReadSlot(ctx, conn, slot)
+	_, serr := txfence.ReadSlot(ctx, v.slots, slot)
 	switch {
 	case serr == nil:
 	case errors.Is(serr, txfence.ErrSlotInvalidated):

@@ -45,6 +45,9 @@ func (r *Relay) prepare(ctx context.Context) error {
 		return fmt.Errorf("connecting to postgres: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if err := r.checkStandby(ctx, conn); err != nil {
+		return err
+	}
 	if r.pub == nil {
 		if err := r.startTransactional(ctx, conn); err != nil {
 			return err
@@ -122,7 +125,7 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, 
 			r.log.Info("replication slot missing: publishing the outbox's existing rows first (snapshot.mode=initial), then creating it", "slot", name, "where", r.cfg.Snapshot.Where)
 			return 0, nil
 		}
-		if s, err = admin.CreateSlot(ctx, conn, name); err != nil {
+		if s, err = r.createSlot(ctx, conn, name); err != nil {
 			return 0, fmt.Errorf("creating replication slot %q: %w", name, err)
 		}
 		r.log.Info("created replication slot", "slot", name, "lsn", s.ConfirmedFlushLSN)

@@ -34,6 +34,11 @@
 //     the handler as one tracked transaction, waited for until acked.
 //   - takeover.go: SkipPublished, for taking over from a relay (Debezium)
 //     that stopped inside a transaction.
+//   - standby.go: decoding from a hot standby (postgres.primary_dsn): the
+//     startup's checks of the standby, the slot's creation there (asking
+//     the primary for running-transactions records), and what Ready says
+//     while Postgres waits for one. Heartbeats and the slot record
+//     (slotrecord.go) go to the primary.
 //
 // Rows walrelay cannot publish as routed follow relay.on_error, per class:
 // the router's (routing_value_missing, topic_invalid, payload_invalid),
@@ -137,6 +142,8 @@ type Relay struct {
 	// rec is walrelay's record of the slot: the stream confirms at most
 	// what it recorded (slotrecord.go).
 	rec *recorder
+	// standby is decoding from a standby (standby.go).
+	standby standbyState
 }
 
 // Option configures a Relay beyond its config.
@@ -204,7 +211,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		deadLetters:          make(chan deadLetterJob, cfg.Relay.MaxInFlightRecords+1),
 		deadLettersPublished: m.Published(cfg.Relay.DeadLetterTopic),
 		clock:                newMonoClock(),
-		hb:                   heartbeat.New(cfg.Postgres.DSN, cfg.Postgres.Slot, cfg.Relay.HeartbeatInterval, log),
+		hb:                   heartbeat.New(cfg.Postgres.Primary(), cfg.Postgres.Slot, cfg.Relay.HeartbeatInterval, log),
 	}
 	var tlsCfg *tls.Config
 	if t := cfg.Kafka.TLS; t.Enabled {
@@ -416,6 +423,7 @@ func (r *Relay) restart(prev *Relay) (*Relay, error) {
 // run is one start of the relay: Run's work, until a stop or an error.
 func (r *Relay) run(ctx context.Context) error {
 	defer r.closePublisher()
+	defer r.rec.close() // the startup may have opened its connections (decoding from a standby)
 	if err := r.prepare(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // asked to stop while starting (SIGTERM)

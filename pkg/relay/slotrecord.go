@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/checkpoint"
 	"github.com/walrelay/walrelay/pkg/slotrecord"
 )
@@ -34,7 +35,15 @@ import (
 // it). The cost: an idle slot stays behind by walrelay's own last record
 // (a few hundred bytes of WAL); any other write moves it on.
 type recorder struct {
-	dsn     string
+	// dsn is where the record is: postgres.primary_dsn when set (decoding
+	// from a standby), postgres.dsn otherwise. All its reads of WAL
+	// positions (pg_current_wal_insert_lsn around its own write) go there
+	// too: they bound its own write, which is in the primary's WAL, the
+	// history the standby replays and its slot decodes.
+	dsn string
+	// slots is, when decoding from a standby, the connection to it that
+	// table.Slots reads the slot on; nil otherwise.
+	slots   *slotConn
 	table   slotrecord.Table
 	slot    string
 	tracker *checkpoint.Tracker
@@ -78,8 +87,30 @@ const recordEvery = 100 * time.Millisecond
 const recordTimeout = 5 * time.Second
 
 func newRecorder(r *Relay, table slotrecord.Table) *recorder {
-	return &recorder{dsn: r.cfg.Postgres.DSN, table: table, slot: r.cfg.Postgres.Slot, tracker: r.tracker,
+	c := &recorder{dsn: r.cfg.Postgres.Primary(), table: table, slot: r.cfg.Postgres.Slot, tracker: r.tracker,
 		log: r.log, jumped: r.metrics.SlotJumped}
+	if r.cfg.Postgres.PrimaryDSN != "" {
+		c.slots = &slotConn{dsn: r.cfg.Postgres.DSN}
+		c.table.Slots = c.slots
+	}
+	return c
+}
+
+// writer is the connection the startup reads and writes the record on:
+// conn (postgres.dsn), or when decoding from a standby the recorder's own
+// connection to the primary (conn is the standby then, read-only).
+func (c *recorder) writer(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error) {
+	if c.slots == nil {
+		return conn, nil
+	}
+	if c.conn == nil || c.conn.IsClosed() {
+		pc, err := pgx.Connect(ctx, c.dsn)
+		if err != nil {
+			return nil, fmt.Errorf("connecting to the primary (postgres.primary_dsn) to keep the slot's record: %w", admin.ExplainConnectError(err))
+		}
+		c.conn = pc
+	}
+	return c.conn, nil
 }
 
 // limit is what the stream may confirm of lsn: at most the record.
@@ -126,6 +157,10 @@ func (c *recorder) off(err error) {
 // marked jumped and logged at ERROR (the relay still relays: relaying is
 // not what loses rows; retention stops until walrelay slot adopt).
 func (c *recorder) found(ctx context.Context, conn *pgx.Conn) error {
+	conn, err := c.writer(ctx, conn)
+	if err != nil {
+		return err
+	}
 	if _, err := c.table.Ensure(ctx, conn); err != nil {
 		if slotrecord.IsPrivilege(err) {
 			c.off(err)
@@ -164,6 +199,10 @@ func (c *recorder) found(ctx context.Context, conn *pgx.Conn) error {
 
 // created records a slot this relay has just created at lsn.
 func (c *recorder) created(ctx context.Context, conn *pgx.Conn, lsn pglogrepl.LSN, who string) error {
+	conn, err := c.writer(ctx, conn)
+	if err != nil {
+		return err
+	}
 	if _, err := c.table.Ensure(ctx, conn); err != nil {
 		if slotrecord.IsPrivilege(err) {
 			c.off(err)
@@ -186,6 +225,10 @@ func (c *recorder) created(ctx context.Context, conn *pgx.Conn, lsn pglogrepl.LS
 // missing refuses to create a slot walrelay confirmed through before, and
 // returns nil when it never did (or the record cannot be read: no table).
 func (c *recorder) missing(ctx context.Context, conn *pgx.Conn) error {
+	conn, err := c.writer(ctx, conn)
+	if err != nil {
+		return err
+	}
 	s, err := slotrecord.Read(ctx, conn, c.table, c.slot)
 	if err != nil {
 		return err
@@ -343,6 +386,7 @@ func (c *recorder) ownTail() (from, to pglogrepl.LSN, ok bool) {
 func (c *recorder) close() {
 	c.io.Lock()
 	defer c.io.Unlock()
+	c.slots.close()
 	if c.conn != nil {
 		_ = c.conn.Close(context.Background())
 		c.conn = nil

@@ -121,7 +121,11 @@ func (r *Relay) initialSnapshot(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	exp, err := snapshot.Export(ctx, r.cfg.Postgres.DSN, tmp)
+	var exp *snapshot.Exported
+	err = r.creatingSlot(ctx, tmp, func() (err error) {
+		exp, err = snapshot.Export(ctx, r.cfg.Postgres.DSN, tmp)
+		return err
+	})
 	if err != nil {
 		return err
 	}

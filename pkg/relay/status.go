@@ -5,6 +5,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -160,7 +161,9 @@ func (r *Relay) Ready(ctx context.Context) error {
 	r = r.current()
 	if !r.stream.Streaming() {
 		st := r.monitor.Current()
-		switch sn := r.SnapshotStatus(); {
+		switch sn, wait := r.SnapshotStatus(), r.standbyWait(); {
+		case wait != "":
+			return errors.New(wait)
 		case sn.Running:
 			return fmt.Errorf("not streaming: initial snapshot running, %d of %d rows handed on (eta %s)", sn.Done, sn.Total, sn.ETA)
 		case st.Active && st.ActivePID != 0:

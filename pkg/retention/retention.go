@@ -56,6 +56,12 @@ type Config struct {
 	TimeColumn string
 	// Slot is postgres.slot, whose confirmed_flush_lsn decides.
 	Slot string
+	// SlotDSN, when set, is the hot standby that holds the slot (decoding
+	// from a standby: postgres.dsn, with DSN postgres.primary_dsn): the
+	// slot is read there, everything else (fences, the record, the
+	// outbox) on DSN. The fence's WAL position is the primary's, which
+	// the standby replays and its slot confirms.
+	SlotDSN string
 	// Retention is outbox.retention: rows (partitions) older than this go.
 	Retention time.Duration
 	// Batch is outbox.prune_batch, rows per DELETE.
@@ -72,11 +78,15 @@ type Config struct {
 // FromConfig returns the Config of c (c is validated).
 func FromConfig(c config.Config) Config {
 	schema, table, _ := config.SplitTable(c.Postgres.Table)
-	return Config{
-		DSN: c.Postgres.DSN, Schema: schema, Table: table, TimeColumn: c.Outbox.TimeColumn, Slot: c.Postgres.Slot,
+	out := Config{
+		DSN: c.Postgres.Primary(), Schema: schema, Table: table, TimeColumn: c.Outbox.TimeColumn, Slot: c.Postgres.Slot,
 		Retention: c.Outbox.Retention, Batch: c.Outbox.PruneBatch, StatementTimeout: c.Outbox.PruneStatementTimeout,
 		Interval: c.Outbox.PruneInterval,
 	}
+	if c.Postgres.PrimaryDSN != "" {
+		out.SlotDSN = c.Postgres.DSN
+	}
+	return out
 }
 
 // Metrics are the collectors a Pruner updates; any may be nil.
@@ -135,6 +145,7 @@ type Pruner struct {
 	m       Metrics
 
 	conn     *pgx.Conn
+	slots    *pgx.Conn       // the standby's, with SlotDSN
 	fences   []txfence.Fence // taken, not yet confirmed or the newest confirmed, oldest first
 	seq      int             // of the last fence taken
 	detached map[uint32]int  // detached partition → the first fence seq taken after it was seen detached
@@ -169,6 +180,27 @@ func (p *Pruner) Close(ctx context.Context) {
 		_ = p.conn.Close(ctx)
 		p.conn = nil
 	}
+	if p.slots != nil {
+		_ = p.slots.Close(ctx)
+		p.slots = nil
+	}
+}
+
+// slotConn is the connection the slot is read on: conn, or with SlotDSN
+// the Pruner's connection to the standby.
+func (p *Pruner) slotConn(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error) {
+	if p.cfg.SlotDSN == "" {
+		return conn, nil
+	}
+	if p.slots != nil && !p.slots.IsClosed() {
+		return p.slots, nil
+	}
+	c, err := admin.Connect(ctx, p.cfg.SlotDSN)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the standby holding the slot: %w", err)
+	}
+	p.slots = c
+	return c, nil
 }
 
 // connect opens the connection when there is none, with
@@ -541,7 +573,11 @@ func (p *Pruner) fenceAndWait(ctx context.Context, conn *pgx.Conn, deadline time
 	}
 	p.seq++
 	f.Seq = p.seq
-	slot, err := txfence.Wait(ctx, conn, p.cfg.Slot, f, deadline)
+	sc, err := p.slotConn(ctx, conn)
+	if err != nil {
+		return f, txfence.SlotState{}, err
+	}
+	slot, err := txfence.Wait(ctx, sc, p.cfg.Slot, f, deadline)
 	if err != nil {
 		return f, slot, err
 	}
@@ -562,7 +598,11 @@ func (p *Pruner) fenceAndWait(ctx context.Context, conn *pgx.Conn, deadline time
 // found since the last walrelay slot adopt. Anything else refuses, with
 // the reason in walrelay_retention_blocked.
 func (p *Pruner) readSlot(ctx context.Context, conn *pgx.Conn) (txfence.SlotState, error) {
-	slot, err := txfence.ReadSlot(ctx, conn, p.cfg.Slot)
+	sc, err := p.slotConn(ctx, conn)
+	if err != nil {
+		return txfence.SlotState{}, err
+	}
+	slot, err := txfence.ReadSlot(ctx, sc, p.cfg.Slot)
 	switch {
 	case errors.Is(err, txfence.ErrSlotMissing):
 		p.blocked(slotrecord.ReasonSlotMissing)
@@ -573,7 +613,11 @@ func (p *Pruner) readSlot(ctx context.Context, conn *pgx.Conn) (txfence.SlotStat
 	case err != nil:
 		return slot, err
 	}
-	st, err := slotrecord.Read(ctx, conn, slotrecord.Table{Schema: p.cfg.Schema}, p.cfg.Slot)
+	records := slotrecord.Table{Schema: p.cfg.Schema}
+	if sc != conn {
+		records.Slots = sc
+	}
+	st, err := slotrecord.Read(ctx, conn, records, p.cfg.Slot)
 	if err != nil {
 		return slot, err
 	}

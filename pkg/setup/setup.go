@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/partition"
 	"github.com/walrelay/walrelay/pkg/slotrecord"
 	sqlfiles "github.com/walrelay/walrelay/sql"
@@ -69,6 +70,24 @@ type Names struct {
 	// snapshot; a slot created here would mean no snapshot). An existing
 	// slot is still checked.
 	LeaveSlot bool
+	// Standby, when set, creates the slot on a hot standby of conn's
+	// server (decoding from a standby, Postgres 16+, postgres.primary_dsn):
+	// everything else, the slot's record included, on conn (the primary).
+	Standby *Standby
+}
+
+// Standby is the hot standby that holds the slot.
+type Standby struct {
+	// Conn is a connection to the standby.
+	Conn *pgx.Conn
+	// Nudge, when set, runs on its own goroutine while the slot is
+	// created, until its ctx is done: it asks the primary for
+	// running-transactions records (pg_log_standby_snapshot), without
+	// which the creation waits for the primary's next one.
+	Nudge func(ctx context.Context)
+	// ReplayTimeout bounds the wait for the standby to replay the
+	// publication; 0 means 1 minute.
+	ReplayTimeout time.Duration
 }
 
 // Partitions is the partition scheme of outbox.* options.
@@ -160,10 +179,27 @@ func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 	}
 	steps = append(steps, Step{Object: "records", Name: records.String(), Created: created})
 
+	// On a standby (n.Standby), the slot is created once the standby has
+	// replayed what was created above: the slot decodes with the
+	// standby's catalog, which must hold the publication.
+	slotConn := conn
+	if n.Standby != nil {
+		timeout := n.Standby.ReplayTimeout
+		if timeout <= 0 {
+			timeout = time.Minute
+		}
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		err := admin.WaitReplayed(wctx, conn, n.Standby.Conn)
+		cancel()
+		if err != nil {
+			return steps, err
+		}
+		slotConn = n.Standby.Conn
+	}
 	// Slots are cluster-wide: one of this name may belong to another
 	// database or plugin, and must not be reported as ours.
 	var plugin, database, current string
-	err = conn.QueryRow(ctx, `SELECT coalesce(s.plugin, ''), coalesce(s.database, ''), current_database()
+	err = slotConn.QueryRow(ctx, `SELECT coalesce(s.plugin, ''), coalesce(s.database, ''), current_database()
 		FROM (SELECT 1) one LEFT JOIN pg_replication_slots s ON s.slot_name = $1`, n.Slot).Scan(&plugin, &database, &current)
 	if err != nil {
 		return steps, fmt.Errorf("looking up slot %q: %w", n.Slot, err)
@@ -192,8 +228,8 @@ func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 		return steps, nil
 	}
 	if !exists {
-		var lsn string
-		if err := conn.QueryRow(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, n.Slot).Scan(&lsn); err != nil {
+		lsn, err := createSlot(ctx, slotConn, n)
+		if err != nil {
 			return steps, fmt.Errorf("creating replication slot %q: %w", n.Slot, err)
 		}
 		at, err := pglogrepl.ParseLSN(lsn)
@@ -206,6 +242,26 @@ func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 	}
 	steps = append(steps, Step{Object: "slot", Name: n.Slot, Created: !exists})
 	return steps, nil
+}
+
+// createSlot creates the slot on conn, with n.Standby's Nudge running
+// meanwhile, and returns its position.
+func createSlot(ctx context.Context, conn *pgx.Conn, n Names) (string, error) {
+	if n.Standby != nil && n.Standby.Nudge != nil {
+		nctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			n.Standby.Nudge(nctx)
+		}()
+		defer func() {
+			stop()
+			<-done
+		}()
+	}
+	var lsn string
+	err := conn.QueryRow(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, n.Slot).Scan(&lsn)
+	return lsn, err
 }
 
 // outboxDDL is the statement that creates the outbox table: sql/001's, or

@@ -182,7 +182,7 @@ var walStatuses = [...]string{"reserved", "extended", "unreserved", "lost"}
 func (sm *Monitor) Register(m *metrics.Metrics) {
 	slot := prometheus.Labels{"slot": sm.slot}
 	for _, pos := range []string{"confirmed_flush", "restart"} {
-		m.GaugeFunc("slot_lag_bytes", "Bytes of WAL from the slot's position to pg_current_wal_lsn() (polled).",
+		m.GaugeFunc("slot_lag_bytes", "Bytes of WAL from the slot's position to pg_current_wal_lsn(), or on a standby pg_last_wal_replay_lsn() (polled).",
 			prometheus.Labels{"slot": sm.slot, "position": pos}, func() float64 {
 				st := sm.Current()
 				if pos == "restart" {

@@ -49,7 +49,29 @@ const TableName = "walrelay_slot_positions"
 
 // Table is where the records are: TableName in the outbox's schema
 // (postgres.table's).
-type Table struct{ Schema string }
+type Table struct {
+	Schema string
+	// Slots, when set, is where the slots are read instead of the
+	// record's connection: a hot standby of the record's server that
+	// holds the slot (decoding from a standby, postgres.primary_dsn). The
+	// record stays on the primary, the only server that can write it;
+	// its positions are in the primary's WAL, the history the standby
+	// replays, so they compare with the standby's slot as they are. Read
+	// refuses a Slots server with another system identifier.
+	Slots SlotReader
+}
+
+// SlotReader runs the one-row query that reads a slot, on the server that
+// holds it.
+type SlotReader interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// ErrNotStandby is returned by Read when Table.Slots is a server of
+// another cluster than the record's (a different system identifier): not
+// a standby of the primary, so the record's positions say nothing about
+// its slot.
+var ErrNotStandby = errors.New("the server holding the slot is not a standby of the server holding its record")
 
 func (t Table) String() string { return t.Schema + "." + TableName }
 
@@ -201,6 +223,19 @@ func Read(ctx context.Context, q Querier, t Table, slot string) (State, error) {
 	}
 	if err != nil {
 		return s, fmt.Errorf("reading replication slot %q and its record in %s: %w", slot, t, err)
+	}
+	if t.Slots != nil {
+		var system string
+		err = t.Slots.QueryRow(ctx, `SELECT (SELECT system_identifier::text FROM pg_control_system()),
+				s.slot_name IS NOT NULL, coalesce(s.wal_status = 'lost', false), s.confirmed_flush_lsn::text
+			FROM (SELECT 1) one LEFT JOIN pg_replication_slots s ON s.slot_name = $1`, slot).
+			Scan(&system, &s.SlotExists, &s.SlotLost, &confirmed)
+		if err != nil {
+			return s, fmt.Errorf("reading replication slot %q on the standby: %w", slot, err)
+		}
+		if system != s.System {
+			return s, fmt.Errorf("%w: slot %q is on a server of system %s, its record in %s on system %s: point postgres.dsn at a standby of postgres.primary_dsn", ErrNotStandby, slot, system, t, s.System)
+		}
 	}
 	if confirmed != nil {
 		if s.SlotConfirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {

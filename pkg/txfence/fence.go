@@ -45,9 +45,15 @@ type Identity struct {
 func (f Fence) Identity() Identity { return Identity{f.System, f.Timeline} }
 
 // identitySQL reads the system identifier and the timeline WAL is inserted
-// on (the first 8 hex digits of the current WAL file's name).
+// on (the first 8 hex digits of the current WAL file's name). On a hot
+// standby (decoding from a standby: ReadSlot there), which inserts no WAL,
+// it reads the timeline of its last restartpoint: the primary's timeline
+// while it follows that primary; a standby behind a timeline switch reads
+// another identity, which only refuses (a fence of another history is
+// never covered).
 const identitySQL = `(SELECT system_identifier::text FROM pg_control_system()),
-	('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint`
+	CASE WHEN pg_is_in_recovery() THEN (SELECT timeline_id FROM pg_control_checkpoint())::bigint
+		ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint END`
 
 // TakeFence takes a fence on conn: in one statement, the statement's
 // snapshot (taken before anything in it runs) and then the WAL insert
