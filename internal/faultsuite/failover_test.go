@@ -116,10 +116,10 @@ type failoverResult struct {
 // runFailover runs one failover and checks what holds in every run: the
 // relay followed the promotion on its own, nothing of the new primary is
 // lost, per-key order holds, the failover discarded some committed
-// transactions (else the run proves nothing about inventing), the relay
-// neither marked its slot record jumped nor logged it. What depends on
+// transactions (else the run proves nothing about inventing). What depends on
 // synchronized_standby_slots and the delivery mode (invented, duplicates)
-// the caller checks.
+// the caller checks. With synchronized_standby_slots the relay must not
+// take its own failover slot for one moved by someone else.
 func runFailover(t *testing.T, o failoverOpts) failoverResult {
 	t.Helper()
 	primary := testenv.PrivateCluster(t, localpg.Options{BinDir: o.bin.dir})
@@ -246,7 +246,10 @@ func runFailover(t *testing.T, o failoverOpts) failoverResult {
 	if res.rep.RolledBack != 0 {
 		t.Errorf("%d records of rolled-back events", res.rep.RolledBack)
 	}
-	if jumped != "" || logged {
+	// Without synchronized_standby_slots walrelay cannot know which
+	// standby must have its record before the slot moves: the synced copy
+	// may be past the record the standby has (not asserted).
+	if o.synchronized && (jumped != "" || logged) {
 		t.Errorf("the relay took its failover slot for one moved by someone else: record's jump %q, logged %t", jumped, logged)
 	}
 	return res

@@ -316,20 +316,61 @@ func (c *recorder) raise(ctx context.Context, force bool) error {
 	} else {
 		c.jumped.Set(0) // adopted since (walrelay slot adopt)
 	}
-	c.recorded.Store(uint64(rec.Confirmed))
 	var end string
 	endErr := c.conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&end)
+	if endErr != nil {
+		_ = c.conn.Close(context.WithoutCancel(ctx))
+		c.conn = nil
+		return fmt.Errorf("reading the WAL insert position after recording: %w", endErr)
+	}
+	ownEnd, _ := pglogrepl.ParseLSN(end)
+	if err := c.standbysReceived(ctx, ownEnd); err != nil {
+		return err
+	}
+	c.recorded.Store(uint64(rec.Confirmed))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lastIdle = idle && ownStart <= to
 	c.tailFrom, c.tailOK = rec.Confirmed, ownStart <= rec.Confirmed
-	if endErr == nil {
-		c.ownEnd, _ = pglogrepl.ParseLSN(end)
-	} else {
-		c.tailOK = false
-	}
+	c.ownEnd = ownEnd
 	c.lastErr = ""
 	return nil
+}
+
+// standbySlotsSQL lists the physical slots named in
+// synchronized_standby_slots (Postgres 17+; none before, or when unset)
+// whose standby has not flushed the WAL up to $1 (restart_lsn; a missing
+// or invalidated slot counts as not flushed, as Postgres counts it).
+const standbySlotsSQL = `SELECT coalesce(array_agg(n ORDER BY n) FILTER (WHERE s.restart_lsn IS NULL OR s.restart_lsn < $1::pg_lsn), '{}')
+	FROM unnest(string_to_array(replace(replace(coalesce(current_setting('synchronized_standby_slots', true), ''), ' ', ''), '"', ''), ',')) n
+	LEFT JOIN pg_replication_slots s ON s.slot_name = n AND s.slot_type = 'physical'`
+
+// standbysReceived waits until the standbys named in
+// synchronized_standby_slots have flushed the WAL up to lsn, the end of
+// the record just written. Their synced copies of a failover slot (Postgres
+// 17+) move only to positions a standby flushed, and the slot moves only
+// to what is recorded: without this wait a synced copy could be past the
+// record the standby has, and after a promotion the record would say the
+// slot was moved by someone else (a false jump that stops retention).
+// Postgres holds logical decoding back for the same standbys, so the wait
+// is short unless a standby is down, and then the stream waits anyway.
+func (c *recorder) standbysReceived(ctx context.Context, lsn pglogrepl.LSN) error {
+	for {
+		var pending []string
+		if err := c.conn.QueryRow(ctx, standbySlotsSQL, lsn.String()).Scan(&pending); err != nil {
+			_ = c.conn.Close(context.WithoutCancel(ctx))
+			c.conn = nil
+			return fmt.Errorf("reading the standbys of synchronized_standby_slots: %w", err)
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the standbys of synchronized_standby_slots %v to flush walrelay's record at %s before confirming it: %w", pending, lsn, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // ownTail is slotmon's OwnWAL: the WAL in (from, to] is only this
