@@ -110,7 +110,10 @@ type failoverResult struct {
 	syncedBehind uint64
 	recovery     time.Duration // promotion → new primary's WAL confirmed
 	jumped       string        // the slot record's jump, if it was marked
-	txns         int           // writers' committed transactions
+	// resumed: what the relay said of the checkpoint after the promotion
+	// (exactly-once delivery).
+	resumed string
+	txns    int // writers' committed transactions
 }
 
 // runFailover runs one failover and checks what holds in every run: the
@@ -198,6 +201,7 @@ func runFailover(t *testing.T, o failoverOpts) failoverResult {
 	jumped := testenv.QueryValue[string](t, standby.DSN(""), `SELECT coalesce((SELECT coalesce(jump, '') FROM `+slotrecord.TableName+` WHERE slot_name = $1), 'no record')`, slot)
 	stopClean(t, p)
 	logged := p.logHas("moved past walrelay's record")
+	resumed := checkpointLines(p)
 
 	// The old primary, restarted alone (crash recovery) once walrelay and
 	// the writers are gone, says which committed events the failover
@@ -216,7 +220,7 @@ func runFailover(t *testing.T, o failoverOpts) failoverResult {
 		}
 	}
 
-	res := failoverResult{read: read, discarded: len(discarded), deliveredAtKill: atKill, recovery: recovery, jumped: jumped, txns: committed}
+	res := failoverResult{read: read, discarded: len(discarded), deliveredAtKill: atKill, recovery: recovery, jumped: jumped, txns: committed, resumed: resumed}
 	res.rep = verify.Check(ledger, rolledBack, read.records)
 	if received > syncedAt {
 		res.syncedBehind = uint64(received - syncedAt)
@@ -227,8 +231,11 @@ func runFailover(t *testing.T, o failoverOpts) failoverResult {
 		}
 	}
 	res.dupsBeforeKill = dupCopiesBeforeKill(read.records, endsAtKill)
-	t.Logf("Postgres %d, %s, synchronized_standby_slots %t: %s; %d committed events discarded by the failover, %d of them on Kafka; %d records on Kafka at the kill; synced slot %s behind the standby's received WAL (%s) at the kill; %d duplicates of events on Kafka before the kill; relay back %s after the promotion",
-		o.bin.major, o.d.reader(), o.synchronized, res.rep, res.discarded, res.invented, atKill, fmtBytes(res.syncedBehind), received, res.dupsBeforeKill, recovery.Round(time.Millisecond))
+	if o.d == exactlyOnce {
+		t.Logf("the relay on the checkpoint after the promotion: %s", resumed)
+	}
+	t.Logf("Postgres %d, %s, synchronized_standby_slots %t: %s; %d committed events discarded by the failover, %d of them on Kafka; %d records on Kafka at the kill; synced slot %d bytes behind the standby's received WAL (%s) at the kill; %d duplicates of events on Kafka before the kill; relay back %s after the promotion",
+		o.bin.major, o.d.reader(), o.synchronized, res.rep, res.discarded, res.invented, atKill, res.syncedBehind, received, res.dupsBeforeKill, recovery.Round(time.Millisecond))
 
 	if committed == 0 || len(rolledBack) == 0 {
 		t.Errorf("writers committed %d transactions and rolled back %d rows: the run proves little", committed, len(rolledBack))
@@ -348,8 +355,6 @@ func dupCopiesBeforeKill(records []verify.Record, ends kadm.ListedOffsets) int {
 	return n
 }
 
-func fmtBytes(n uint64) string { return fmt.Sprintf("%d bytes", n) }
-
 // checkFailover checks what depends on synchronized_standby_slots and the
 // delivery mode: with it, no record of a discarded event (invented 0);
 // exactly once, no duplicate; at least once, duplicates only of events on
@@ -388,8 +393,12 @@ func failoverNotes(o failoverOpts, res failoverResult) string {
 	if !o.synchronized {
 		sync = "without synchronized_standby_slots"
 	}
-	return fmt.Sprintf("Postgres %d primary + hot standby (sync_replication_slots, FAILOVER slot), %s; the primary's walsender to the standby frozen 1.5s, primary SIGKILLed, standby promoted; walrelay on a multi-host DSN (target_session_attrs=primary); %d events committed on the old primary discarded by the failover, %d of them delivered (invented); %d duplicates, all of events on Kafka before the kill; recovery = promotion → new primary's WAL confirmed",
-		o.bin.major, sync, res.discarded, res.invented, res.rep.Duplicates)
+	notes := fmt.Sprintf("Postgres %d primary + hot standby (sync_replication_slots, FAILOVER slot), %s; the primary's walsender to the standby frozen 1.5s, primary SIGKILLed, standby promoted; walrelay on a multi-host DSN (target_session_attrs=primary); %d events committed on the old primary discarded by the failover, %d of them delivered (invented); %d duplicates, all of events on Kafka before the kill (the synced slot was %d bytes of WAL behind the standby at the kill)",
+		o.bin.major, sync, res.discarded, res.invented, res.rep.Duplicates, res.syncedBehind)
+	if o.d == exactlyOnce {
+		notes += "; after the promotion the relay: " + res.resumed
+	}
+	return notes + "; recovery = promotion → new primary's WAL confirmed"
 }
 
 // TestFailover runs the failover on every major of 17 and 18 found, in
@@ -429,4 +438,31 @@ func TestFailover(t *testing.T) {
 				res.rep.Committed, res.rep.Delivered, res.rep.Lost, res.rep.Duplicates, res.invented, res.discarded)
 		})
 	}
+}
+
+// checkpointLines returns what the relay logged of the checkpoint after
+// its first session (exactly-once delivery: proven, not used, ...), the
+// messages joined in order.
+func checkpointLines(p *relayProc) string {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	var msgs []string
+	first := true
+	for line := range strings.Lines(string(b)) {
+		_, msg, ok := strings.Cut(line, `"msg":"`)
+		if !ok {
+			continue
+		}
+		msg, _, _ = strings.Cut(msg, `"`)
+		switch {
+		case !strings.Contains(msg, "checkpoint"), strings.HasPrefix(msg, "exactly-once delivery"), strings.HasPrefix(msg, "created the checkpoint topic"):
+		case first && strings.HasPrefix(msg, "no checkpoint yet"):
+			first = false
+		default:
+			msgs = append(msgs, msg)
+		}
+	}
+	return strings.Join(msgs, " / ")
 }
