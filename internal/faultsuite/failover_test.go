@@ -88,6 +88,10 @@ type failoverOpts struct {
 	// walrelay requires of an HA pair); without it walrelay may receive,
 	// and publish, transactions the standby never got.
 	synchronized bool
+	// restart: walrelay is SIGKILLed with the primary and a new process
+	// started after the promotion (what an orchestrator does when both
+	// ran on the failed node), instead of one process following it.
+	restart bool
 }
 
 // failoverResult is what a run measured.
@@ -173,6 +177,10 @@ func runFailover(t *testing.T, o failoverOpts) failoverResult {
 	if err := primary.Kill(); err != nil {
 		t.Fatalf("killing the primary: %v", err)
 	}
+	procs := []*relayProc{p}
+	if o.restart {
+		p.kill()
+	}
 	atKill, err := endOffsetSum(t.Context(), f.adm)
 	if err != nil {
 		t.Fatalf("reading the end offsets at the kill: %v", err)
@@ -186,6 +194,10 @@ func runFailover(t *testing.T, o failoverOpts) failoverResult {
 		t.Fatalf("promoting the standby: %v", err)
 	}
 	promoted := time.Now()
+	if o.restart {
+		p = startRelay(t, "relay2", f.env)
+		procs = append(procs, p)
+	}
 	// walrelay and the writers find the new primary through the DSN.
 	target := testenv.ParseLSN(t, testenv.QueryValue[string](t, standby.DSN(""), `SELECT pg_current_wal_lsn()::text`))
 	recovery := waitConfirmed(t, dsn, target, promoted, time.Minute)
@@ -200,7 +212,7 @@ func runFailover(t *testing.T, o failoverOpts) failoverResult {
 	ledger := readLedger(t, standby.DSN(""))
 	jumped := testenv.QueryValue[string](t, standby.DSN(""), `SELECT coalesce((SELECT coalesce(jump, '') FROM `+slotrecord.TableName+` WHERE slot_name = $1), 'no record')`, slot)
 	stopClean(t, p)
-	logged := p.logHas("moved past walrelay's record")
+	logged := slices.ContainsFunc(procs, func(p *relayProc) bool { return p.logHas("moved past walrelay's record") })
 	resumed := checkpointLines(p)
 
 	// The old primary, restarted alone (crash recovery) once walrelay and
@@ -402,41 +414,60 @@ func failoverNotes(o failoverOpts, res failoverResult) string {
 }
 
 // TestFailover runs the failover on every major of 17 and 18 found, in
-// both delivery modes, with synchronized_standby_slots; and on the oldest
-// without it, where walrelay receives transactions the standby never got:
-// it publishes events that no longer exist after the failover (invented),
-// which the run requires to happen (the reason walrelay check asks for the
-// setting), and still loses nothing.
+// both delivery modes, with synchronized_standby_slots.
 func TestFailover(t *testing.T) {
+	runFailovers(t, func(bins []pgBin, d delivery) []failoverOpts {
+		var runs []failoverOpts
+		for _, b := range bins {
+			runs = append(runs, failoverOpts{bin: b, d: d, synchronized: true})
+		}
+		return runs
+	})
+}
+
+// TestFailoverRelayRestarted: walrelay is killed with the primary and a
+// new process starts after the promotion, on the oldest major found: it
+// starts from the synced slot and, exactly once, from the checkpoint the
+// killed one committed on the old timeline.
+func TestFailoverRelayRestarted(t *testing.T) {
+	runFailovers(t, func(bins []pgBin, d delivery) []failoverOpts {
+		return []failoverOpts{{bin: bins[0], d: d, synchronized: true, restart: true}}
+	})
+}
+
+// TestFailoverWithoutSynchronizedStandbySlots runs the failover on the
+// oldest major found without synchronized_standby_slots, where walrelay
+// receives transactions the standby never got: it publishes events that
+// no longer exist after the failover (invented), which the run requires
+// to happen (the reason walrelay check asks for the setting), and still
+// loses nothing.
+func TestFailoverWithoutSynchronizedStandbySlots(t *testing.T) {
+	runFailovers(t, func(bins []pgBin, d delivery) []failoverOpts {
+		return []failoverOpts{{bin: bins[0], d: d}}
+	})
+}
+
+// runFailovers runs, in parallel, the failovers runs returns for the
+// majors found and each delivery mode, with their checks.
+func runFailovers(t *testing.T, runs func(bins []pgBin, d delivery) []failoverOpts) {
 	bins, looked := failoverBins()
 	if len(bins) == 0 {
 		t.Skipf("failover slots need Postgres 17 or newer: no server binaries at %s (make pg-majors installs them)", looked)
 	}
 	buildRelay(t)
-	var runs []failoverOpts
-	for _, b := range bins {
-		for _, d := range deliveries {
-			runs = append(runs, failoverOpts{bin: b, d: d, synchronized: true})
-		}
-	}
 	for _, d := range deliveries {
-		runs = append(runs, failoverOpts{bin: bins[0], d: d})
-	}
-	for _, o := range runs {
-		name := fmt.Sprintf("pg%d/synchronized/%s", o.bin.major, o.d)
-		if !o.synchronized {
-			name = fmt.Sprintf("pg%d/unsynchronized/%s", o.bin.major, o.d)
+		for _, o := range runs(bins, d) {
+			t.Run(fmt.Sprintf("pg%d/%s", o.bin.major, o.d), func(t *testing.T) {
+				t.Parallel()
+				res := runFailover(t, o)
+				checkFailover(t, o, res)
+				if !o.synchronized && res.invented == 0 {
+					t.Errorf("without synchronized_standby_slots no discarded event reached Kafka (%d discarded): the run did not show what the setting prevents", res.discarded)
+				}
+				t.Logf("figures: %d events committed on the new primary, %d delivered, %d lost, %d duplicates, %d invented (of %d discarded by the failover)",
+					res.rep.Committed, res.rep.Delivered, res.rep.Lost, res.rep.Duplicates, res.invented, res.discarded)
+			})
 		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			res := runFailover(t, o)
-			checkFailover(t, o, res)
-			if !o.synchronized && res.invented == 0 {
-				t.Errorf("without synchronized_standby_slots no discarded event reached Kafka (%d discarded): the run did not show what the setting prevents", res.discarded)
-			}
-			t.Logf("figures: %d events committed on the new primary, %d delivered, %d lost, %d duplicates, %d invented (of %d discarded by the failover)",
-				res.rep.Committed, res.rep.Delivered, res.rep.Lost, res.rep.Duplicates, res.invented, res.discarded)
-		})
 	}
 }
 
