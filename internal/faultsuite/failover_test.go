@@ -504,3 +504,31 @@ func checkpointLines(p *relayProc) string {
 	}
 	return strings.Join(msgs, " / ")
 }
+
+// TestSynchronizedStandbySlotsHoldOnlyFailoverSlots: Postgres holds back
+// only the decoding of FAILOVER slots for the standbys named in
+// synchronized_standby_slots, and walrelay's slot record waits for them
+// only then. Here the setting names a standby that never connected (its
+// physical slot reserves no WAL) and walrelay's slot is an ordinary one:
+// the relay must confirm the WAL end as always.
+func TestSynchronizedStandbySlotsHoldOnlyFailoverSlots(t *testing.T) {
+	bins, looked := failoverBins(t)
+	if len(bins) == 0 {
+		t.Skipf("synchronized_standby_slots needs Postgres 17 or newer: no server binaries at %s (make pg-majors installs them)", looked)
+	}
+	buildRelay(t)
+	c := testenv.PrivateCluster(t, localpg.Options{BinDir: bins[0].dir})
+	testenv.Exec(t, c.DSN(""), `SELECT pg_create_physical_replication_slot('absent_standby')`)
+	testenv.Exec(t, c.DSN(""), `ALTER SYSTEM SET synchronized_standby_slots = 'absent_standby'`)
+	testenv.Exec(t, c.DSN(""), `SELECT pg_reload_conf()`)
+	f := newFixtureOn(t, c.DSN("postgres"), atLeastOnce)
+	if testenv.QueryValue[bool](t, f.dsn, `SELECT failover FROM pg_replication_slots WHERE slot_name = $1`, slotFor(f.dsn)) {
+		t.Fatal("walrelay setup created a failover slot; this test needs an ordinary one")
+	}
+	w := startWorkload(t, f.dsn, defaultLoad)
+	p := startRelay(t, "relay", f.env)
+	waitPublished(t, f.adm, 300, time.Minute)
+	rep, _ := f.verify(t, w) // waits until the slot is confirmed to the WAL end
+	stopClean(t, p)
+	t.Logf("Postgres %d, synchronized_standby_slots naming an absent standby, ordinary slot: %s", bins[0].major, rep)
+}

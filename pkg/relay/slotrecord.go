@@ -337,15 +337,19 @@ func (c *recorder) raise(ctx context.Context, force bool) error {
 	return nil
 }
 
-// standbySlotsSQL lists the physical slots named in
-// synchronized_standby_slots (Postgres 17+; none before, or when unset)
-// whose standby has not flushed the WAL up to $1 (restart_lsn; a missing
-// or invalidated slot counts as not flushed, as Postgres counts it).
+// standbySlotsSQL lists, when slot $2 is a FAILOVER slot (Postgres 17+;
+// the column is read through to_jsonb, absent before 17), the physical
+// slots named in synchronized_standby_slots (none when unset) whose
+// standby has not flushed the WAL up to $1 (restart_lsn; a missing or
+// invalidated slot counts as not flushed, as Postgres counts it). Postgres
+// holds back only the decoding of failover slots for those standbys, and
+// only their synced copies matter.
 const standbySlotsSQL = `SELECT coalesce(array_agg(n ORDER BY n) FILTER (WHERE s.restart_lsn IS NULL OR s.restart_lsn < $1::pg_lsn), '{}')
 	FROM unnest(string_to_array(replace(replace(coalesce(current_setting('synchronized_standby_slots', true), ''), ' ', ''), '"', ''), ',')) n
-	LEFT JOIN pg_replication_slots s ON s.slot_name = n AND s.slot_type = 'physical'`
+	LEFT JOIN pg_replication_slots s ON s.slot_name = n AND s.slot_type = 'physical'
+	WHERE EXISTS (SELECT 1 FROM pg_replication_slots l WHERE l.slot_name = $2 AND coalesce((to_jsonb(l) ->> 'failover')::bool, false))`
 
-// standbysReceived waits until the standbys named in
+// standbysReceived waits, for a FAILOVER slot, until the standbys named in
 // synchronized_standby_slots have flushed the WAL up to lsn, the end of
 // the record just written. Their synced copies of a failover slot (Postgres
 // 17+) move only to positions a standby flushed, and the slot moves only
@@ -357,7 +361,7 @@ const standbySlotsSQL = `SELECT coalesce(array_agg(n ORDER BY n) FILTER (WHERE s
 func (c *recorder) standbysReceived(ctx context.Context, lsn pglogrepl.LSN) error {
 	for {
 		var pending []string
-		if err := c.conn.QueryRow(ctx, standbySlotsSQL, lsn.String()).Scan(&pending); err != nil {
+		if err := c.conn.QueryRow(ctx, standbySlotsSQL, lsn.String(), c.slot).Scan(&pending); err != nil {
 			_ = c.conn.Close(context.WithoutCancel(ctx))
 			c.conn = nil
 			return fmt.Errorf("reading the standbys of synchronized_standby_slots: %w", err)
