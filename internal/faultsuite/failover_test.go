@@ -54,7 +54,10 @@ type pgBin struct {
 
 // failoverBins returns the Postgres 17 and 18 bin directories found (see
 // envPG17Bin), and for the skip message where it looked. It fails the
-// test when a variable names a directory without a server.
+// test when a variable names a directory without a server, or when
+// $WALRELAY_TEST_REQUIRE_MAJORS=1 (make test on main sets it) and a major
+// is missing. (Main's testenv.MajorBinDir does the same for one major; this
+// branch predates it.)
 func failoverBins(t *testing.T) ([]pgBin, string) {
 	t.Helper()
 	cache := os.Getenv("WALRELAY_PG_CACHE")
@@ -83,6 +86,9 @@ func failoverBins(t *testing.T) ([]pgBin, string) {
 			}
 			found = append(found, pgBin{m.major, dir})
 		}
+	}
+	if len(found) < 2 && os.Getenv("WALRELAY_TEST_REQUIRE_MAJORS") == "1" {
+		t.Fatalf("WALRELAY_TEST_REQUIRE_MAJORS=1: the failover tests need Postgres 17 and 18 server binaries, found %d of them at %s (make pg-majors installs them)", len(found), strings.Join(looked, ", "))
 	}
 	return found, strings.Join(looked, ", ")
 }
