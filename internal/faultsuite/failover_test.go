@@ -538,3 +538,36 @@ func TestSynchronizedStandbySlotsHoldOnlyFailoverSlots(t *testing.T) {
 	stopClean(t, p)
 	t.Logf("Postgres %d, synchronized_standby_slots naming an absent standby, ordinary slot: %s", bins[0].major, rep)
 }
+
+// TestSlotRecordCheckedAtEverySession: a session checks the slot against
+// walrelay's record on the server it streams from, also when the record's
+// connection is to a server that went away meanwhile (a failover, a
+// restart) and nothing in flight made the relay notice it before: an idle
+// relay, Postgres restarted under it.
+func TestSlotRecordCheckedAtEverySession(t *testing.T) {
+	buildRelay(t)
+	c := testenv.PrivateCluster(t, localpg.Options{})
+	f := newFixtureOn(t, c.DSN("postgres"), atLeastOnce)
+	p := startRelay(t, "relay", f.env)
+	w := startWorkload(t, f.dsn, workloadOpts{writers: 1, pause: 50 * time.Millisecond})
+	waitPublished(t, f.adm, 50, time.Minute)
+	w.stop()
+	waitCaughtUp(t, f.dsn, time.Minute)
+	time.Sleep(500 * time.Millisecond) // idle: the recorder has nothing to write
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := c.Stop(ctx, "immediate"); err != nil {
+		t.Fatalf("stopping postgres: %v", err)
+	}
+	if err := c.Restart(ctx); err != nil {
+		t.Fatalf("restarting postgres: %v", err)
+	}
+	testenv.Exec(t, f.dsn, `SELECT pg_logical_emit_message(false, 'nudge', '')`)
+	waitCaughtUp(t, f.dsn, time.Minute)
+	requireRunning(t, p, "across the restart")
+	stopClean(t, p)
+	if p.logHas("reading walrelay's record of the slot at the session's start") {
+		t.Errorf("the session after the restart did not check the slot against walrelay's record (it read it on the connection to the server before the restart): %s",
+			tailFile(p.logPath, 5))
+	}
+}

@@ -212,7 +212,8 @@ func (c *recorder) session(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
 	defer cancel()
 	err := func() error {
-		if c.conn == nil || c.conn.IsClosed() {
+		reused := c.conn != nil && !c.conn.IsClosed()
+		if !reused {
 			conn, err := pgx.Connect(ctx, c.dsn)
 			if err != nil {
 				return fmt.Errorf("connecting to read the slot's record: %w", err)
@@ -220,6 +221,17 @@ func (c *recorder) session(ctx context.Context) {
 			c.conn = conn
 		}
 		s, why, err := slotrecord.MarkJumped(ctx, c.conn, c.table, c.slot)
+		if err != nil && reused && ctx.Err() == nil {
+			// The connection may be to the server before a failover or a
+			// restart (a new session follows one): once more on a new one,
+			// which the DSN takes to the server this session streams from.
+			_ = c.conn.Close(context.WithoutCancel(ctx))
+			if c.conn, err = pgx.Connect(ctx, c.dsn); err != nil {
+				c.conn = nil
+				return fmt.Errorf("connecting to read the slot's record: %w", err)
+			}
+			s, why, err = slotrecord.MarkJumped(ctx, c.conn, c.table, c.slot)
+		}
 		if err != nil {
 			_ = c.conn.Close(context.WithoutCancel(ctx))
 			c.conn = nil
