@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -75,10 +76,8 @@ func connectError(cfg *pgconn.Config, err error) error {
 }
 
 func explainConnect(cfg *pgconn.Config, err error) error {
-	where := cfg.Host
-	if cfg.Port != 0 && (len(where) == 0 || where[0] != '/') {
-		where = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
-	}
+	hosts := addresses(cfg)
+	where := strings.Join(hosts, ", ")
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
@@ -97,6 +96,12 @@ func explainConnect(cfg *pgconn.Config, err error) error {
 		return fmt.Errorf("%w at %s as %q: %s", ErrConnect, where, cfg.User, pgErr.Message)
 	}
 	var opErr *net.OpError
+	if len(hosts) > 1 && !everyAttempt(err, unreachable) {
+		// Several hosts (a multi-host DSN, target_session_attrs): one
+		// answered and was refused (a standby while a primary is wanted,
+		// during a failover): every attempt says why, not only the first.
+		return fmt.Errorf("%w: no usable server at %s as %q: %s", ErrConnect, where, cfg.User, cli.OneLine(redactConnString(err.Error())))
+	}
 	if errors.As(err, &opErr) {
 		return fmt.Errorf("%w: cannot reach postgres at %s (%s): check that the server is running and the host and port in postgres.dsn", ErrConnect, where, opErrText(opErr))
 	}
@@ -104,6 +109,50 @@ func explainConnect(cfg *pgconn.Config, err error) error {
 		return fmt.Errorf("%w: no answer from postgres at %s within the connect timeout: check the host and port in postgres.dsn and the network", ErrConnect, where)
 	}
 	return fmt.Errorf("%w at %s as %q: %s", ErrConnect, where, cfg.User, cli.OneLine(redactConnString(err.Error())))
+}
+
+// addresses are the distinct hosts (host:port, or a socket directory)
+// the config tries: its own and its fallbacks' (a multi-host DSN; the
+// fallbacks also repeat a host for sslmode=prefer).
+func addresses(cfg *pgconn.Config) []string {
+	addr := func(host string, port uint16) string {
+		if port != 0 && (len(host) == 0 || host[0] != '/') {
+			return net.JoinHostPort(host, strconv.Itoa(int(port)))
+		}
+		return host
+	}
+	out := []string{addr(cfg.Host, cfg.Port)}
+	for _, f := range cfg.Fallbacks {
+		if a := addr(f.Host, f.Port); !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// everyAttempt reports whether ok holds for every attempt of a connect
+// error (pgconn joins one error per host tried), or for err itself.
+func everyAttempt(err error, ok func(error) bool) bool {
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) {
+		return ok(err)
+	}
+	joined, isJoined := ce.Unwrap().(interface{ Unwrap() []error })
+	if !isJoined {
+		return ok(ce.Unwrap())
+	}
+	for _, e := range joined.Unwrap() {
+		if !ok(e) {
+			return false
+		}
+	}
+	return true
+}
+
+// unreachable: the attempt got no answer (dial error, timeout).
+func unreachable(err error) bool {
+	var opErr *net.OpError
+	return errors.As(err, &opErr) || errors.Is(err, context.DeadlineExceeded) || isTimeout(err)
 }
 
 func opErrText(e *net.OpError) string {

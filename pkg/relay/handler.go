@@ -60,6 +60,10 @@ type handler struct {
 	// warnedNonTx: a non-transactional message with the outbox prefix
 	// was logged.
 	warnedNonTx bool
+	// reread: with exactly-once delivery, the WAL history changed (a
+	// promoted standby): the next session that streams reads the
+	// checkpoint again, as a first session does.
+	reread bool
 }
 
 func newHandler(r *Relay) *handler {
@@ -172,19 +176,26 @@ func (h *handler) SessionStart(ctx context.Context, s replication.Session) error
 	h.server = s
 	if t := h.r.txns; t != nil && t.fenced && why != "" {
 		t.restart(s.SlotConfirmed, s, eoscheckpoint.Last{})
+		// A promoted standby's history holds the old timeline up to the
+		// promotion: what the last checkpoint covers there is on Kafka
+		// and in this WAL, and stays skipped once proven.
+		h.reread = true
 	}
 	return nil
 }
 
 // SessionStreaming, with exactly-once delivery, starts from the checkpoint
-// at the first session that got the slot (startFromCheckpoint). Later
-// sessions keep this process's own state, which is newer than any
-// checkpoint. Only a process holding the slot fences: a standby that
+// at the first session that got the slot (startFromCheckpoint), and at the
+// first one after a change of WAL history (SessionStart). Other sessions
+// keep this process's own state, which is newer than any checkpoint. Only a process holding the slot fences: a standby that
 // found the slot free between two sessions of the active one, and lost
 // the race for it, never stops the active one.
 func (h *handler) SessionStreaming(ctx context.Context) error {
-	if t := h.r.txns; t != nil && !t.fenced {
-		return h.startFromCheckpoint(ctx, h.server)
+	if t := h.r.txns; t != nil && (!t.fenced || h.reread) {
+		if err := h.startFromCheckpoint(ctx, h.server); err != nil {
+			return err
+		}
+		h.reread = false
 	}
 	return nil
 }
@@ -203,7 +214,9 @@ func (h *handler) SessionStreaming(ctx context.Context) error {
 // keepalives and heartbeats are held back: WALEnd); once proven the
 // tracker is raised to the checkpoint, so it is confirmed too; disproved,
 // the checkpoint is forgotten and the session starts again from the slot
-// (disprove). A checkpoint of another WAL history (system id, timeline,
+// (disprove). A checkpoint of another WAL history (system id, a timeline
+// not in the server's history up to the checkpoint's LSN: a promoted
+// standby's history holds its old primary's timeline up to the promotion;
 // or beyond the server's WAL), or one that would skip something and
 // names no last transaction to prove it by, is not used: everything the
 // slot sends is published, duplicates rather than a loss. Kafka being
@@ -238,7 +251,7 @@ func (h *handler) startFromCheckpoint(ctx context.Context, s replication.Session
 	switch {
 	case !found:
 		h.log.Info("no checkpoint yet: publishing from the slot's position", "slot_confirmed_flush_lsn", at.String(), "transactional_id", string(t.key))
-	case cp.SystemID != s.SystemID, cp.Timeline != s.Timeline, cp.LSN > s.XLogPos:
+	case cp.SystemID != s.SystemID, !s.HasWAL(cp.Timeline, cp.LSN):
 		h.log.Warn("the checkpoint belongs to another WAL history; not using it: everything the slot sends is published, and events already on Kafka may be published again", attrs...)
 	default:
 		rc := resume.Checkpoint{Through: cp.LSN}

@@ -255,7 +255,8 @@ func (c *recorder) session(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
 	defer cancel()
 	err := func() error {
-		if c.conn == nil || c.conn.IsClosed() {
+		reused := c.conn != nil && !c.conn.IsClosed()
+		if !reused {
 			conn, err := pgx.Connect(ctx, c.dsn)
 			if err != nil {
 				return fmt.Errorf("connecting to read the slot's record: %w", err)
@@ -263,6 +264,17 @@ func (c *recorder) session(ctx context.Context) {
 			c.conn = conn
 		}
 		s, why, err := slotrecord.MarkJumped(ctx, c.conn, c.table, c.slot)
+		if err != nil && reused && ctx.Err() == nil {
+			// The connection may be to the server before a failover or a
+			// restart (a new session follows one): once more on a new one,
+			// which the DSN takes to the server this session streams from.
+			_ = c.conn.Close(context.WithoutCancel(ctx))
+			if c.conn, err = pgx.Connect(ctx, c.dsn); err != nil {
+				c.conn = nil
+				return fmt.Errorf("connecting to read the slot's record: %w", err)
+			}
+			s, why, err = slotrecord.MarkJumped(ctx, c.conn, c.table, c.slot)
+		}
 		if err != nil {
 			_ = c.conn.Close(context.WithoutCancel(ctx))
 			c.conn = nil
@@ -359,20 +371,65 @@ func (c *recorder) raise(ctx context.Context, force bool) error {
 	} else {
 		c.jumped.Set(0) // adopted since (walrelay slot adopt)
 	}
-	c.recorded.Store(uint64(rec.Confirmed))
 	var end string
 	endErr := c.conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&end)
+	if endErr != nil {
+		_ = c.conn.Close(context.WithoutCancel(ctx))
+		c.conn = nil
+		return fmt.Errorf("reading the WAL insert position after recording: %w", endErr)
+	}
+	ownEnd, _ := pglogrepl.ParseLSN(end)
+	if err := c.standbysReceived(ctx, ownEnd); err != nil {
+		return err
+	}
+	c.recorded.Store(uint64(rec.Confirmed))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lastIdle = idle && ownStart <= to
 	c.tailFrom, c.tailOK = rec.Confirmed, ownStart <= rec.Confirmed
-	if endErr == nil {
-		c.ownEnd, _ = pglogrepl.ParseLSN(end)
-	} else {
-		c.tailOK = false
-	}
+	c.ownEnd = ownEnd
 	c.lastErr = ""
 	return nil
+}
+
+// standbySlotsSQL lists, when slot $2 is a FAILOVER slot (Postgres 17+;
+// the column is read through to_jsonb, absent before 17), the physical
+// slots named in synchronized_standby_slots (none when unset) whose
+// standby has not flushed the WAL up to $1 (restart_lsn; a missing or
+// invalidated slot counts as not flushed, as Postgres counts it). Postgres
+// holds back only the decoding of failover slots for those standbys, and
+// only their synced copies matter.
+const standbySlotsSQL = `SELECT coalesce(array_agg(n ORDER BY n) FILTER (WHERE s.restart_lsn IS NULL OR s.restart_lsn < $1::pg_lsn), '{}')
+	FROM unnest(string_to_array(replace(replace(coalesce(current_setting('synchronized_standby_slots', true), ''), ' ', ''), '"', ''), ',')) n
+	LEFT JOIN pg_replication_slots s ON s.slot_name = n AND s.slot_type = 'physical'
+	WHERE EXISTS (SELECT 1 FROM pg_replication_slots l WHERE l.slot_name = $2 AND coalesce((to_jsonb(l) ->> 'failover')::bool, false))`
+
+// standbysReceived waits, for a FAILOVER slot, until the standbys named in
+// synchronized_standby_slots have flushed the WAL up to lsn, the end of
+// the record just written. Their synced copies of a failover slot (Postgres
+// 17+) move only to positions a standby flushed, and the slot moves only
+// to what is recorded: without this wait a synced copy could be past the
+// record the standby has, and after a promotion the record would say the
+// slot was moved by someone else (a false jump that stops retention).
+// Postgres holds logical decoding back for the same standbys, so the wait
+// is short unless a standby is down, and then the stream waits anyway.
+func (c *recorder) standbysReceived(ctx context.Context, lsn pglogrepl.LSN) error {
+	for {
+		var pending []string
+		if err := c.conn.QueryRow(ctx, standbySlotsSQL, lsn.String(), c.slot).Scan(&pending); err != nil {
+			_ = c.conn.Close(context.WithoutCancel(ctx))
+			c.conn = nil
+			return fmt.Errorf("reading the standbys of synchronized_standby_slots: %w", err)
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the standbys of synchronized_standby_slots %v to flush walrelay's record at %s before confirming it: %w", pending, lsn, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // ownTail is slotmon's OwnWAL: the WAL in (from, to] is only this

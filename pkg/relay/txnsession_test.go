@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -85,7 +86,7 @@ func TestTransactionsRestartKeepsTheOldHistoryForWhatIsQueued(t *testing.T) {
 	if !tx.produceItems(tx.take(ctx, nil, nil)) {
 		t.Fatal("produceItems stopped")
 	}
-	if tx.session != next || tx.last != next.SlotConfirmed {
+	if !reflect.DeepEqual(tx.session, next) || tx.last != next.SlotConfirmed {
 		t.Errorf("after the reset: session %v at %s, want %v at %s", tx.session, tx.last, next, next.SlotConfirmed)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -99,6 +100,13 @@ func (s *Stream) identify(ctx context.Context, conn *pgconn.PgConn) (Session, er
 		return Session{}, fmt.Errorf("identifying the server (IDENTIFY_SYSTEM): %w", err)
 	}
 	sess := Session{SystemID: id.SystemID, Timeline: id.Timeline, XLogPos: id.XLogPos}
+	if id.Timeline > 1 {
+		if sess.Forks, err = timelineForks(ctx, conn, id.Timeline); err != nil {
+			// Without it no earlier timeline counts as this server's
+			// history: duplicates, never a skip.
+			s.log.Warn("cannot read the server's timeline history; positions of earlier timelines are not taken as part of it", "timeline", id.Timeline, "err", err)
+		}
+	}
 	results, err := conn.Exec(ctx, "SELECT confirmed_flush_lsn, active_pid FROM pg_catalog.pg_replication_slots WHERE slot_name = "+quoteLiteral(s.cfg.Slot)).ReadAll()
 	if err != nil {
 		return Session{}, fmt.Errorf("reading replication slot %q: %w", s.cfg.Slot, err)
@@ -254,4 +262,31 @@ func quoteLiteral(s string) string {
 // describe names a connection target without its password.
 func describe(cfg *pgconn.Config) string {
 	return fmt.Sprintf("host=%s port=%d user=%s database=%s", cfg.Host, cfg.Port, cfg.User, cfg.Database)
+}
+
+// timelineForks reads the history of timeline (TIMELINE_HISTORY): each
+// earlier timeline and the position where it ended. The history file's
+// lines are "<timeline>\t<switch LSN>\t<reason>".
+func timelineForks(ctx context.Context, conn *pgconn.PgConn, timeline int32) (map[int32]pglogrepl.LSN, error) {
+	h, err := pglogrepl.TimelineHistory(ctx, conn, timeline)
+	if err != nil {
+		return nil, fmt.Errorf("reading the history of timeline %d (TIMELINE_HISTORY): %w", timeline, err)
+	}
+	forks := map[int32]pglogrepl.LSN{}
+	for line := range strings.Lines(string(h.Content)) {
+		f := strings.Fields(line)
+		if len(f) < 2 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		tli, err := strconv.ParseInt(f[0], 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("parsing timeline history %s: line %q: %w", h.FileName, strings.TrimSpace(line), err)
+		}
+		end, err := pglogrepl.ParseLSN(f[1])
+		if err != nil {
+			return nil, fmt.Errorf("parsing timeline history %s: line %q: %w", h.FileName, strings.TrimSpace(line), err)
+		}
+		forks[int32(tli)] = end
+	}
+	return forks, nil
 }

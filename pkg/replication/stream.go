@@ -84,10 +84,29 @@ type Session struct {
 	// SlotConfirmed is the slot's confirmed_flush_lsn: the session streams
 	// the transactions that commit after it.
 	SlotConfirmed pglogrepl.LSN
+	// Forks are the earlier timelines of the server's history
+	// (TIMELINE_HISTORY), each with the position where it ended and the
+	// next one began (a promotion): the WAL of timeline t up to Forks[t]
+	// is part of this server's history. Nil on timeline 1, or when the
+	// history could not be read (then no earlier timeline counts).
+	Forks map[int32]pglogrepl.LSN
 }
 
 func (s Session) String() string {
 	return fmt.Sprintf("system %s timeline %d", s.SystemID, s.Timeline)
+}
+
+// HasWAL reports whether the WAL up to lsn of the given timeline of this
+// system is part of the server's history: on the server's own timeline up
+// to its WAL position, on an earlier one up to where it ended (Forks). A
+// promoted standby's history holds its old primary's timeline up to the
+// promotion, and not what that primary wrote after it.
+func (s Session) HasWAL(timeline int32, lsn pglogrepl.LSN) bool {
+	if timeline == s.Timeline {
+		return lsn <= s.XLogPos
+	}
+	end, ok := s.Forks[timeline]
+	return ok && lsn <= end
 }
 
 // Checkpointer is the source of the positions the stream reports, and of
