@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
+	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/setup"
 )
@@ -28,7 +29,12 @@ publication publishes through the partition root.
 
 With snapshot.mode=initial a missing slot is left to walrelay run, which
 creates it once it has published the rows already in the outbox (a slot
-created here would mean walrelay run never snapshots).`,
+created here would mean walrelay run never snapshots).
+
+With postgres.slot_failover (auto by default) on a PostgreSQL 17+ primary
+the slot is created as a failover slot, and an existing slot without
+failover is switched on (docs/deploy.md, Failover slots); true refuses a
+server that cannot have one, false leaves failover alone.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd.Flags())
@@ -44,11 +50,18 @@ created here would mean walrelay run never snapshots).`,
 			if err := refuseOldServer(conn, "setup"); err != nil {
 				return err
 			}
+			// postgres.slot_failover=true on a server that cannot have
+			// a failover slot is refused before anything is created.
+			failover, why, err := admin.SlotFailover(cmd.Context(), conn, cfg.Postgres.SlotFailover)
+			if err != nil {
+				return fmt.Errorf("%w (nothing was created)", err)
+			}
 			names := setup.Names{
 				Schema: schema, Table: table,
 				Publication: cfg.Postgres.Publications[0],
 				Slot:        cfg.Postgres.Slot,
 				LeaveSlot:   cfg.Snapshot.Initial(),
+				Failover:    failover,
 			}
 			if cfg.Outbox.Partitioned {
 				names.Partitions = &setup.Partitions{Column: cfg.Outbox.TimeColumn, Interval: cfg.Outbox.PartitionInterval, Ahead: cfg.Outbox.PartitionsAhead}
@@ -56,6 +69,9 @@ created here would mean walrelay run never snapshots).`,
 			steps, err := setup.Run(cmd.Context(), conn, names)
 			for _, s := range steps {
 				fmt.Fprintln(stdout, s)
+			}
+			if why != "" && err == nil {
+				fmt.Fprintf(stdout, "not a failover slot: %s\n", why)
 			}
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "42501" {

@@ -106,6 +106,24 @@ func printSlots(stdout io.Writer, list slotList) error {
 	return tw.Flush()
 }
 
+// yesNoNull is yes or no, or "-" for a column the server does not have
+// (failover and synced before PostgreSQL 17).
+func yesNoNull(b *bool) string {
+	if b == nil {
+		return "-"
+	}
+	return yesNo(*b)
+}
+
+// failoverText is ", failover" for a failover slot, for the line slot
+// create prints.
+func failoverText(s admin.Slot) string {
+	if s.Failover != nil && *s.Failover {
+		return ", failover"
+	}
+	return ""
+}
+
 func safeSize(n *int64) string {
 	if n == nil {
 		return "unlimited"
@@ -141,6 +159,8 @@ func printSlot(w io.Writer, s admin.Slot, problem string) error {
 		{"wal_status", dash(s.WALStatus)},
 		{"safe_wal_size", safeSize(s.SafeWALSizeBytes)},
 		{"temporary", yesNo(s.Temporary)},
+		{"failover", yesNoNull(s.Failover)},
+		{"synced", yesNoNull(s.Synced)},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\n", kv[0], kv[1])
 	}
@@ -254,6 +274,7 @@ func printRecord(w io.Writer, r *slotRecord) error {
 
 func slotCreateCommand(stdout io.Writer) *cobra.Command {
 	var replace bool
+	var failoverNote string // why postgres.slot_failover=auto left failover off
 	cmd := adminCommand("create NAME", "Create a logical replication slot with plugin pgoutput",
 		`Creates a logical slot for walrelay (plugin pgoutput) in the database of
 postgres.dsn, and records it in walrelay's record of its slots
@@ -266,7 +287,13 @@ lost and dropped) is refused: a new slot starts at the current WAL, after the
 rows the old one had not delivered. --replace creates it anyway and marks the
 record replaced, so that retention stays stopped; then start walrelay run, run
 walrelay verify --republish over the time since the record, and walrelay slot
-adopt NAME.`, cobra.ExactArgs(1),
+adopt NAME.
+
+With postgres.slot_failover (auto by default) the slot is a failover slot on
+a PostgreSQL 17+ primary: Postgres copies it to standbys running with
+sync_replication_slots=on, so it survives a failover (docs/deploy.md,
+Failover slots). postgres.slot_failover=true refuses a server that cannot
+have one; false never makes one.`, cobra.ExactArgs(1),
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, args []string) error {
 			if err := slotArg(args[0]); err != nil {
 				return err
@@ -276,11 +303,22 @@ adopt NAME.`, cobra.ExactArgs(1),
 					if err := refuseOldServer(conn, "slot create"); err != nil {
 						return admin.Slot{}, err
 					}
-					s, _, err := admin.CreateRecordedSlot(ctx, conn, slotRecords(cfg), args[0], replace)
+					// postgres.slot_failover=true on a server that cannot
+					// have a failover slot is refused before anything is
+					// created.
+					failover, why, err := admin.SlotFailover(ctx, conn, cfg.Postgres.SlotFailover)
+					if err != nil {
+						return admin.Slot{}, fmt.Errorf("%w (nothing was created)", err)
+					}
+					failoverNote = why
+					s, _, err := admin.CreateRecordedSlot(ctx, conn, slotRecords(cfg), args[0], replace, failover)
 					return s, err
 				},
 				func(w io.Writer, s admin.Slot) error {
-					fmt.Fprintf(w, "created slot %s (pgoutput, database %s) at %s\n", s.Name, s.Database, s.ConfirmedFlushLSN)
+					fmt.Fprintf(w, "created slot %s (pgoutput, database %s%s) at %s\n", s.Name, s.Database, failoverText(s), s.ConfirmedFlushLSN)
+					if failoverNote != "" {
+						fmt.Fprintf(w, "not a failover slot: %s\n", failoverNote)
+					}
 					if replace {
 						fmt.Fprintf(w, "retention stays stopped until you run walrelay verify --republish and walrelay slot adopt %s\n", s.Name)
 					}

@@ -29,6 +29,9 @@ var (
 	// ErrRefused: Advance would move the slot backwards or past the
 	// server's current WAL end, or the slot moved while planning.
 	ErrRefused = errors.New("refusing to move the slot")
+	// ErrFailoverUnsupported: postgres.slot_failover=true, and the server
+	// cannot have a failover slot (older than PostgreSQL 17, or a standby).
+	ErrFailoverUnsupported = errors.New("failover slots are not supported here")
 	// ErrEventNotFound: the outbox event id is not pending in the slot.
 	ErrEventNotFound = errors.New("outbox event not pending in the slot")
 )

@@ -17,8 +17,9 @@ import (
 // exists) is created only with replace, and then the record is marked
 // replaced: retention stays stopped until walrelay verify and walrelay
 // slot adopt. Without replace the error wraps slotrecord.ErrRecorded and
-// says what to run.
-func CreateRecordedSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.Table, name string, replace bool) (Slot, slotrecord.State, error) {
+// says what to run. With failover the slot is a failover slot (decide
+// with SlotFailover before).
+func CreateRecordedSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.Table, name string, replace, failover bool) (Slot, slotrecord.State, error) {
 	if err := ValidateSlotName(name); err != nil {
 		return Slot{}, slotrecord.State{}, err
 	}
@@ -41,7 +42,7 @@ func CreateRecordedSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.
 		return Slot{}, st, fmt.Errorf("%w: walrelay had confirmed through slot %q up to %s (recorded %s): rows committed after that may never have been published, and a new slot starts after them. To create it anyway (retention stays stopped until you adopt it), run `walrelay slot create %s --replace`, start walrelay run, then `walrelay verify --since %s --republish` and `walrelay slot adopt %s`",
 			slotrecord.ErrRecorded, name, st.Record.Confirmed, st.Record.UpdatedAt.UTC().Format(time.RFC3339), name, st.Record.UpdatedAt.Add(-time.Hour).UTC().Format(time.RFC3339), name)
 	}
-	s, err := CreateSlot(ctx, conn, name)
+	s, err := CreateSlot(ctx, conn, name, failover)
 	if err != nil {
 		return Slot{}, st, err
 	}
