@@ -115,10 +115,11 @@ func TestRunFailoverTrueRefusedBefore17(t *testing.T) {
 func TestRunWaitsOnSyncedCopyUntilPromotion(t *testing.T) {
 	pair := testenv.StartFailoverPair(t)
 	primary := pair.Primary.DSN("postgres")
-	names := setup.Names{Schema: "public", Table: "outbox", Publication: "walrelay_outbox", Slot: "walrelay", Failover: true}
+	names := setup.Names{Schema: "public", Table: "outbox", Publication: "walrelay_outbox", Slot: "walrelay", LeaveSlot: true}
 	if _, err := setup.Run(t.Context(), testenv.Connect(t, primary), names); err != nil {
 		t.Fatalf("setup: %v", err)
 	}
+	testenv.Exec(t, primary, `SELECT pg_create_logical_replication_slot('walrelay', 'pgoutput', failover => true)`)
 	pair.WaitSynced(t, "walrelay", time.Minute)
 
 	f := newFixture(t, nil) // for its broker, logs and config

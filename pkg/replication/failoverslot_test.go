@@ -35,10 +35,11 @@ func logLines(log *testenv.SyncBuffer, msg string) []map[string]any {
 func TestStreamWaitsOnSyncedCopy(t *testing.T) {
 	pair := testenv.StartFailoverPair(t)
 	primary := pair.Primary.DSN("postgres")
-	names := setup.Names{Schema: "public", Table: "outbox", Publication: weirdPublication, Slot: testSlot, Failover: true}
+	names := setup.Names{Schema: "public", Table: "outbox", Publication: weirdPublication, Slot: testSlot, LeaveSlot: true}
 	if _, err := setup.Run(t.Context(), testenv.Connect(t, primary), names); err != nil {
 		t.Fatalf("setup: %v", err)
 	}
+	testenv.Exec(t, primary, `SELECT pg_create_logical_replication_slot($1, 'pgoutput', failover => true)`, testSlot)
 	pair.WaitSynced(t, testSlot, time.Minute)
 
 	log := &testenv.SyncBuffer{}
