@@ -64,6 +64,17 @@ func TestSetupAndSlotCreateMakeFailoverSlots(t *testing.T) {
 		t.Errorf("setup did not switch failover on for %s", plain)
 	}
 
+	// A slot a process streams from cannot be switched: setup says so
+	// and succeeds.
+	held := slot + "_e"
+	testenv.Exec(t, dsn, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, held)
+	holder := testenv.HoldSlot(t, dsn, held, "proto_version '1'", "publication_names 'walrelay_outbox'")
+	out = wantOK(t, childEnv("WALRELAY_POSTGRES_DSN="+dsn, "WALRELAY_POSTGRES_SLOT="+held), "setup")
+	if !strings.Contains(out, "failover still off: a process holds the slot") {
+		t.Errorf("setup on a held slot does not say failover is still off:\n%s", out)
+	}
+	_ = holder.Close(t.Context())
+
 	// postgres.slot_failover=false: neither creates a failover slot.
 	off := slot + "_d"
 	out = wantOK(t, childEnv("WALRELAY_POSTGRES_DSN="+dsn, "WALRELAY_POSTGRES_SLOT_FAILOVER=false"), "slot", "create", off)

@@ -174,8 +174,10 @@ func slotInspectCommand(stdout io.Writer) *cobra.Command {
 	return adminCommand("inspect NAME", "Show one replication slot in detail",
 		`Prints one slot: plugin, database, active, the holder's pid and client
 address, restart_lsn and confirmed_flush_lsn with the bytes from each to
-pg_current_wal_lsn(), wal_status, safe_wal_size, temporary. A slot walrelay
-cannot use (another plugin or database) is shown with a note saying why.`, cobra.ExactArgs(1),
+pg_current_wal_lsn(), wal_status, safe_wal_size, temporary, and (PostgreSQL
+17+) failover and synced: whether Postgres copies the slot to standbys, and
+whether this is such a copy on a standby. A slot walrelay cannot use (another
+plugin or database) is shown with a note saying why.`, cobra.ExactArgs(1),
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, args []string) error {
 			if err := slotArg(args[0]); err != nil {
 				return err

@@ -2,7 +2,9 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -68,28 +70,49 @@ func SlotFailover(ctx context.Context, conn *pgx.Conn, mode string) (on bool, wh
 	return false, why, nil
 }
 
+// alterWait bounds ALTER_REPLICATION_SLOT, which waits for a process
+// holding the slot to let it go.
+const alterWait = 10 * time.Second
+
 // EnableFailover switches failover on for the existing slot name with the
 // replication command ALTER_REPLICATION_SLOT name (FAILOVER true)
 // (PostgreSQL 17+), on a replication connection of its own opened with
-// conn's configuration. Postgres refuses it while a process streams from
-// the slot (the error wraps ErrSlotActive), for a temporary slot, and on a
-// standby.
+// conn's configuration. Postgres refuses it for a temporary slot and on a
+// standby, and waits while a process streams from the slot: a slot held
+// now, or still held after alterWait, is an error wrapping ErrSlotActive.
 func EnableFailover(ctx context.Context, conn *pgx.Conn, name string) error {
 	if err := ValidateSlotName(name); err != nil {
 		return err
+	}
+	what := fmt.Sprintf("switching failover on for replication slot %q (ALTER_REPLICATION_SLOT)", name)
+	var pid *int32
+	err := conn.QueryRow(ctx, `SELECT active_pid FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(&pid)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("%w: %s: %q", ErrSlotNotFound, what, name)
+	case err != nil:
+		return queryError(what, "", err)
+	case pid != nil:
+		return fmt.Errorf("%w: %s: pid %d streams from it, and Postgres switches only a slot nobody holds", ErrSlotActive, what, *pid)
 	}
 	cfg := conn.Config().Config.Copy()
 	cfg.RuntimeParams["replication"] = "database"
 	cfg.RuntimeParams["application_name"] = "walrelay"
 	rc, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("%w: connecting for replication to switch failover on for slot %q: %s", ErrConnect, name, redactConnString(err.Error()))
+		return fmt.Errorf("%w: connecting for replication: %s: %s", ErrConnect, what, redactConnString(err.Error()))
 	}
 	defer rc.Close(context.WithoutCancel(ctx)) //nolint:errcheck // nothing left to do on this connection
+	actx, cancel := context.WithTimeout(ctx, alterWait)
+	defer cancel()
 	// A slot name is validated above: lowercase letters, digits and
 	// underscores, which need no quoting.
-	if _, err := rc.Exec(ctx, "ALTER_REPLICATION_SLOT "+name+" ( FAILOVER true )").ReadAll(); err != nil {
-		return queryError(fmt.Sprintf("switching failover on for replication slot %q (ALTER_REPLICATION_SLOT)", name), privilegeFix(ctx, conn), err)
+	_, err = rc.Exec(actx, "ALTER_REPLICATION_SLOT "+name+" ( FAILOVER true )").ReadAll()
+	switch {
+	case err != nil && ctx.Err() == nil && actx.Err() != nil:
+		return fmt.Errorf("%w: %s: a process took the slot and still holds it after %s", ErrSlotActive, what, alterWait)
+	case err != nil:
+		return queryError(what, privilegeFix(ctx, conn), err)
 	}
 	return nil
 }

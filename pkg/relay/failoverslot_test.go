@@ -57,6 +57,39 @@ func TestRunMakesTheSlotAFailoverSlot(t *testing.T) {
 		insertRow(t, f.dsn, "order", "o-1", `{}`)
 		f.broker.ReadAll(t, []string{"outbox.event.order"}, 1, 30*time.Second)
 	})
+	t.Run("held by another instance", func(t *testing.T) {
+		// Postgres switches failover only on a slot nobody holds: a relay
+		// starting as the standby instance says so and waits for the
+		// slot as before, instead of blocking in ALTER_REPLICATION_SLOT.
+		f := newFixture(t, nil)
+		skipBefore17(t, f.dsn)
+		holder := testenv.HoldSlot(t, f.dsn, "walrelay", "proto_version '1'", "publication_names 'walrelay_outbox'")
+		run := f.start(t)
+		f.logs.waitLog(t, "could not switch failover on for the replication slot", map[string]string{"slot": "walrelay"}, 30*time.Second)
+		f.logs.waitLog(t, "found replication slot", map[string]string{"slot": "walrelay"}, 30*time.Second)
+		if run.exited() {
+			t.Fatalf("run stopped: %v", run.err)
+		}
+		_ = holder.Close(t.Context())
+		insertRow(t, f.dsn, "order", "o-1", `{}`)
+		f.broker.ReadAll(t, []string{"outbox.event.order"}, 1, 60*time.Second)
+	})
+	t.Run("initial snapshot", func(t *testing.T) {
+		// The snapshot copies a temporary slot, and a copy never has
+		// failover: run switches it on.
+		f := newFixture(t, func(c *config.Config) {
+			c.Postgres.Slot = "walrelay_snap"
+			c.Snapshot.Mode = config.SnapshotInitial
+		})
+		skipBefore17(t, f.dsn)
+		insertRow(t, f.dsn, "order", "before", `{}`)
+		f.start(t)
+		f.logs.waitLog(t, "initial snapshot done", map[string]string{"slot": "walrelay_snap"}, 60*time.Second)
+		if !slotFailover(t, f.dsn, "walrelay_snap") {
+			t.Errorf("slot walrelay_snap created by the initial snapshot is not a failover slot")
+		}
+		f.broker.ReadAll(t, []string{"outbox.event.order"}, 1, 30*time.Second)
+	})
 	t.Run("false leaves it off", func(t *testing.T) {
 		f := newFixture(t, func(c *config.Config) { c.Postgres.SlotFailover = config.FailoverFalse })
 		skipBefore17(t, f.dsn)
