@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // UsageError marks an error in how the command was invoked: a bad flag,
@@ -32,7 +34,9 @@ func (e Reported) Unwrap() error { return e.Err }
 // otherwise. An error whose text spans lines (errors.Join, a driver's list
 // of attempts) has its lines trimmed and joined with "; " (a space after a
 // line ending in a colon), so a script reading the last line of stderr,
-// or a person reading a log, gets all of it.
+// or a person reading a log, gets all of it. A Postgres error's DETAIL,
+// which pgconn.PgError.Error leaves out and which often says why, is
+// added when the text lacks it.
 func ExitCode(name string, err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
@@ -40,7 +44,7 @@ func ExitCode(name string, err error, stderr io.Writer) int {
 	if errors.As(err, new(Reported)) {
 		return 1
 	}
-	fmt.Fprintf(stderr, "%s: %s\n", name, OneLine(err.Error()))
+	fmt.Fprintf(stderr, "%s: %s\n", name, OneLine(withDetail(err)))
 	if errors.As(err, new(UsageError)) {
 		return 2
 	}
@@ -78,4 +82,15 @@ func joinLines(lines []string) string {
 		b.WriteString(l)
 	}
 	return b.String()
+}
+
+// withDetail is err's text with the DETAIL of the Postgres error it
+// wraps, when it has one and the text does not show it already.
+func withDetail(err error) string {
+	s := err.Error()
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Detail != "" && !strings.Contains(s, pgErr.Detail) {
+		s += " (DETAIL: " + pgErr.Detail + ")"
+	}
+	return s
 }

@@ -70,7 +70,7 @@ func (c *checker) slotFailover(r serverRole, standbys int) {
 				"set postgres.slot_failover=auto before creating the slot")
 			return
 		}
-		c.ok(name, fmt.Sprintf("slot %q does not exist yet; walrelay creates it as a failover slot (postgres.slot_failover=%s)", slot, mode))
+		c.ok(name, fmt.Sprintf("slot %q does not exist yet; walrelay setup, slot create and run (postgres.create_slot) create it as a failover slot (postgres.slot_failover=%s)", slot, mode))
 		return
 	case err != nil:
 		c.fail(name, err.Error(), "")
