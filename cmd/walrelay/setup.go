@@ -52,7 +52,9 @@ server that cannot have one, false leaves failover alone.`,
 			}
 			// postgres.slot_failover=true on a server that cannot have
 			// a failover slot is refused before anything is created.
-			failover, why, err := admin.SlotFailover(cmd.Context(), conn, cfg.Postgres.SlotFailover)
+			// (auto where the server cannot leaves the slot as before:
+			// walrelay check and run say why.)
+			failover, _, err := admin.SlotFailover(cmd.Context(), conn, cfg.Postgres.SlotFailover)
 			if err != nil {
 				return fmt.Errorf("%w (nothing was created)", err)
 			}
@@ -69,9 +71,6 @@ server that cannot have one, false leaves failover alone.`,
 			steps, err := setup.Run(cmd.Context(), conn, names)
 			for _, s := range steps {
 				fmt.Fprintln(stdout, s)
-			}
-			if why != "" && err == nil {
-				fmt.Fprintf(stdout, "not a failover slot: %s\n", why)
 			}
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "42501" {

@@ -115,11 +115,11 @@ func yesNoNull(b *bool) string {
 	return yesNo(*b)
 }
 
-// failoverText is ", failover" for a failover slot, for the line slot
-// create prints.
+// failoverText is ", a failover slot" for a failover slot, for the line
+// slot create prints.
 func failoverText(s admin.Slot) string {
 	if s.Failover != nil && *s.Failover {
-		return ", failover"
+		return ", a failover slot"
 	}
 	return ""
 }
@@ -317,7 +317,7 @@ have one; false never makes one.`, cobra.ExactArgs(1),
 					return s, err
 				},
 				func(w io.Writer, s admin.Slot) error {
-					fmt.Fprintf(w, "created slot %s (pgoutput, database %s%s) at %s\n", s.Name, s.Database, failoverText(s), s.ConfirmedFlushLSN)
+					fmt.Fprintf(w, "created slot %s (pgoutput, database %s) at %s%s\n", s.Name, s.Database, s.ConfirmedFlushLSN, failoverText(s))
 					if failoverNote != "" {
 						fmt.Fprintf(w, "not a failover slot: %s\n", failoverNote)
 					}

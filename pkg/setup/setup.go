@@ -230,11 +230,7 @@ func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 			return steps, err
 		}
 	}
-	step := Step{Object: "slot", Name: n.Slot, Created: !exists}
-	if !exists && n.Failover {
-		step.Note = "created, with failover"
-	}
-	steps = append(steps, step)
+	steps = append(steps, Step{Object: "slot", Name: n.Slot, Created: !exists})
 	return steps, nil
 }
 
