@@ -127,11 +127,12 @@ const (
 
 // EnsureFailover switches failover on for s when mode wants a failover
 // slot on this server (SlotFailover) and s has it off. It never switches
-// failover off: a slot someone made a failover slot stays one. A slot in
-// use is an error wrapping ErrSlotActive.
+// failover off: a slot someone made a failover slot stays one. An
+// invalidated slot (wal_status lost) is left to whoever reports it. A slot
+// in use is an error wrapping ErrSlotActive.
 func EnsureFailover(ctx context.Context, conn *pgx.Conn, s Slot, mode string) (FailoverResult, error) {
 	want, _, err := SlotFailover(ctx, conn, mode)
-	if err != nil || !want || s.Failover == nil || *s.Failover {
+	if err != nil || !want || s.Failover == nil || *s.Failover || s.WALStatus == "lost" {
 		return FailoverUnchanged, err
 	}
 	if err := EnableFailover(ctx, conn, s.Name); err != nil {

@@ -5,10 +5,10 @@
 // partition root) and the logical replication slot (unless
 // Names.LeaveSlot: snapshot.mode=initial), and walrelay's record of its
 // slots (sql/005_slot_positions.sql, pkg/slotrecord), where it records
-// the slot it creates, as a failover slot with Names.Failover. It refuses to create a slot walrelay confirmed
-// through before (a record of it exists): rows after the record may be
-// unpublished (walrelay slot create --replace says so and does). It is
-// idempotent:
+// the slot it creates (as a failover slot with Names.Failover). It
+// refuses to create a slot walrelay confirmed through before (a record of
+// it exists): rows after the record may be unpublished (walrelay slot
+// create --replace says so and does). It is idempotent:
 // each object that already exists is reported and left alone.
 //
 // In: a connection and the names from config. Out: one Step per object,
