@@ -7,6 +7,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/admin"
+	"github.com/walrelay/walrelay/pkg/localpg"
 )
 
 // Failover slots (postgres.slot_failover, PostgreSQL 17+) in setup, slot
@@ -149,4 +150,26 @@ func TestCheckFailoverItems(t *testing.T) {
 	}
 	c.want(t, "slot walrelay", admin.Fail, []string{"synchronized copy", "usable when this server is promoted"}, []string{"primary"})
 	c.want(t, "slot sync (standby)", admin.OK, []string{"sync_replication_slots=on", "hot_standby_feedback=on", "primary_slot_name=" + pair.StandbySlot}, nil)
+
+	// A standby that does not synchronize slots: a warning saying what is
+	// missing and that walrelay's slot would be missing after its
+	// promotion; on the primary, its physical slot is one
+	// synchronized_standby_slots leaves out.
+	testenv.Exec(t, primary, `ALTER SYSTEM SET synchronized_standby_slots = '`+pair.StandbySlot+`'`)
+	testenv.Exec(t, primary, `SELECT pg_reload_conf()`)
+	plain, err := pair.Primary.NewStandby(t.Context(), localpg.StandbyOptions{Slot: "plain_standby", Settings: map[string]string{"sync_replication_slots": "off", "hot_standby_feedback": "off"}})
+	if err != nil {
+		t.Fatalf("NewStandby: %v", err)
+	}
+	t.Cleanup(func() { _ = plain.Close() })
+	c, _ = checkJSON(t, childEnv("WALRELAY_POSTGRES_DSN="+plain.DSN("postgres"), brokers))
+	c.want(t, "slot sync (standby)", admin.Warn, []string{"sync_replication_slots is off", "hot_standby_feedback is off", "after its promotion walrelay's slot is missing"},
+		[]string{"ALTER SYSTEM SET sync_replication_slots = on;", "ALTER SYSTEM SET hot_standby_feedback = on;"})
+	deadline = time.Now().Add(10 * time.Second)
+	for testenv.QueryValue[string](t, primary, `SHOW synchronized_standby_slots`) == "" && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	c, _ = checkJSON(t, env)
+	c.want(t, "synchronized_standby_slots", admin.Warn, []string{"does not name physical slots plain_standby"}, []string{"plain_standby"})
+	c.want(t, "standbys", admin.OK, []string{"2 attached", "slot plain_standby"}, nil)
 }
