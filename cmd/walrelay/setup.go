@@ -40,7 +40,12 @@ A standby as postgres.dsn without postgres.primary_dsn is refused.
 
 With snapshot.mode=initial a missing slot is left to walrelay run, which
 creates it once it has published the rows already in the outbox (a slot
-created here would mean walrelay run never snapshots).`,
+created here would mean walrelay run never snapshots).
+
+With postgres.slot_failover (auto by default) on a PostgreSQL 17+ primary
+the slot is created as a failover slot, and an existing slot without
+failover is switched on (docs/deploy.md, Failover slots); true refuses a
+server that cannot have one, false leaves failover alone.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadConfig(cmd.Flags())
@@ -60,8 +65,19 @@ created here would mean walrelay run never snapshots).`,
 			if err != nil {
 				return err
 			}
+			slotConn := conn
 			if standby != nil {
 				defer standby.Conn.Close(cmd.Context())
+				slotConn = standby.Conn
+			}
+			// postgres.slot_failover=true on a server that cannot have
+			// a failover slot (a standby the slot is decoded on
+			// included) is refused before anything is created. (auto
+			// where the server cannot leaves the slot as before:
+			// walrelay check and run say why.)
+			failover, _, err := admin.SlotFailover(cmd.Context(), slotConn, cfg.Postgres.SlotFailover)
+			if err != nil {
+				return fmt.Errorf("%w (nothing was created)", err)
 			}
 			names := setup.Names{
 				Schema: schema, Table: table,
@@ -69,6 +85,7 @@ created here would mean walrelay run never snapshots).`,
 				Slot:        cfg.Postgres.Slot,
 				LeaveSlot:   cfg.Snapshot.Initial(),
 				Standby:     standby,
+				Failover:    failover,
 			}
 			if cfg.Outbox.Partitioned {
 				names.Partitions = &setup.Partitions{Column: cfg.Outbox.TimeColumn, Interval: cfg.Outbox.PartitionInterval, Ahead: cfg.Outbox.PartitionsAhead}

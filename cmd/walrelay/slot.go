@@ -107,6 +107,24 @@ func printSlots(stdout io.Writer, list slotList) error {
 	return tw.Flush()
 }
 
+// yesNoNull is yes or no, or "-" for a column the server does not have
+// (failover and synced before PostgreSQL 17).
+func yesNoNull(b *bool) string {
+	if b == nil {
+		return "-"
+	}
+	return yesNo(*b)
+}
+
+// failoverText is ", a failover slot" for a failover slot, for the line
+// slot create prints.
+func failoverText(s admin.Slot) string {
+	if s.Failover != nil && *s.Failover {
+		return ", a failover slot"
+	}
+	return ""
+}
+
 func safeSize(n *int64) string {
 	if n == nil {
 		return "unlimited"
@@ -142,6 +160,8 @@ func printSlot(w io.Writer, s admin.Slot, problem string) error {
 		{"wal_status", dash(s.WALStatus)},
 		{"safe_wal_size", safeSize(s.SafeWALSizeBytes)},
 		{"temporary", yesNo(s.Temporary)},
+		{"failover", yesNoNull(s.Failover)},
+		{"synced", yesNoNull(s.Synced)},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\n", kv[0], kv[1])
 	}
@@ -155,8 +175,10 @@ func slotInspectCommand(stdout io.Writer) *cobra.Command {
 	return adminCommand("inspect NAME", "Show one replication slot in detail",
 		`Prints one slot: plugin, database, active, the holder's pid and client
 address, restart_lsn and confirmed_flush_lsn with the bytes from each to
-pg_current_wal_lsn(), wal_status, safe_wal_size, temporary. A slot walrelay
-cannot use (another plugin or database) is shown with a note saying why.`, cobra.ExactArgs(1),
+pg_current_wal_lsn(), wal_status, safe_wal_size, temporary, and (PostgreSQL
+17+) failover and synced: whether Postgres copies the slot to standbys, and
+whether this is such a copy on a standby. A slot walrelay cannot use (another
+plugin or database) is shown with a note saying why.`, cobra.ExactArgs(1),
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, args []string) error {
 			if err := slotArg(args[0]); err != nil {
 				return err
@@ -255,6 +277,7 @@ func printRecord(w io.Writer, r *slotRecord) error {
 
 func slotCreateCommand(stdout io.Writer) *cobra.Command {
 	var replace bool
+	var failoverNote string // why postgres.slot_failover=auto left failover off
 	cmd := adminCommand("create NAME", "Create a logical replication slot with plugin pgoutput",
 		`Creates a logical slot for walrelay (plugin pgoutput) in the database of
 postgres.dsn, and records it in walrelay's record of its slots
@@ -267,7 +290,13 @@ lost and dropped) is refused: a new slot starts at the current WAL, after the
 rows the old one had not delivered. --replace creates it anyway and marks the
 record replaced, so that retention stays stopped; then start walrelay run, run
 walrelay verify --republish over the time since the record, and walrelay slot
-adopt NAME.`, cobra.ExactArgs(1),
+adopt NAME.
+
+With postgres.slot_failover (auto by default) the slot is a failover slot on
+a PostgreSQL 17+ primary: Postgres copies it to standbys running with
+sync_replication_slots=on, so it survives a failover (docs/deploy.md,
+Failover slots). postgres.slot_failover=true refuses a server that cannot
+have one; false never makes one.`, cobra.ExactArgs(1),
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, args []string) error {
 			if err := slotArg(args[0]); err != nil {
 				return err
@@ -277,14 +306,25 @@ adopt NAME.`, cobra.ExactArgs(1),
 					if err := refuseOldServer(conn, "slot create"); err != nil {
 						return admin.Slot{}, err
 					}
+					// postgres.slot_failover=true on a server that cannot
+					// have a failover slot (a standby included) is refused
+					// before anything is created.
+					failover, why, err := admin.SlotFailover(ctx, conn, cfg.Postgres.SlotFailover)
+					if err != nil {
+						return admin.Slot{}, fmt.Errorf("%w (nothing was created)", err)
+					}
+					failoverNote = why
 					if cfg.Postgres.PrimaryDSN != "" {
 						return createOnStandby(ctx, cfg, conn, args[0], replace)
 					}
-					s, _, err := admin.CreateRecordedSlot(ctx, conn, slotRecords(cfg), args[0], replace)
+					s, _, err := admin.CreateRecordedSlot(ctx, conn, slotRecords(cfg), args[0], replace, failover)
 					return s, err
 				},
 				func(w io.Writer, s admin.Slot) error {
-					fmt.Fprintf(w, "created slot %s (pgoutput, database %s) at %s\n", s.Name, s.Database, s.ConfirmedFlushLSN)
+					fmt.Fprintf(w, "created slot %s (pgoutput, database %s) at %s%s\n", s.Name, s.Database, s.ConfirmedFlushLSN, failoverText(s))
+					if failoverNote != "" {
+						fmt.Fprintf(w, "not a failover slot: %s\n", failoverNote)
+					}
 					if replace {
 						fmt.Fprintf(w, "retention stays stopped until you run walrelay verify --republish and walrelay slot adopt %s\n", s.Name)
 					}

@@ -10,6 +10,8 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // UsageError marks an error in how the command was invoked: a bad flag,
@@ -37,7 +39,9 @@ func (e Reported) Unwrap() error { return e.Err }
 // Code (printing nothing) for a Reported failure, 1 otherwise. An error whose text spans lines (errors.Join, a driver's list
 // of attempts) has its lines trimmed and joined with "; " (a space after a
 // line ending in a colon), so a script reading the last line of stderr,
-// or a person reading a log, gets all of it.
+// or a person reading a log, gets all of it. A Postgres error's DETAIL,
+// which pgconn.PgError.Error leaves out and which often says why, is
+// added when the text lacks it.
 func ExitCode(name string, err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
@@ -48,7 +52,7 @@ func ExitCode(name string, err error, stderr io.Writer) int {
 		}
 		return r.Code
 	}
-	fmt.Fprintf(stderr, "%s: %s\n", name, bound(OneLine(err.Error()), maxLine))
+	fmt.Fprintf(stderr, "%s: %s\n", name, bound(OneLine(withDetail(err)), maxLine))
 	if errors.As(err, new(UsageError)) {
 		return 2
 	}
@@ -108,4 +112,15 @@ func joinLines(lines []string) string {
 		b.WriteString(l)
 	}
 	return b.String()
+}
+
+// withDetail is err's text with the DETAIL of the Postgres error it
+// wraps, when it has one and the text does not show it already.
+func withDetail(err error) string {
+	s := err.Error()
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Detail != "" && !strings.Contains(s, pgErr.Detail) {
+		s += " (DETAIL: " + pgErr.Detail + ")"
+	}
+	return s
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 func TestExitCode(t *testing.T) {
@@ -25,6 +27,9 @@ func TestExitCode(t *testing.T) {
 		{"reported failure", Reported{Err: errors.New("3 events missing")}, 1, ""},
 		{"wrapped reported failure", fmt.Errorf("verify: %w", Reported{Err: errors.New("missing")}), 1, ""},
 		{"reported failure with its own status", Reported{Err: errors.New("not checked"), Code: 3}, 3, ""},
+		{"postgres DETAIL kept", fmt.Errorf("starting: %w", &pgconn.PgError{Severity: "ERROR", Code: "55000", Message: "cannot use replication slot \"w\" for logical decoding", Detail: "This replication slot is being synchronized from the primary server."}),
+			1, "walrelay: starting: ERROR: cannot use replication slot \"w\" for logical decoding (SQLSTATE 55000) (DETAIL: This replication slot is being synchronized from the primary server.)\n"},
+		{"postgres DETAIL not repeated", fmt.Errorf("starting: %w (DETAIL: d)", &pgconn.PgError{Severity: "ERROR", Code: "55000", Message: "m", Detail: "d"}), 1, "walrelay: starting: ERROR: m (SQLSTATE 55000) (DETAIL: d)\n"},
 		{"blank lines and CRLF", UsageError{errors.New("one\r\n\r\n  two  ")}, 2, "walrelay: one; two\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -27,7 +27,8 @@ type Item struct {
 }
 
 // Check runs the preflight for cfg: Postgres settings, privileges, the
-// outbox's partitions, publication, outbox columns, slot, WAL retention,
+// outbox's partitions, publication, outbox columns, slot, failover slots
+// and standbys, WAL retention,
 // then Kafka, and with relay.delivery=exactly_once Kafka transactions and
 // the checkpoint topic. It changes nothing on either side (it never initializes the
 // relay's transactional id, which would fence a running relay). It never
@@ -133,5 +134,6 @@ func (c *checker) run() {
 	c.publications()
 	c.columns()
 	c.slot()
+	c.failover() // checkfailover.go
 	c.keepSize()
 }

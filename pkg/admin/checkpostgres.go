@@ -329,6 +329,9 @@ func (c *checker) slot() {
 	if s.ConfirmedFlushLagBytes != nil {
 		detail += ", " + HumanBytes(*s.ConfirmedFlushLagBytes) + " behind"
 	}
+	if c.syncedCopyItem(name, s) { // checkfailover.go
+		return
+	}
 	if s.Active {
 		detail += fmt.Sprintf(", in use by pid %d", s.ActivePID)
 	}

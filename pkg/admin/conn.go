@@ -184,17 +184,17 @@ func currentUser(ctx context.Context, conn *pgx.Conn) string {
 
 // queryError wraps a failed query: a missing privilege becomes
 // ErrPrivilege with fix, a slot held by a process ErrSlotActive; anything
-// else keeps its server message after what.
+// else keeps its server message and DETAIL (pgMessage) after what.
 func queryError(what, fix string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "42501":
-			return fmt.Errorf("%w: %s: %s: %s", ErrPrivilege, what, pgErr.Message, fix)
+			return fmt.Errorf("%w: %s: %s: %s", ErrPrivilege, what, pgMessage(pgErr), fix)
 		case "55006": // object_in_use: "replication slot ... is active for PID N"
-			return fmt.Errorf("%w: %s: %s: stop the relay first", ErrSlotActive, what, pgErr.Message)
+			return fmt.Errorf("%w: %s: %s: stop the relay first", ErrSlotActive, what, pgMessage(pgErr))
 		}
-		return fmt.Errorf("%s: %s", what, pgErr.Message)
+		return fmt.Errorf("%s: %s", what, pgMessage(pgErr))
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }

@@ -16,9 +16,10 @@
 // Peeking uses pg_logical_slot_peek_binary_changes with pgoutput
 // proto_version 1 and the relay's publications, so it never consumes
 // anything; Postgres refuses to peek a slot that a walsender holds. The
-// only writes are CreateSlot, DropSlot and Advance (pg_replication_slot_advance),
-// which refuses to move a slot backwards, past the server's WAL end, or
-// while it is in use.
+// only writes are CreateSlot, DropSlot, EnableFailover
+// (ALTER_REPLICATION_SLOT, failover.go) and Advance
+// (pg_replication_slot_advance), which refuses to move a slot backwards,
+// past the server's WAL end, or while it is in use.
 //
 // The preflight's Kafka side changes nothing either: Metadata, ApiVersions,
 // FindCoordinator, DescribeConfigs, CreateTopics with ValidateOnly, and in

@@ -17,8 +17,9 @@ import (
 // exists) is created only with replace, and then the record is marked
 // replaced: retention stays stopped until walrelay verify and walrelay
 // slot adopt. Without replace the error wraps slotrecord.ErrRecorded and
-// says what to run.
-func CreateRecordedSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.Table, name string, replace bool) (Slot, slotrecord.State, error) {
+// says what to run. With failover the slot is a failover slot (decide
+// with SlotFailover before).
+func CreateRecordedSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.Table, name string, replace, failover bool) (Slot, slotrecord.State, error) {
 	if err := ValidateSlotName(name); err != nil {
 		return Slot{}, slotrecord.State{}, err
 	}
@@ -40,7 +41,7 @@ func CreateRecordedSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.
 	if err := recreating(st, name, replace); err != nil {
 		return Slot{}, st, err
 	}
-	s, err := CreateSlot(ctx, conn, name)
+	s, err := CreateSlot(ctx, conn, name, failover)
 	if err != nil {
 		return Slot{}, st, err
 	}

@@ -38,6 +38,14 @@ type Slot struct {
 	// SafeWALSizeBytes is null when max_slot_wal_keep_size is unlimited.
 	SafeWALSizeBytes *int64 `json:"safe_wal_size_bytes"`
 	Temporary        bool   `json:"temporary"`
+	// Failover is whether Postgres synchronizes the slot to standbys
+	// running with sync_replication_slots=on (postgres.slot_failover);
+	// null before PostgreSQL 17.
+	Failover *bool `json:"failover"`
+	// Synced is, on a standby, whether the slot is a copy the slot sync
+	// worker keeps from the primary's failover slot: nothing can stream
+	// from it until the standby is promoted. Null before PostgreSQL 17.
+	Synced *bool `json:"synced"`
 }
 
 var slotNameRe = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
@@ -58,7 +66,8 @@ SELECT s.slot_name::text, coalesce(s.plugin::text, ''), s.slot_type, coalesce(s.
        coalesce(a.application_name, ''),
        coalesce(s.restart_lsn::text, ''), coalesce(s.confirmed_flush_lsn::text, ''), w.lsn::text,
        pg_wal_lsn_diff(w.lsn, s.restart_lsn)::int8, pg_wal_lsn_diff(w.lsn, s.confirmed_flush_lsn)::int8,
-       coalesce(s.wal_status, ''), s.safe_wal_size, s.temporary
+       coalesce(s.wal_status, ''), s.safe_wal_size, s.temporary,
+       (to_jsonb(s) ->> 'failover')::bool, (to_jsonb(s) ->> 'synced')::bool -- PostgreSQL 17+, null before
 FROM pg_replication_slots s
 CROSS JOIN (SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END AS lsn) w
 LEFT JOIN pg_stat_activity a ON a.pid = s.active_pid
@@ -69,7 +78,8 @@ func scanSlot(row pgx.CollectableRow) (Slot, error) {
 	var s Slot
 	err := row.Scan(&s.Name, &s.Plugin, &s.SlotType, &s.Database, &s.Active, &s.ActivePID,
 		&s.ClientAddr, &s.ClientApplication, &s.RestartLSN, &s.ConfirmedFlushLSN, &s.CurrentLSN,
-		&s.RestartLagBytes, &s.ConfirmedFlushLagBytes, &s.WALStatus, &s.SafeWALSizeBytes, &s.Temporary)
+		&s.RestartLagBytes, &s.ConfirmedFlushLagBytes, &s.WALStatus, &s.SafeWALSizeBytes, &s.Temporary,
+		&s.Failover, &s.Synced)
 	return s, err
 }
 
@@ -162,8 +172,10 @@ func activeError(s Slot, hint string) error {
 	return fmt.Errorf("%w: slot %q is in use by pid %d%s; %s", ErrSlotActive, s.Name, s.ActivePID, who, hint)
 }
 
-// CreateSlot creates a logical slot with plugin pgoutput and returns it.
-func CreateSlot(ctx context.Context, conn *pgx.Conn, name string) (Slot, error) {
+// CreateSlot creates a logical slot with plugin pgoutput and returns it;
+// with failover, a failover slot (PostgreSQL 17+: decide with
+// SlotFailover).
+func CreateSlot(ctx context.Context, conn *pgx.Conn, name string, failover bool) (Slot, error) {
 	if err := ValidateSlotName(name); err != nil {
 		return Slot{}, err
 	}
@@ -174,7 +186,11 @@ func CreateSlot(ctx context.Context, conn *pgx.Conn, name string) (Slot, error) 
 	if exists {
 		return Slot{}, fmt.Errorf("%w: %q: inspect it with `walrelay slot inspect %s`, or pick another name", ErrSlotExists, name, name)
 	}
-	if _, err := conn.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, name); err != nil {
+	create := `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`
+	if failover {
+		create = `SELECT pg_create_logical_replication_slot($1, 'pgoutput', failover => true)`
+	}
+	if _, err := conn.Exec(ctx, create, name); err != nil {
 		return Slot{}, queryError(fmt.Sprintf("creating replication slot %q", name), privilegeFix(ctx, conn), err)
 	}
 	return InspectSlot(ctx, conn, name)

@@ -160,7 +160,7 @@ func CreateRecordedSlotOnStandby(ctx context.Context, primary, standby *pgx.Conn
 				<-done
 			}()
 		}
-		return CreateSlot(ctx, standby, name)
+		return CreateSlot(ctx, standby, name, false) // Postgres makes failover slots only on a primary
 	}()
 	if err != nil {
 		return Slot{}, st, err

@@ -50,6 +50,7 @@ type Postgres struct {
 	Publications   StringList    `yaml:"publications" help:"pgoutput publications to stream (comma-separated)"`
 	Table          string        `yaml:"table" help:"outbox table, schema-qualified; used by setup and the startup column check"`
 	CreateSlot     bool          `yaml:"create_slot" help:"create the slot at startup if it does not exist and walrelay never confirmed through a slot of that name (see walrelay slot create --replace)"`
+	SlotFailover   string        `yaml:"slot_failover" help:"auto, true or false: make the slot a failover slot (PostgreSQL 17+), which Postgres copies to standbys running with sync_replication_slots=on so that it survives a failover; setup, slot create and run (create_slot) create it with FAILOVER and setup and run switch an existing slot on (ALTER_REPLICATION_SLOT). auto: where the server can (a 17+ primary); true: and refuse a server that cannot; false: never. As Debezium's slot.failover (docs/deploy.md, Failover slots)"`
 	StatusInterval time.Duration `yaml:"status_interval" help:"longest time between two reports of the confirmed LSN to Postgres; a confirmed LSN that moved is reported within 100ms"`
 	MinBackoff     time.Duration `yaml:"min_backoff" help:"first delay before reconnecting after a lost connection"`
 	MaxBackoff     time.Duration `yaml:"max_backoff" help:"longest delay between reconnect attempts"`
@@ -180,6 +181,17 @@ type Snapshot struct {
 	ProgressInterval time.Duration `yaml:"progress_interval" help:"how often the snapshot logs rows done of total, rate and ETA"`
 }
 
+// Failover slot choices (postgres.slot_failover). The default is auto: a
+// failover slot keeps every committed event across a failover to a standby
+// that synchronizes it, costs nothing where no standby does, and is only
+// impossible before PostgreSQL 17 (and on a standby), where auto leaves it
+// off and says so.
+const (
+	FailoverAuto  = "auto"  // failover where the server supports it
+	FailoverTrue  = "true"  // failover, or refuse the server
+	FailoverFalse = "false" // never failover (Debezium's default)
+)
+
 // Snapshot modes (snapshot.mode).
 const (
 	SnapshotNever   = "never"   // stream from the slot only
@@ -255,6 +267,7 @@ func Default() Config {
 			Publications:   []string{"walrelay_outbox"},
 			Table:          "public.outbox",
 			CreateSlot:     true,
+			SlotFailover:   FailoverAuto,
 			StatusInterval: time.Second,
 			MinBackoff:     250 * time.Millisecond,
 			MaxBackoff:     30 * time.Second,

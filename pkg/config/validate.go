@@ -99,6 +99,11 @@ func (c *Config) validate(sources map[string]string) error {
 	if _, _, err := SplitTable(c.Postgres.Table); err != nil {
 		bad("postgres.table", c.Postgres.Table, err.Error())
 	}
+	switch c.Postgres.SlotFailover {
+	case FailoverAuto, FailoverTrue, FailoverFalse:
+	default:
+		bad("postgres.slot_failover", c.Postgres.SlotFailover, "must be auto, true or false")
+	}
 	if c.Postgres.StatusInterval < 10*time.Millisecond || c.Postgres.StatusInterval > time.Minute {
 		bad("postgres.status_interval", c.Postgres.StatusInterval.String(), "must be between 10ms and 1m (below the server's wal_sender_timeout)")
 	}

@@ -439,6 +439,14 @@ func (im *importer) replication() {
 		slotComment = "The connector's slot: slot.name is not set, so Debezium's default."
 	}
 	im.set("postgres.slot", slot, slotComment)
+	if v, ok := im.get("slot.failover"); ok {
+		switch v = strings.ToLower(strings.TrimSpace(v)); v {
+		case "true", "false":
+			im.set("postgres.slot_failover", v, "The connector's slot.failover (PostgreSQL 17+). Without it walrelay's default, auto, makes the slot a failover slot wherever the server can have one.")
+		default:
+			im.drop("slot.failover", "neither true nor false")
+		}
+	}
 	pubComment := "The connector's publication (publication.name)."
 	if _, ok := im.conf["publication.name"]; !ok {
 		pubComment = "The connector's publication: publication.name is not set, so Debezium's default."
@@ -998,7 +1006,6 @@ var defaultOnly = map[string]string{
 	"provide.transaction.metadata":           "false",
 	"slot.drop.on.stop":                      "false",
 	"flush.lsn.source":                       "true",
-	"slot.failover":                          "false",
 	"publish.via.partition.root":             "false",
 	"schema.name.adjustment.mode":            "none",
 	"field.name.adjustment.mode":             "none",
@@ -1010,7 +1017,6 @@ var defaultOnly = map[string]string{
 var droppedReasons = map[string]string{
 	"slot.drop.on.stop":                      "walrelay never drops its slot when it stops (`walrelay slot drop` does, on request)",
 	"flush.lsn.source":                       "walrelay always confirms to its slot what Kafka acknowledged",
-	"slot.failover":                          "walrelay creates slots without failover; create the slot yourself (SELECT pg_create_logical_replication_slot(name, 'pgoutput', false, false, true)) and set postgres.create_slot=false",
 	"provide.transaction.metadata":           "walrelay sends no transaction metadata records",
 	"publish.via.partition.root":             "walrelay reads the publication as it is; set publish_via_partition_root on it yourself",
 	"event.processing.failure.handling.mode": "walrelay decides per class of row it cannot publish with relay.on_error.* (dead-letter topic, stop or log)",

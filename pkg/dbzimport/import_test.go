@@ -340,6 +340,26 @@ func TestImport(t *testing.T) {
 				"time.precision.mode": Ignored, "decimal.handling.mode": Dropped, "some.unknown.option": Dropped},
 		},
 		{
+			name: "slot.failover maps to postgres.slot_failover",
+			in:   connector("slot.failover=true"),
+			check: func(t *testing.T, c config.Config) {
+				if c.Postgres.SlotFailover != config.FailoverTrue {
+					t.Errorf("postgres.slot_failover %q, want true", c.Postgres.SlotFailover)
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored},
+		},
+		{
+			name: "slot.failover=false (Debezium's default) is kept",
+			in:   connector("slot.failover=false"),
+			check: func(t *testing.T, c config.Config) {
+				if c.Postgres.SlotFailover != config.FailoverFalse {
+					t.Errorf("postgres.slot_failover %q, want false", c.Postgres.SlotFailover)
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored},
+		},
+		{
 			name:     "snapshot no_data",
 			in:       connector("snapshot.mode=no_data", "database.server.name=old"),
 			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored, "snapshot.mode": Ignored, "database.server.name": Ignored},

@@ -45,6 +45,12 @@ func (r *Relay) prepare(ctx context.Context) error {
 		return fmt.Errorf("connecting to postgres: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	// Before anything else: a standby's synchronized copy of the slot is
+	// waited on until promotion (failoverslot.go); then a hot standby
+	// decoded from must have its primary (standby.go).
+	if err := r.waitSyncedCopy(ctx, conn); err != nil {
+		return err
+	}
 	if err := r.checkStandby(ctx, conn); err != nil {
 		return err
 	}
@@ -107,6 +113,9 @@ func (r *Relay) startTransactional(ctx context.Context, conn *pgx.Conn) error {
 // consistent).
 func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, error) {
 	name := r.cfg.Postgres.Slot
+	if err := r.decideFailover(ctx, conn); err != nil { // postgres.slot_failover
+		return 0, err
+	}
 	s, err := admin.InspectSlot(ctx, conn, name)
 	switch {
 	case errors.Is(err, admin.ErrSlotNotFound):
@@ -128,7 +137,7 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, 
 		if s, err = r.createSlot(ctx, conn, name); err != nil {
 			return 0, fmt.Errorf("creating replication slot %q: %w", name, err)
 		}
-		r.log.Info("created replication slot", "slot", name, "lsn", s.ConfirmedFlushLSN)
+		r.log.Info("created replication slot", "slot", name, "lsn", s.ConfirmedFlushLSN, "failover", r.fslot.on)
 		lsn, err := pglogrepl.ParseLSN(s.ConfirmedFlushLSN)
 		if err != nil {
 			return 0, fmt.Errorf("parsing confirmed_flush_lsn of slot %q: %w", name, err)
@@ -145,6 +154,9 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, 
 		}
 		if p := s.Problem(db); p != "" {
 			return 0, fmt.Errorf("%w: %s", ErrSlotMismatch, p)
+		}
+		if err := r.ensureFailover(ctx, conn, s); err != nil {
+			return 0, err
 		}
 		r.log.Info("found replication slot", "slot", name, "confirmed_flush_lsn", s.ConfirmedFlushLSN)
 		if err := r.rec.found(ctx, conn); err != nil {

@@ -133,6 +133,8 @@ type Relay struct {
 	handler *handler
 	// snap is the initial snapshot's state (snapshot.go).
 	snap snapshotState
+	// fslot is the failover slot's state (failoverslot.go).
+	fslot failoverState
 	// newOpts are New's options, to build the relay again (restart).
 	newOpts []Option
 	// live is the relay Run started again in-process last (restart); nil

@@ -55,14 +55,14 @@ func TestCreateSlotRefusesARecordedSlot(t *testing.T) {
 	if _, err := setup.Run(t.Context(), conn, setup.Names{Schema: "public", Table: "outbox", Publication: "walrelay_outbox", Slot: "walrelay"}); !errors.Is(err, slotrecord.ErrRecorded) {
 		t.Fatalf("walrelay setup: %v, want ErrRecorded", err)
 	}
-	if _, _, err := admin.CreateRecordedSlot(t.Context(), conn, records, "walrelay", false); !errors.Is(err, slotrecord.ErrRecorded) {
+	if _, _, err := admin.CreateRecordedSlot(t.Context(), conn, records, "walrelay", false, false); !errors.Is(err, slotrecord.ErrRecorded) {
 		t.Fatalf("walrelay slot create: %v, want ErrRecorded", err)
 	}
 	if n := testenv.QueryValue[int64](t, f.dsn, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'walrelay'`); n != 0 {
 		t.Fatal("setup or slot create created the slot again")
 	}
 	// --replace: created, marked, retention stopped.
-	if _, st, err := admin.CreateRecordedSlot(t.Context(), conn, records, "walrelay", true); err != nil || st.Record == nil || st.Record.JumpedAt == nil {
+	if _, st, err := admin.CreateRecordedSlot(t.Context(), conn, records, "walrelay", true, false); err != nil || st.Record == nil || st.Record.JumpedAt == nil {
 		t.Fatalf("walrelay slot create --replace: %+v, %v; want the slot created and its record marked", st.Record, err)
 	}
 	p := retention.New(retention.Config{DSN: f.dsn, Schema: "public", Table: "outbox", TimeColumn: "created_at", Slot: "walrelay",

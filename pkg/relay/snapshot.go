@@ -138,6 +138,13 @@ func (r *Relay) initialSnapshot(ctx context.Context) error {
 	if err := exp.Persist(ctx, conn, slot); err != nil {
 		return err
 	}
+	// pg_copy_logical_replication_slot never copies failover: switch it
+	// on (postgres.slot_failover). Failing that, the next start does.
+	if r.fslot.on {
+		if err := admin.EnableFailover(ctx, conn, slot); err != nil {
+			r.log.Warn("could not switch failover on for the slot the initial snapshot created; the next start tries again", "slot", slot, "err", err)
+		}
+	}
 	if err := r.rec.created(ctx, conn, exp.LSN, "walrelay run (initial snapshot)"); err != nil {
 		return err
 	}

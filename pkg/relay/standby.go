@@ -70,7 +70,7 @@ func (r *Relay) checkStandby(ctx context.Context, conn *pgx.Conn) error {
 // createSlot creates the slot on conn (creatingSlot).
 func (r *Relay) createSlot(ctx context.Context, conn *pgx.Conn, name string) (s admin.Slot, err error) {
 	err = r.creatingSlot(ctx, name, func() (err error) {
-		s, err = admin.CreateSlot(ctx, conn, name)
+		s, err = admin.CreateSlot(ctx, conn, name, r.fslot.on)
 		return err
 	})
 	return s, err

@@ -12,7 +12,9 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/publisher"
+	"github.com/walrelay/walrelay/pkg/replication"
 	"github.com/walrelay/walrelay/pkg/slotmon"
 	"github.com/walrelay/walrelay/pkg/snapshot"
 )
@@ -166,6 +168,12 @@ func (r *Relay) Ready(ctx context.Context) error {
 			return errors.New(wait)
 		case sn.Running:
 			return fmt.Errorf("not streaming: initial snapshot running, %d of %d rows handed on (eta %s)", sn.Done, sn.Total, sn.ETA)
+		case r.fslot.waiting.Load():
+			return fmt.Errorf("not streaming: %s; waiting", admin.SyncedCopyText(r.cfg.Postgres.Slot))
+		case errors.Is(r.stream.LastError(), replication.ErrSlotSynced):
+			// Before "held by another process": the slot sync worker
+			// holds the copy while it updates it.
+			return fmt.Errorf("not streaming: %w", r.stream.LastError())
 		case st.Active && st.ActivePID != 0:
 			return fmt.Errorf("not streaming: slot %q is held by another process (pid %d); waiting for it", r.cfg.Postgres.Slot, st.ActivePID)
 		case r.stream.LastError() != nil:

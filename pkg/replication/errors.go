@@ -3,6 +3,7 @@ package replication
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -19,6 +20,14 @@ var ErrSlotMissing = errors.New("replication slot does not exist")
 // The session is retried with backoff: a standby waits this way for the
 // slot.
 var ErrSlotActive = errors.New("replication slot is active in another process")
+
+// ErrSlotSynced is returned when the slot is, on a standby, a copy that
+// Postgres's slot sync worker keeps from the primary's failover slot
+// (PostgreSQL 17+, sync_replication_slots): Postgres lets nothing decode
+// from it until the standby is promoted. The session is retried with
+// backoff, and Run logs the wait once: a relay pointed at a standby
+// starts streaming when it is promoted.
+var ErrSlotSynced = errors.New("replication slot is a synchronized copy on a standby")
 
 // ErrServerTooOld is returned when the server is older than PostgreSQL 14,
 // whose pgoutput is the first to take the messages option walrelay starts
@@ -44,6 +53,29 @@ type HandlerError struct {
 
 func (e *HandlerError) Error() string { return fmt.Sprintf("handling change at %s: %v", e.LSN, e.Err) }
 func (e *HandlerError) Unwrap() error { return e.Err }
+
+// detailError is a session error with the DETAIL of the server error in
+// it, which pgconn.PgError.Error leaves out and which often says why
+// ("This replication slot is being synchronized from the primary
+// server."). Run adds it (withDetail) to every error it logs, stores for
+// LastError or returns.
+type detailError struct {
+	err    error
+	detail string
+}
+
+func (e *detailError) Error() string { return e.err.Error() + " (DETAIL: " + e.detail + ")" }
+func (e *detailError) Unwrap() error { return e.err }
+
+// withDetail returns err with its server error's DETAIL (detailError),
+// or err itself when it has none or already shows it.
+func withDetail(err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Detail == "" || strings.Contains(err.Error(), pgErr.Detail) {
+		return err
+	}
+	return &detailError{err: err, detail: pgErr.Detail}
+}
 
 // permanentError marks an error that retrying cannot fix.
 type permanentError struct{ err error }

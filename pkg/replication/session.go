@@ -107,7 +107,9 @@ func (s *Stream) identify(ctx context.Context, conn *pgconn.PgConn) (Session, er
 			s.log.Warn("cannot read the server's timeline history; positions of earlier timelines are not taken as part of it", "timeline", id.Timeline, "err", err)
 		}
 	}
-	results, err := conn.Exec(ctx, "SELECT confirmed_flush_lsn, active_pid FROM pg_catalog.pg_replication_slots WHERE slot_name = "+quoteLiteral(s.cfg.Slot)).ReadAll()
+	// synced (PostgreSQL 17+) is read through to_jsonb so that the query
+	// runs on older servers too.
+	results, err := conn.Exec(ctx, "SELECT confirmed_flush_lsn, active_pid, pg_catalog.pg_is_in_recovery() AND coalesce((pg_catalog.to_jsonb(s) ->> 'synced')::bool, false) FROM pg_catalog.pg_replication_slots s WHERE slot_name = "+quoteLiteral(s.cfg.Slot)).ReadAll()
 	if err != nil {
 		return Session{}, fmt.Errorf("reading replication slot %q: %w", s.cfg.Slot, err)
 	}
@@ -115,8 +117,13 @@ func (s *Stream) identify(ctx context.Context, conn *pgconn.PgConn) (Session, er
 		return Session{}, permanent(fmt.Errorf("%w: %q", ErrSlotMissing, s.cfg.Slot))
 	}
 	row := results[0].Rows[0]
-	if len(row) != 2 {
+	if len(row) != 3 {
 		return Session{}, fmt.Errorf("reading replication slot %q: %d columns", s.cfg.Slot, len(row))
+	}
+	if string(row[2]) == "t" {
+		// Not ErrSlotActive, whatever active_pid says: the holder, if
+		// any, is the slot sync worker, and no other process will let go.
+		return Session{}, fmt.Errorf("%w: slot %q on this standby is a synchronized copy of the primary's failover slot (sync_replication_slots); it becomes usable when this server is promoted", ErrSlotSynced, s.cfg.Slot)
 	}
 	if row[0] != nil { // NULL for a slot not yet consistent
 		if sess.SlotConfirmed, err = pglogrepl.ParseLSN(string(row[0])); err != nil {

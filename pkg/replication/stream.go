@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -234,11 +235,13 @@ func New(cfg Config, h Handler, cp Checkpointer, log *slog.Logger) *Stream {
 // returns nil.
 func (s *Stream) Run(ctx context.Context) error {
 	backoff := s.cfg.MinBackoff
+	waitingSynced := false // the wait on a synchronized copy was logged
 	for {
 		streamed, err := s.session(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
+		err = withDetail(err)
 		if err != nil {
 			s.lastErr.Store(&err)
 		}
@@ -250,7 +253,17 @@ func (s *Stream) Run(ctx context.Context) error {
 			backoff = s.cfg.MinBackoff
 			s.reconnects.Add(1)
 		}
-		s.log.Warn("replication session lost; reconnecting", "slot", s.cfg.Slot, "err", err, "backoff", backoff)
+		switch synced := errors.Is(err, ErrSlotSynced); {
+		case synced && !waitingSynced:
+			// One line for the whole wait: it lasts until a promotion.
+			s.log.Warn("waiting for this standby's promotion to stream from the slot", "slot", s.cfg.Slot, "err", err)
+			waitingSynced = true
+		case synced:
+			s.log.Debug("still waiting for this standby's promotion", "slot", s.cfg.Slot, "backoff", backoff)
+		default:
+			waitingSynced = false
+			s.log.Warn("replication session lost; reconnecting", "slot", s.cfg.Slot, "err", err, "backoff", backoff)
+		}
 		select {
 		case <-ctx.Done():
 			return nil

@@ -5,10 +5,10 @@
 // partition root) and the logical replication slot (unless
 // Names.LeaveSlot: snapshot.mode=initial), and walrelay's record of its
 // slots (sql/005_slot_positions.sql, pkg/slotrecord), where it records
-// the slot it creates. It refuses to create a slot walrelay confirmed
-// through before (a record of it exists): rows after the record may be
-// unpublished (walrelay slot create --replace says so and does). It is
-// idempotent:
+// the slot it creates (as a failover slot with Names.Failover). It
+// refuses to create a slot walrelay confirmed through before (a record of
+// it exists): rows after the record may be unpublished (walrelay slot
+// create --replace says so and does). It is idempotent:
 // each object that already exists is reported and left alone.
 //
 // In: a connection and the names from config. Out: one Step per object,
@@ -21,6 +21,7 @@ package setup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -65,6 +66,13 @@ type Names struct {
 	// partitions of an existing table partitioned by range of
 	// Partitions.Column are created ahead too.
 	Partitions *Partitions
+	// Failover makes the slot a failover slot (postgres.slot_failover,
+	// PostgreSQL 17+; the caller decides with admin.SlotFailover): a slot
+	// it creates is created with failover, and an existing slot without
+	// it is switched on (ALTER_REPLICATION_SLOT), unless a process holds
+	// it (the step says so; walrelay run switches it on at its next
+	// start).
+	Failover bool
 	// LeaveSlot leaves a missing slot for walrelay run to create
 	// (snapshot.mode=initial: run creates it at the end of the initial
 	// snapshot; a slot created here would mean no snapshot). An existing
@@ -199,8 +207,10 @@ func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 	// Slots are cluster-wide: one of this name may belong to another
 	// database or plugin, and must not be reported as ours.
 	var plugin, database, current string
-	err = slotConn.QueryRow(ctx, `SELECT coalesce(s.plugin, ''), coalesce(s.database, ''), current_database()
-		FROM (SELECT 1) one LEFT JOIN pg_replication_slots s ON s.slot_name = $1`, n.Slot).Scan(&plugin, &database, &current)
+	var failover bool // PostgreSQL 17+; false before
+	err = slotConn.QueryRow(ctx, `SELECT coalesce(s.plugin, ''), coalesce(s.database, ''), current_database(),
+			coalesce((to_jsonb(s) ->> 'failover')::bool, false)
+		FROM (SELECT 1) one LEFT JOIN pg_replication_slots s ON s.slot_name = $1`, n.Slot).Scan(&plugin, &database, &current, &failover)
 	if err != nil {
 		return steps, fmt.Errorf("looking up slot %q: %w", n.Slot, err)
 	}
@@ -225,6 +235,17 @@ func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 	}
 	if !exists && n.LeaveSlot {
 		steps = append(steps, Step{Object: "slot", Name: n.Slot, Note: "not created: walrelay run creates it after the initial snapshot (snapshot.mode=initial)"})
+		return steps, nil
+	}
+	if exists && n.Failover && !failover {
+		note := "already exists; failover switched on"
+		switch err := admin.EnableFailover(ctx, slotConn, n.Slot); {
+		case errors.Is(err, admin.ErrSlotActive):
+			note = "already exists; failover still off: a process holds the slot (walrelay run switches it on at its next start)"
+		case err != nil:
+			return steps, err
+		}
+		steps = append(steps, Step{Object: "slot", Name: n.Slot, Note: note})
 		return steps, nil
 	}
 	if !exists {
@@ -259,8 +280,12 @@ func createSlot(ctx context.Context, conn *pgx.Conn, n Names) (string, error) {
 			<-done
 		}()
 	}
+	create := `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`
+	if n.Failover {
+		create = `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput', failover => true)`
+	}
 	var lsn string
-	err := conn.QueryRow(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, n.Slot).Scan(&lsn)
+	err := conn.QueryRow(ctx, create, n.Slot).Scan(&lsn)
 	return lsn, err
 }
 
