@@ -45,6 +45,14 @@ topic (missing), on a topic with a timestamp in the window and not in the table
 informational). Rows the router refuses are listed as unroutable (the relay
 dead-letters them per relay.on_error).
 
+It reads relay.dead_letter_topic too: a row not on its topic (or unroutable)
+with a dead letter there is dead-lettered, with the dead letter's error class
+(informational: not missing, never republished; the dead letter holds the row,
+to fix and insert again: docs/runbook.md). A row the relay skipped under
+relay.on_error.<class>=log for a broker class (record_too_large,
+topic_rejected) is on no topic and in no dead letter: verify cannot tell it from
+a missing one, and says so when such a policy is set.
+
 A row is called missing only when postgres.slot confirmed its transaction
 (Kafka acknowledged it): before reading, verify takes a fence (a snapshot and
 the WAL position after it) and waits up to --wait for the slot to pass it. A
@@ -114,7 +122,7 @@ runtime failure; 2 bad usage.`, cobra.NoArgs,
 				return err
 			}
 			if format == outputJSON {
-				err = writeJSON(stdout, verifyJSON{Report: rep, MissingCount: len(rep.Missing), UnconfirmedCount: len(rep.Unconfirmed), UnknownCount: len(rep.Unknown), DuplicateCount: len(rep.Duplicates)})
+				err = writeJSON(stdout, verifyJSON{Report: rep, MissingCount: len(rep.Missing), UnconfirmedCount: len(rep.Unconfirmed), UnknownCount: len(rep.Unknown), DuplicateCount: len(rep.Duplicates), DeadLetteredCount: len(rep.DeadLettered)})
 			} else {
 				err = printVerify(stdout, rep)
 			}
@@ -156,6 +164,8 @@ type verifyJSON struct {
 	UnconfirmedCount int `json:"unconfirmed_count"`
 	UnknownCount     int `json:"unknown_count"`
 	DuplicateCount   int `json:"duplicate_count"`
+	// DeadLetteredCount is len(dead_lettered).
+	DeadLetteredCount int `json:"dead_lettered_count"`
 }
 
 // errMissing is verify's exit status 1: the report already says which
@@ -206,6 +216,19 @@ func printVerify(w io.Writer, rep *reconcile.Report) error {
 	list("duplicates", rep.Duplicates, " (informational: consumers dedupe on the id header)")
 	if len(rep.Unroutable) > 0 {
 		list("unroutable", rep.Unroutable, " (the router refuses them: see the dead-letter topic or the relay's log)")
+	}
+	if len(rep.DeadLettered) > 0 {
+		fmt.Fprintf(&b, "dead-lettered: %d (informational: on %s by relay.on_error, never republished; docs/runbook.md: \"If the events stay missing\")\n", len(rep.DeadLettered), rep.DeadLetterTopic)
+		for i, d := range rep.DeadLettered {
+			if i == verifyListMax {
+				fmt.Fprintf(&b, "  … and %d more (-o json lists them all)\n", len(rep.DeadLettered)-verifyListMax)
+				break
+			}
+			fmt.Fprintf(&b, "  %s %s\n", d.ID, d.Class)
+		}
+	}
+	if note := rep.LogPolicyNote(); note != "" && len(rep.Missing) > 0 {
+		fmt.Fprintf(&b, "note: %s\n", note)
 	}
 	if rep.RowsWithoutID > 0 {
 		fmt.Fprintf(&b, "rows without an event id: %d\n", rep.RowsWithoutID)
