@@ -27,7 +27,7 @@ const connectTimeout = 10 * time.Second
 func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("%w: postgres.dsn is not a valid connection string: fix postgres.dsn (or WALRELAY_POSTGRES_DSN)", ErrConnect)
+		return nil, fmt.Errorf("%w: %w", ErrConnect, DSNError(err))
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = connectTimeout

@@ -47,7 +47,7 @@ type Postgres struct {
 	DSN            string        `yaml:"dsn" help:"Postgres connection string (URL or key=value); the role needs REPLICATION and SELECT on the outbox" secret:"true"`
 	Slot           string        `yaml:"slot" help:"logical replication slot (plugin pgoutput) to stream from"`
 	Publications   StringList    `yaml:"publications" help:"pgoutput publications to stream (comma-separated)"`
-	Table          string        `yaml:"table" help:"outbox table, schema-qualified; used by setup and the startup column check"`
+	Table          string        `yaml:"table" help:"outbox table, schema-qualified: setup creates it; run checks it at startup, creates its partitions, prunes it (outbox.retention) and copies it (snapshot.mode=initial); check, verify and snapshot read it; its schema holds walrelay_slot_positions. Run streams the tables postgres.publications publish, not this name"`
 	CreateSlot     bool          `yaml:"create_slot" help:"create the slot at startup if it does not exist and walrelay never confirmed through a slot of that name (see walrelay slot create --replace)"`
 	StatusInterval time.Duration `yaml:"status_interval" help:"longest time between two reports of the confirmed LSN to Postgres; a confirmed LSN that moved is reported within 100ms"`
 	MinBackoff     time.Duration `yaml:"min_backoff" help:"first delay before reconnecting after a lost connection"`
