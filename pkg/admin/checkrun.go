@@ -38,6 +38,7 @@ func CheckRun(ctx context.Context, conn *pgx.Conn, cfg config.Config) ([]Item, e
 			failed = append(failed, it)
 		}
 	}}
+	c.noTopics = true // the Kafka items are not run: no scan of the outbox at every start
 	c.user = currentUser(ctx, conn)
 	c.service = detectService(ctx, conn) // for the fixes
 	c.serverVersion()
