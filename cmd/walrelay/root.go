@@ -28,7 +28,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.UsageError{Err: err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return cli.UsageError{Err: explainFlagError(err)} })
 	root.AddCommand(
 		runCommand(stderr),
 		setupCommand(stdout, stderr),

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
+	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/setup"
 )
@@ -58,6 +59,10 @@ created here would mean walrelay run never snapshots).`,
 				fmt.Fprintln(stdout, s)
 			}
 			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "55000" {
+				// wal_level below logical: check's cause and fix.
+				return admin.ExplainSlotError(cmd.Context(), conn, cfg.Postgres.Slot, err)
+			}
 			if errors.As(err, &pgErr) && pgErr.Code == "42501" {
 				return fmt.Errorf("%w (walrelay setup needs CREATE on the schema and the database, ownership of the table, and REPLICATION: see docs/deploy.md, or have a DBA run sql/001-003 by hand)", err)
 			}

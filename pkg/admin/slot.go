@@ -175,6 +175,9 @@ func CreateSlot(ctx context.Context, conn *pgx.Conn, name string) (Slot, error) 
 		return Slot{}, fmt.Errorf("%w: %q: inspect it with `walrelay slot inspect %s`, or pick another name", ErrSlotExists, name, name)
 	}
 	if _, err := conn.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, name); err != nil {
+		if ex := ExplainSlotError(ctx, conn, name, err); ex != err {
+			return Slot{}, ex
+		}
 		return Slot{}, queryError(fmt.Sprintf("creating replication slot %q", name), privilegeFix(ctx, conn), err)
 	}
 	return InspectSlot(ctx, conn, name)
