@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -215,6 +216,7 @@ func New(cfg Config, h Handler, cp Checkpointer, log *slog.Logger) *Stream {
 // returns nil.
 func (s *Stream) Run(ctx context.Context) error {
 	backoff := s.cfg.MinBackoff
+	waiting := false // a standby: the slot is held by another process
 	for {
 		streamed, err := s.session(ctx)
 		if ctx.Err() != nil {
@@ -230,8 +232,22 @@ func (s *Stream) Run(ctx context.Context) error {
 		if streamed {
 			backoff = s.cfg.MinBackoff
 			s.reconnects.Add(1)
+			waiting = false
 		}
-		s.log.Warn("replication session lost; reconnecting", "slot", s.cfg.Slot, "err", err, "backoff", backoff)
+		switch standby := errors.Is(err, ErrSlotActive); {
+		case standby && !waiting:
+			// A standby's state, said once (at each change): not a
+			// warning per attempt. "streaming from slot" says when
+			// it takes over.
+			s.log.Info("standby: another process streams from the slot; waiting to take it over (retries are logged at debug)",
+				"slot", s.cfg.Slot, "err", err, "retry_every_up_to", s.cfg.MaxBackoff)
+			waiting = true
+		case standby:
+			s.log.Debug("standby: the slot is still held by another process", "slot", s.cfg.Slot, "err", err, "backoff", backoff)
+		default:
+			waiting = false
+			s.log.Warn("replication session lost; reconnecting", "slot", s.cfg.Slot, "err", err, "backoff", backoff)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
