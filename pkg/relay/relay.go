@@ -462,6 +462,10 @@ func (r *Relay) run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error {
+		r.sayStopping(ctx, streamCtx)
+		return nil
+	})
+	g.Go(func() error {
 		r.monitor.Run(streamCtx)
 		return nil
 	})
