@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/localpg"
 )
 
@@ -44,15 +46,24 @@ func TestConnectErrorsSayTheFix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := withUser(t, dsn, localpg.User) // trusted
+	superDSN := withUser(t, dsn, localpg.User) // trusted
 	norepl := testenv.UniqueName(t, "norepl")
-	testenv.Exec(t, admin, "CREATE ROLE "+pgx.Identifier{norepl}.Sanitize()+" LOGIN PASSWORD "+quoteLiteral(password))
-	testenv.Exec(t, admin, "GRANT SELECT ON public.outbox TO "+pgx.Identifier{norepl}.Sanitize())
+	testenv.Exec(t, superDSN, "CREATE ROLE "+pgx.Identifier{norepl}.Sanitize()+" LOGIN PASSWORD "+quoteLiteral(password))
+	testenv.Exec(t, superDSN, "GRANT SELECT ON public.outbox TO "+pgx.Identifier{norepl}.Sanitize())
 	as := func(user string, query string) string {
 		v := *u
 		v.User = url.UserPassword(user, password)
 		v.RawQuery = query
 		return v.String()
+	}
+	// The replication connection itself (run's stream, after the
+	// startup check): "must be superuser or replication role to start
+	// walsender" gets the fix.
+	if conn, err := pgconn.Connect(t.Context(), as(norepl, "replication=database")); err == nil {
+		conn.Close(t.Context())
+		t.Errorf("a role without REPLICATION opened a replication connection")
+	} else if msg := admin.ExplainConnectError(err).Error(); !strings.Contains(msg, "may not open a replication connection") || !strings.Contains(msg, "give it REPLICATION (ALTER ROLE") {
+		t.Errorf("replication connection without REPLICATION: %s", msg)
 	}
 	dns := *u
 	dns.Host = "nosuchhost.invalid:5432"
