@@ -122,7 +122,7 @@ runtime failure; 2 bad usage.`, cobra.NoArgs,
 				return err
 			}
 			if format == outputJSON {
-				err = writeJSON(stdout, verifyJSON{Report: rep, MissingCount: len(rep.Missing), UnconfirmedCount: len(rep.Unconfirmed), UnknownCount: len(rep.Unknown), DuplicateCount: len(rep.Duplicates), DeadLetteredCount: len(rep.DeadLettered)})
+				err = writeJSON(stdout, verifyJSON{Report: rep, MissingCount: len(rep.Missing), UnconfirmedCount: len(rep.Unconfirmed), UnknownCount: len(rep.Unknown), DuplicateCount: len(rep.Duplicates)})
 			} else {
 				err = printVerify(stdout, rep)
 			}
@@ -164,8 +164,6 @@ type verifyJSON struct {
 	UnconfirmedCount int `json:"unconfirmed_count"`
 	UnknownCount     int `json:"unknown_count"`
 	DuplicateCount   int `json:"duplicate_count"`
-	// DeadLetteredCount is len(dead_lettered).
-	DeadLetteredCount int `json:"dead_lettered_count"`
 }
 
 // errMissing is verify's exit status 1: the report already says which
@@ -215,7 +213,7 @@ func printVerify(w io.Writer, rep *reconcile.Report) error {
 	list("unknown", rep.Unknown, " (informational: on a topic, not in the table)")
 	list("duplicates", rep.Duplicates, " (informational: consumers dedupe on the id header)")
 	if len(rep.Unroutable) > 0 {
-		list("unroutable", rep.Unroutable, " (the router refuses them: see the dead-letter topic or the relay's log)")
+		list("unroutable", rep.Unroutable, " (the router refuses them and no dead letter holds them: policy log or stop, see the relay's log)")
 	}
 	if len(rep.DeadLettered) > 0 {
 		fmt.Fprintf(&b, "dead-lettered: %d (informational: on %s by relay.on_error, never republished; docs/runbook.md: \"If the events stay missing\")\n", len(rep.DeadLettered), rep.DeadLetterTopic)

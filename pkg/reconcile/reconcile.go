@@ -137,8 +137,9 @@ type Report struct {
 	// letter there: the relay did not publish them, by design
 	// (relay.on_error dlq). They are not missing and never republished:
 	// the dead letter holds the row, to be fixed and inserted again.
-	DeadLetterTopic string         `json:"dead_letter_topic"`
-	DeadLettered    []DeadLettered `json:"dead_lettered"`
+	DeadLetterTopic   string         `json:"dead_letter_topic"`
+	DeadLettered      []DeadLettered `json:"dead_lettered"`
+	DeadLetteredCount int            `json:"dead_lettered_count"`
 	// SkippedByLogClasses are the error classes whose relay.on_error
 	// policy is log and that verify cannot foresee by routing a row: a row
 	// skipped under them cannot be told from a missing one (see
@@ -268,6 +269,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger)
 		slices.Sort(l)
 	}
 	sortDeadLettered(v.rep.DeadLettered)
+	v.rep.DeadLetteredCount = len(v.rep.DeadLettered)
 	return v.rep, nil
 }
 
