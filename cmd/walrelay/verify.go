@@ -225,6 +225,9 @@ func printVerify(w io.Writer, rep *reconcile.Report) error {
 			fmt.Fprintf(&b, "  %s %s\n", d.ID, d.Class)
 		}
 	}
+	if rep.DeadLettersUnread != "" {
+		fmt.Fprintf(&b, "dead-letter topic %s not read (rows it holds are reported missing): %s\n", rep.DeadLetterTopic, rep.DeadLettersUnread)
+	}
 	if note := rep.LogPolicyNote(); note != "" && len(rep.Missing) > 0 {
 		fmt.Fprintf(&b, "note: %s\n", note)
 	}

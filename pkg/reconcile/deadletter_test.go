@@ -2,6 +2,10 @@ package reconcile_test
 
 import (
 	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"testing"
 	"time"
 
@@ -36,5 +40,17 @@ func TestVerifyDeadLetteredUnroutable(t *testing.T) {
 	}
 	if !slices.Equal(rep.SkippedByLogClasses, []string{"record_too_large"}) || rep.LogPolicyNote() == "" {
 		t.Errorf("skipped_by_log_classes %v (note %q), want record_too_large and a note", rep.SkippedByLogClasses, rep.LogPolicyNote())
+	}
+
+	// A dead-letter topic verify may not read (no READ ACL): verify
+	// still runs, says why, and the row it holds is unroutable again.
+	if f.broker.Cluster == nil {
+		return
+	}
+	fault := f.broker.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: f.cfg.Relay.DeadLetterTopic, Err: kerr.TopicAuthorizationFailed, Count: -1})
+	defer fault.Remove()
+	rep = f.verify(t, false)
+	if rep.DeadLettersUnread == "" || len(rep.DeadLettered) != 0 || !slices.Equal(rep.Unroutable, []string{bad}) {
+		t.Errorf("with the dead-letter topic unreadable: unread %q dead_lettered %+v unroutable %v, want a reason and %s unroutable", rep.DeadLettersUnread, rep.DeadLettered, rep.Unroutable, bad)
 	}
 }

@@ -140,6 +140,9 @@ type Report struct {
 	DeadLetterTopic   string         `json:"dead_letter_topic"`
 	DeadLettered      []DeadLettered `json:"dead_lettered"`
 	DeadLetteredCount int            `json:"dead_lettered_count"`
+	// DeadLettersUnread says why the dead-letter topic could not be read
+	// ("" when it was): its rows are then reported missing.
+	DeadLettersUnread string `json:"dead_letters_unread,omitempty"`
 	// SkippedByLogClasses are the error classes whose relay.on_error
 	// policy is log and that verify cannot foresee by routing a row: a row
 	// skipped under them cannot be told from a missing one (see
@@ -415,7 +418,14 @@ func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error
 	// The dead letters first: a row with one is dead-lettered, not
 	// missing or unroutable.
 	if v.dead, err = v.deadLetters(ctx, kadm.NewClient(cl), lo, o.MaxIDs); err != nil {
-		return nil, err
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		// Not a reason to verify nothing (e.g. no READ on the topic):
+		// the rows it holds are reported missing, and the report says
+		// why.
+		v.rep.DeadLettersUnread = err.Error()
+		v.log.Warn("verify: cannot read the dead-letter topic; rows it holds are reported missing", "topic", v.cfg.Relay.DeadLetterTopic, "err", err)
 	}
 	// Pass 0: count the rows and learn their topics.
 	topics := map[string]bool{}
