@@ -49,9 +49,11 @@ It reads relay.dead_letter_topic too: a row not on its topic (or unroutable)
 with a dead letter there is dead-lettered, with the dead letter's error class
 (informational: not missing, never republished; the dead letter holds the row,
 to fix and insert again: docs/runbook.md). A row the relay skipped under
-relay.on_error.<class>=log for a broker class (record_too_large,
-topic_rejected) is on no topic and in no dead letter: verify cannot tell it from
-a missing one, and says so when such a policy is set.
+relay.on_error.<class>=log is on no topic and in no dead letter: verify lists a
+row whose record is over kafka.batch_max_bytes as skipped (record_too_large;
+the relay's own check), and cannot tell the others (a topic's lower
+max.message.bytes, topic_rejected) from missing ones, which it says when such a
+policy is set.
 
 A row is called missing only when postgres.slot confirmed its transaction
 (Kafka acknowledged it): before reading, verify takes a fence (a snapshot and
@@ -220,6 +222,16 @@ func printVerify(w io.Writer, rep *reconcile.Report) error {
 		for i, d := range rep.DeadLettered {
 			if i == verifyListMax {
 				fmt.Fprintf(&b, "  … and %d more (-o json lists them all)\n", len(rep.DeadLettered)-verifyListMax)
+				break
+			}
+			fmt.Fprintf(&b, "  %s %s\n", d.ID, d.Class)
+		}
+	}
+	if len(rep.Skipped) > 0 {
+		fmt.Fprintf(&b, "skipped: %d (informational: skipped by the relay under relay.on_error.<class>=log, never republished)\n", len(rep.Skipped))
+		for i, d := range rep.Skipped {
+			if i == verifyListMax {
+				fmt.Fprintf(&b, "  … and %d more (-o json lists them all)\n", len(rep.Skipped)-verifyListMax)
 				break
 			}
 			fmt.Fprintf(&b, "  %s %s\n", d.ID, d.Class)

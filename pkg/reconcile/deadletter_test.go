@@ -54,3 +54,22 @@ func TestVerifyDeadLetteredUnroutable(t *testing.T) {
 		t.Errorf("with the dead-letter topic unreadable: unread %q dead_lettered %+v unroutable %v, want a reason and %s unroutable", rep.DeadLettersUnread, rep.DeadLettered, rep.Unroutable, bad)
 	}
 }
+
+// TestVerifySkippedByPolicyLog: with relay.on_error.record_too_large=log,
+// a row whose record is over kafka.batch_max_bytes is skipped by the relay
+// (logged, counted, on no topic): verify lists it as skipped, not missing.
+func TestVerifySkippedByPolicyLog(t *testing.T) {
+	f := newFixture(t)
+	f.cfg.Relay.OnError.RecordTooLarge = config.PolicyLog
+	f.cfg.Kafka.BatchMaxBytes = 16 << 10
+	ids := f.insert(t, 4, time.Time{})
+	big := testenv.QueryValue[string](t, f.dsn, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
+		VALUES ('order', 'agg-big', 'Happened', jsonb_build_object('pad', repeat('x', 50000))) RETURNING id::text`)
+	f.relayAll(t, len(ids))
+
+	rep := f.verify(t, false)
+	want := []reconcile.DeadLettered{{ID: big, Class: "record_too_large"}}
+	if !slices.Equal(rep.Skipped, want) || len(rep.Missing) != 0 || len(rep.DeadLettered) != 0 {
+		t.Errorf("skipped %+v missing %v dead_lettered %+v, want %+v alone", rep.Skipped, rep.Missing, rep.DeadLettered, want)
+	}
+}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/deadletter"
+	"github.com/walrelay/walrelay/pkg/publisher"
+	"github.com/walrelay/walrelay/pkg/router"
 )
 
 // DeadLettered is a row of the window the relay sent to the dead-letter
@@ -76,6 +78,23 @@ func logPolicyClasses(p config.ErrorPolicies) []string {
 	return out
 }
 
+// skippedTooLarge reports whether the relay skipped msg's row under
+// relay.on_error.record_too_large=log before producing it: its record
+// alone is over kafka.batch_max_bytes by franz-go's count
+// (publisher.AloneSize), the relay's own check. A row over a topic's lower
+// max.message.bytes only (the broker's refusal) is not recognized: verify
+// does not read topic configurations.
+func (v *verifier) skippedTooLarge(msg *router.Message) bool {
+	if p, _ := v.cfg.Relay.OnError.Policy("record_too_large"); p != config.PolicyLog {
+		return false
+	}
+	rec := kgo.Record{Key: msg.Key, Value: msg.Value, Headers: make([]kgo.RecordHeader, 0, len(msg.Headers))}
+	for _, h := range msg.Headers {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+	}
+	return publisher.AloneSize(&rec) > int(v.cfg.Kafka.BatchMaxBytes)
+}
+
 // LogPolicyNote is what the report says of missing rows when some error
 // classes' policy is log ("" when none is).
 func (r *Report) LogPolicyNote() string {
@@ -86,7 +105,7 @@ func (r *Report) LogPolicyNote() string {
 	for _, c := range r.SkippedByLogClasses {
 		classes = append(classes, "relay.on_error."+c)
 	}
-	return strings.Join(classes, ", ") + ` = log: a row the relay skipped under it is on no topic and in no dead letter, and verify cannot tell it from a missing one; the relay logged it ("kafka refused a record; skipped", with outbox_id) and counted it in walrelay_rows_rejected_total{policy="log"}`
+	return strings.Join(classes, ", ") + ` = log: a row the relay skipped under it is on no topic and in no dead letter; verify recognizes only a record over kafka.batch_max_bytes (skipped), and cannot tell the others from missing ones; the relay logged each ("kafka refused a record; skipped", with outbox_id) and counted it in walrelay_rows_rejected_total{policy="log"}`
 }
 
 // sortDeadLettered sorts the list by id.

@@ -67,9 +67,11 @@
 // relay did not publish it by design; the dead letter holds the row). A
 // row the relay skipped under relay.on_error ... = log is on no topic and
 // in no dead letter: when the router refuses it, verify knows it
-// (unroutable); when the broker refused it (record_too_large,
-// topic_rejected) verify cannot tell it from a missing row, and the
-// report says so (Report.SkippedByLogClasses).
+// (unroutable); when its record is over kafka.batch_max_bytes, the relay's
+// own check, verify repeats it (skipped, record_too_large); when the
+// broker refused it (a topic's lower max.message.bytes, topic_rejected)
+// verify cannot tell it from a missing row, and the report says so
+// (Report.SkippedByLogClasses).
 //
 // What it does not do: commit consumer offsets.
 package reconcile

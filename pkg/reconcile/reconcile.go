@@ -140,6 +140,11 @@ type Report struct {
 	DeadLetterTopic   string         `json:"dead_letter_topic"`
 	DeadLettered      []DeadLettered `json:"dead_lettered"`
 	DeadLetteredCount int            `json:"dead_lettered_count"`
+	// Skipped are the rows of the window the relay skipped by policy:
+	// relay.on_error.record_too_large=log and a record over
+	// kafka.batch_max_bytes (the relay's own check, which verify repeats).
+	// Not missing, never republished.
+	Skipped []DeadLettered `json:"skipped"`
 	// DeadLettersUnread says why the dead-letter topic could not be read
 	// ("" when it was): its rows are then reported missing.
 	DeadLettersUnread string `json:"dead_letters_unread,omitempty"`
@@ -226,7 +231,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger)
 		Since: opts.Since.UTC(), Until: opts.Until.UTC(), Margin: opts.Margin.String(),
 		Table: v.table.quoted, TimeColumn: cfg.Outbox.TimeColumn, Slot: cfg.Postgres.Slot,
 		Topics: []string{}, Missing: []string{}, Unconfirmed: []string{}, Unknown: []string{}, Duplicates: []string{}, Unroutable: []string{},
-		DeadLetterTopic: cfg.Relay.DeadLetterTopic, DeadLettered: []DeadLettered{}, SkippedByLogClasses: logPolicyClasses(cfg.Relay.OnError),
+		DeadLetterTopic: cfg.Relay.DeadLetterTopic, DeadLettered: []DeadLettered{}, Skipped: []DeadLettered{}, SkippedByLogClasses: logPolicyClasses(cfg.Relay.OnError),
 	}
 	// The fence first, and the slot's confirmation of it: the rows'
 	// snapshot and the topics are read after it.
@@ -272,6 +277,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger)
 		slices.Sort(l)
 	}
 	sortDeadLettered(v.rep.DeadLettered)
+	sortDeadLettered(v.rep.Skipped)
 	v.rep.DeadLetteredCount = len(v.rep.DeadLettered)
 	return v.rep, nil
 }
@@ -535,6 +541,9 @@ func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error
 				// Not published by design: the dead letter holds it
 				// (and its broker ack is what confirmed it).
 				v.rep.DeadLettered = append(v.rep.DeadLettered, DeadLettered{ID: string(id), Class: class})
+			case n == 0 && v.skippedTooLarge(msg):
+				// Skipped by the relay's policy before it was produced.
+				v.rep.Skipped = append(v.rep.Skipped, DeadLettered{ID: string(id), Class: "record_too_large"})
 			case n == 0 && !r.confirmed:
 				// Its transaction may not be on Kafka yet.
 				v.rep.Unconfirmed = append(v.rep.Unconfirmed, string(id))
