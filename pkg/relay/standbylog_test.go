@@ -8,6 +8,7 @@ import (
 
 // A standby (a second relay while another holds the slot) says its state
 // once, at INFO, not a WARN per attempt; its attempts are at DEBUG; it
+// emits no heartbeats, so it does not warn that they do not come back; it
 // says when it takes over.
 func TestRelayStandbyLogsItsStateOnce(t *testing.T) {
 	f := newFixture(t, nil)
@@ -17,14 +18,19 @@ func TestRelayStandbyLogsItsStateOnce(t *testing.T) {
 	cfg := f.cfg
 	cfg.Postgres.MinBackoff = 20 * time.Millisecond
 	cfg.Postgres.MaxBackoff = 50 * time.Millisecond
+	// Heartbeats on: a standby emitting them would warn, after three
+	// intervals and 5s, that they do not come back.
+	cfg.Relay.HeartbeatInterval = 100 * time.Millisecond
 	logs := &logBuffer{}
 	startRelay(t, cfg, logs)
-	// Enough attempts that a line per attempt would show: each attempt's
-	// error is logged (at DEBUG).
+	// Enough attempts that a line per attempt would show (each attempt's
+	// error is logged, at DEBUG), for longer than the heartbeats' grace
+	// (3 intervals and 5s: 5.3s): 140 attempts, 20, 40 then 50ms apart,
+	// take at least 6.9s.
 	deadline := time.Now().Add(30 * time.Second)
-	for strings.Count(logs.String(), "replication slot is active in another process") < 5 { // each attempt's error, at whatever level
+	for strings.Count(logs.String(), "replication slot is active in another process") < 140 { // each attempt's error, at whatever level
 		if time.Now().After(deadline) {
-			t.Fatalf("the standby made fewer than 5 attempts in 30s:\n%s", logs.String())
+			t.Fatalf("the standby made fewer than 140 attempts in 30s:\n%s", logs.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
