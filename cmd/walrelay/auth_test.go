@@ -91,7 +91,7 @@ func TestWrongPasswordIsOneLine(t *testing.T) {
 			env := childEnv("WALRELAY_POSTGRES_DSN="+wrong, "WALRELAY_KAFKA_BROKERS="+strings.Join(broker.Addrs(), ","), "WALRELAY_LOG_LEVEL=warn")
 			stdout, stderr, code := walrelay(t, env, c.args...)
 			t.Logf("walrelay %v: %s", c.args, stderr)
-			wantFailure(t, stdout, stderr, code, 1, "password authentication failed for user", "fix the password in postgres.dsn")
+			wantFailure(t, stdout, stderr, code, 1, "password authentication failed for user", "fix the user or the password in postgres.dsn")
 			if strings.HasPrefix(strings.TrimPrefix(stderr, "walrelay: "), "tls error") || strings.Contains(stderr, "server refused TLS") {
 				t.Errorf("the error leads with the refused TLS attempt instead of the cause:\n%s", stderr)
 			}

@@ -380,7 +380,7 @@ func TestCheckWALLevelReplicaAndWrongPassword(t *testing.T) {
 
 	for _, args := range [][]string{{"slot", "list"}, {"lsn"}, {"slot", "peek", "walrelay"}} {
 		stdout, stderr, code := walrelay(t, childEnv("WALRELAY_POSTGRES_DSN="+bad, brokers), args...)
-		wantFailure(t, stdout, stderr, code, 1, `password authentication failed for user "pwuser"`, "fix the password in postgres.dsn")
+		wantFailure(t, stdout, stderr, code, 1, `password authentication failed for user "pwuser"`, "fix the user or the password in postgres.dsn")
 		if strings.Contains(stderr+stdout, "Wr0ngPassw0rd") {
 			t.Errorf("walrelay %v shows the password:\n%s", args, stderr)
 		}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/walrelay/walrelay/internal/cli"
+	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/config"
 )
 
@@ -15,8 +17,9 @@ func configCommand(stdout io.Writer) *cobra.Command {
 		Use:   "config",
 		Short: "Validate the configuration and print it (secrets redacted)",
 		Long: `Loads the configuration exactly as 'walrelay run' would (defaults, --config file,
-WALRELAY_* environment, flags), validates it without connecting, and prints the
-result as YAML. With --list, prints every option with its variable and default.`,
+WALRELAY_* environment, flags), validates it without connecting (including the
+files it names: kafka.tls.*_file, postgres.dsn's sslrootcert/sslcert/sslkey),
+and prints the result as YAML. With --list, prints every option with its variable and default.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if list, _ := cmd.Flags().GetBool("list"); list {
@@ -27,6 +30,11 @@ result as YAML. With --list, prints every option with its variable and default.`
 			cfg, err := loadConfig(cmd.Flags())
 			if err != nil {
 				return err
+			}
+			// The files run would load (TLS certificates and keys):
+			// what run refuses, config refuses, without connecting.
+			if err := admin.CheckFiles(cfg); err != nil {
+				return cli.UsageError{Err: err}
 			}
 			fmt.Fprint(stdout, cfg.String())
 			return nil

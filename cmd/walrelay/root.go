@@ -75,7 +75,7 @@ func flagError(cmd *cobra.Command, err error) error {
 			err = fmt.Errorf("%w; did you mean --%s?", err, s)
 		}
 	}
-	return cli.UsageError{Err: err}
+	return cli.UsageError{Err: explainFlagError(err)}
 }
 
 // loadConfig reads the config for cmd: defaults, file, environment, flags.

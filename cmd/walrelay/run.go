@@ -78,6 +78,9 @@ func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...
 	if err != nil {
 		return cli.UsageError{Err: err}
 	}
+	if err := startupCheck(ctx, cfg, log); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)

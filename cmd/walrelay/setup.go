@@ -95,6 +95,10 @@ server that cannot have one, false leaves failover alone.`,
 				fmt.Fprintln(stdout, s)
 			}
 			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "55000" {
+				// wal_level below logical: check's cause and fix.
+				return admin.ExplainSlotError(cmd.Context(), conn, cfg.Postgres.Slot, err)
+			}
 			if errors.As(err, &pgErr) && pgErr.Code == "42501" {
 				return fmt.Errorf("%w (walrelay setup needs CREATE on the schema and the database, ownership of the table, and REPLICATION: see docs/deploy.md, or have a DBA run sql/001-003 by hand)", err)
 			}

@@ -45,6 +45,16 @@ topic (missing), on a topic with a timestamp in the window and not in the table
 informational). Rows the router refuses are listed as unroutable (the relay
 dead-letters them per relay.on_error).
 
+It reads relay.dead_letter_topic too: a row not on its topic (or unroutable)
+with a dead letter there is dead-lettered, with the dead letter's error class
+(informational: not missing, never republished; the dead letter holds the row,
+to fix and insert again: docs/runbook.md). A row the relay skipped under
+relay.on_error.<class>=log is on no topic and in no dead letter: verify lists a
+row whose record is over kafka.batch_max_bytes as skipped (record_too_large;
+the relay's own check), and cannot tell the others (a topic's lower
+max.message.bytes, topic_rejected) from missing ones, which it says when such a
+policy is set.
+
 A row is called missing only when postgres.slot confirmed its transaction
 (Kafka acknowledged it): before reading, verify takes a fence (a snapshot and
 the WAL position after it) and waits up to --wait for the slot to pass it. A
@@ -238,7 +248,33 @@ func printVerify(w io.Writer, rep *reconcile.Report) error {
 	list("unknown", rep.Unknown, " (informational: on a topic, not in the table)")
 	list("duplicates", rep.Duplicates, " (informational: consumers dedupe on the id header)")
 	if len(rep.Unroutable) > 0 {
-		list("unroutable", rep.Unroutable, " (the router refuses them: see the dead-letter topic or the relay's log)")
+		list("unroutable", rep.Unroutable, " (the router refuses them and no dead letter holds them: policy log or stop, see the relay's log)")
+	}
+	if len(rep.DeadLettered) > 0 {
+		fmt.Fprintf(&b, "dead-lettered: %d (informational: on %s by relay.on_error, never republished; docs/runbook.md: \"If the events stay missing\")\n", len(rep.DeadLettered), rep.DeadLetterTopic)
+		for i, d := range rep.DeadLettered {
+			if i == verifyListMax {
+				fmt.Fprintf(&b, "  … and %d more (-o json lists them all)\n", len(rep.DeadLettered)-verifyListMax)
+				break
+			}
+			fmt.Fprintf(&b, "  %s %s\n", d.ID, d.Class)
+		}
+	}
+	if len(rep.Skipped) > 0 {
+		fmt.Fprintf(&b, "skipped: %d (informational: skipped by the relay under relay.on_error.<class>=log, never republished)\n", len(rep.Skipped))
+		for i, d := range rep.Skipped {
+			if i == verifyListMax {
+				fmt.Fprintf(&b, "  … and %d more (-o json lists them all)\n", len(rep.Skipped)-verifyListMax)
+				break
+			}
+			fmt.Fprintf(&b, "  %s %s\n", d.ID, d.Class)
+		}
+	}
+	if rep.DeadLettersUnread != "" {
+		fmt.Fprintf(&b, "dead-letter topic %s not read (rows it holds are reported missing): %s\n", rep.DeadLetterTopic, rep.DeadLettersUnread)
+	}
+	if note := rep.LogPolicyNote(); note != "" && len(rep.Missing) > 0 {
+		fmt.Fprintf(&b, "note: %s\n", note)
 	}
 	if rep.RowsWithoutID > 0 {
 		fmt.Fprintf(&b, "rows without an event id: %d\n", rep.RowsWithoutID)

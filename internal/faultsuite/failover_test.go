@@ -122,8 +122,8 @@ func runFailover(t *testing.T, o failoverOpts) failoverResult {
 	dsn := fmt.Sprintf("host=127.0.0.1,127.0.0.1 port=%d,%d user=%s dbname=postgres sslmode=disable target_session_attrs=primary connect_timeout=5",
 		primary.Port(), standby.Port(), localpg.User)
 	slot := slotFor(dsn)
-	createFailoverSlot(t, primary.DSN(""), slot)
 	f := newFixtureOn(t, dsn, o.d)
+	requireFailoverSlot(t, primary.DSN(""), slot)
 
 	w := startWorkload(t, dsn, defaultLoad)
 	p := startRelay(t, "relay", f.env)
@@ -243,17 +243,12 @@ func runFailover(t *testing.T, o failoverOpts) failoverResult {
 	return res
 }
 
-// createFailoverSlot creates walrelay's logical slot as a FAILOVER slot
-// (Postgres 17+) before `walrelay setup`, which then finds and keeps it.
-//
-// TODO(issue 33 item 2): switch to walrelay's own option once it is
-// merged (postgres.slot_failover: setup creates the slot with FAILOVER)
-// and drop this helper; it is the only place the test creates the slot.
-func createFailoverSlot(t *testing.T, dsn, slot string) {
+// requireFailoverSlot checks that walrelay setup made walrelay's slot a
+// FAILOVER slot (postgres.slot_failover's default, auto, on a 17+ primary).
+func requireFailoverSlot(t *testing.T, dsn, slot string) {
 	t.Helper()
-	testenv.Exec(t, dsn, `SELECT pg_create_logical_replication_slot($1, 'pgoutput', false, false, true)`, slot)
 	if !testenv.QueryValue[bool](t, dsn, `SELECT failover FROM pg_replication_slots WHERE slot_name = $1`, slot) {
-		t.Fatalf("slot %s is not a failover slot", slot)
+		t.Fatalf("walrelay setup (postgres.slot_failover=auto) did not make slot %s a failover slot on Postgres 17+", slot)
 	}
 }
 

@@ -101,6 +101,7 @@ type checker struct {
 	partitioned bool   // the outbox is a partitioned table
 	slotExists  bool
 	slotActive  bool
+	noTopics    bool // CheckRun: no scan of the outbox for its topics
 }
 
 func (c *checker) fail(name, detail, fix string) {

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"sort"
 	"strings"
@@ -37,6 +38,11 @@ func checkKafka(ctx context.Context, cfg config.Config, topics map[string]bool, 
 	defer cancel()
 	bs, err := adm.ListBrokers(bctx)
 	if err != nil {
+		// TLS against a plaintext listener times out, plaintext against
+		// a TLS one reads EOF: say which instead of "no answer".
+		if m := publisher.ProbeBrokers(ctx, cfg.Kafka.Brokers, kafkaTLS(cfg.Kafka)); m != nil {
+			return []Item{{Name: "kafka brokers", Status: Fail, Detail: m.Error(), Fix: "make kafka.tls.enabled match the listener of kafka.brokers (see the message)"}}
+		}
 		return []Item{{Name: "kafka brokers", Status: Fail, Detail: fmt.Sprintf("no broker of %s answered: %v", brokers, err),
 			Fix: "check kafka.brokers (host:port of the listeners) and that the brokers are up and reachable from here"}}
 	}
@@ -149,4 +155,17 @@ func KafkaOpts(k config.Kafka) ([]kgo.Opt, error) {
 		opts = append(opts, kgo.SASL(mech))
 	}
 	return opts, nil
+}
+
+// kafkaTLS is the TLS config KafkaOpts dials with, nil without TLS (or
+// when its files cannot be loaded: KafkaOpts reports that).
+func kafkaTLS(k config.Kafka) *tls.Config {
+	if !k.TLS.Enabled {
+		return nil
+	}
+	tc, err := publisher.TLSConfig(k.TLS.CAFile, k.TLS.CertFile, k.TLS.KeyFile, k.TLS.ServerName)
+	if err != nil {
+		return nil
+	}
+	return tc
 }

@@ -2,6 +2,8 @@ package admin
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -28,7 +30,7 @@ const connectTimeout = 10 * time.Second
 func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("%w: postgres.dsn is not a valid connection string: fix postgres.dsn (or WALRELAY_POSTGRES_DSN)", ErrConnect)
+		return nil, fmt.Errorf("%w: %w", ErrConnect, DSNError(err))
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = connectTimeout
@@ -82,7 +84,13 @@ func explainConnect(cfg *pgconn.Config, err error) error {
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case "28P01":
-			return fmt.Errorf("%w: password authentication failed for user %q at %s: fix the password in postgres.dsn (or WALRELAY_POSTGRES_DSN)", ErrAuth, cfg.User, where)
+			// Postgres answers the same for a role that does not exist.
+			return fmt.Errorf("%w: password authentication failed for user %q at %s: the password is wrong or no role %q exists (Postgres does not say which): fix the user or the password in postgres.dsn (or WALRELAY_POSTGRES_DSN), or create the role (sql/004_role.sql)", ErrAuth, cfg.User, where, cfg.User)
+		case "42501":
+			// A replication connection (replication=database) of a role
+			// without REPLICATION: "must be superuser or replication role
+			// to start walsender".
+			return fmt.Errorf("%w: role %q may not open a replication connection to %s (%s): give it REPLICATION (ALTER ROLE %s WITH REPLICATION; see sql/004_role.sql), or on a managed service its replication role (walrelay check names it)", ErrPrivilege, cfg.User, where, pgErr.Message, pgx.Identifier{cfg.User}.Sanitize())
 		case "28000":
 			if strings.Contains(pgErr.Message, "certificate") {
 				return fmt.Errorf("%w: postgres at %s refused the client certificate for user %q (%s): check sslcert and sslkey in postgres.dsn (the certificate's CN must match the user)", ErrAuth, where, cfg.User, pgErr.Message)
@@ -94,6 +102,11 @@ func explainConnect(cfg *pgconn.Config, err error) error {
 			return fmt.Errorf("%w: postgres at %s has no free connection slot (%s): close idle sessions or raise max_connections", ErrConnect, where, pgErr.Message)
 		}
 		return fmt.Errorf("%w at %s as %q: %s", ErrConnect, where, cfg.User, pgErr.Message)
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		// Said once: pgconn repeats the lookup's text in its own.
+		return fmt.Errorf("%w: the host %q of postgres.dsn does not resolve (%s): fix the host in postgres.dsn, or the DNS", ErrConnect, cfg.Host, dnsErr.Err)
 	}
 	var opErr *net.OpError
 	if len(hosts) > 1 && !everyAttempt(err, unreachable) {
@@ -107,6 +120,11 @@ func explainConnect(cfg *pgconn.Config, err error) error {
 	}
 	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 		return fmt.Errorf("%w: no answer from postgres at %s within the connect timeout: check the host and port in postgres.dsn and the network", ErrConnect, where)
+	}
+	if tlsRequired(cfg) && !tlsProblem(err) {
+		// pgconn's "tls error: server refused TLS connection": the
+		// server answered the SSLRequest with N (ssl=off).
+		return fmt.Errorf("%w: postgres at %s does not accept TLS, which the sslmode of postgres.dsn requires (%s): turn ssl on in the server, or set sslmode=prefer or sslmode=disable in postgres.dsn", ErrConnect, where, cli.OneLine(redactConnString(err.Error())))
 	}
 	return fmt.Errorf("%w at %s as %q: %s", ErrConnect, where, cfg.User, cli.OneLine(redactConnString(err.Error())))
 }
@@ -197,4 +215,34 @@ func queryError(what, fix string, err error) error {
 		return fmt.Errorf("%s: %s", what, pgMessage(pgErr))
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// tlsRequired reports whether every attempt of cfg uses TLS (sslmode
+// require, verify-ca or verify-full): no attempt without it follows.
+func tlsRequired(cfg *pgconn.Config) bool {
+	if cfg.TLSConfig == nil {
+		return false
+	}
+	for _, fb := range cfg.Fallbacks {
+		if fb.TLSConfig == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// tlsProblem reports whether err is about a TLS handshake that started
+// (a certificate, an alert, a record that is not TLS), rather than a
+// server that refused TLS altogether.
+func tlsProblem(err error) bool {
+	var (
+		unknownCA *x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		verify    *tls.CertificateVerificationError
+		record    tls.RecordHeaderError
+		alert     tls.AlertError
+	)
+	return errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
+		errors.As(err, &verify) || errors.As(err, &record) || errors.As(err, &alert)
 }

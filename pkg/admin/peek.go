@@ -33,7 +33,10 @@ type Event struct {
 	Message bool   `json:"message,omitempty"`
 	ID      string `json:"id"`
 	Topic   string `json:"topic"`
-	// Key is null when the key column is NULL.
+	// Key is null when the key column is NULL. PayloadBytes is the
+	// routed value's size. For an event the router cannot publish
+	// (ErrorClass), both are the row's key and payload columns as it
+	// holds them (no converter).
 	Key          *string `json:"key"`
 	PayloadBytes int     `json:"payload_bytes"`
 	// ErrorClass and Error are set when the router cannot publish the row
@@ -260,7 +263,21 @@ func route(plan *router.Plan, bindErr error, m *pglogrepl.InsertMessage, lsn pgl
 	ev.Table = plan.Table()
 	ev.ID = plan.EventID(m.Tuple.Columns)
 	msg, err := plan.Route(m.Tuple.Columns, t.commitTime)
-	return routed(ev, msg, err, pol)
+	return rawIfRefused(routed(ev, msg, err, pol), err, plan, m.Tuple.Columns)
+}
+
+// rawIfRefused gives an event the router refused (err) the key and
+// payload size its row holds, so that slot peek shows the real row, not
+// "(null)" and 0 B.
+func rawIfRefused(ev Event, err error, plan *router.Plan, cols []*pglogrepl.TupleDataColumn) Event {
+	if err == nil {
+		return ev
+	}
+	if k, ok := plan.RawKey(cols); ok {
+		ev.Key = &k
+	}
+	ev.PayloadBytes = plan.RawPayloadBytes(cols)
+	return ev
 }
 
 // routed completes ev with where msg goes, or with err, its class and
@@ -289,11 +306,14 @@ func routeMessage(mp *router.MessagePlan, content []byte, lsn pglogrepl.LSN, t *
 	ev := Event{LSN: lsn.String(), XID: t.xid, Table: mp.Table(), Message: true}
 	cols, err := mp.Columns(content)
 	var msg router.Message
-	if err == nil {
-		ev.ID = mp.EventID(cols)
-		msg, err = mp.Route(cols, t.commitTime)
+	if err != nil {
+		ev = routed(ev, msg, err, pol)
+		ev.PayloadBytes = len(content) // not an object walrelay can read: the message as written
+		return ev
 	}
-	return routed(ev, msg, err, pol)
+	ev.ID = mp.EventID(cols)
+	msg, err = mp.Route(cols, t.commitTime)
+	return rawIfRefused(routed(ev, msg, err, pol), err, mp.Plan, cols)
 }
 
 // AdvanceRequest says where to move a slot: To, or past the transaction

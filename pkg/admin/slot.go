@@ -191,6 +191,9 @@ func CreateSlot(ctx context.Context, conn *pgx.Conn, name string, failover bool)
 		create = `SELECT pg_create_logical_replication_slot($1, 'pgoutput', failover => true)`
 	}
 	if _, err := conn.Exec(ctx, create, name); err != nil {
+		if ex := ExplainSlotError(ctx, conn, name, err); ex != err {
+			return Slot{}, ex
+		}
 		return Slot{}, queryError(fmt.Sprintf("creating replication slot %q", name), privilegeFix(ctx, conn), err)
 	}
 	return InspectSlot(ctx, conn, name)

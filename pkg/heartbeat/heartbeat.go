@@ -47,7 +47,16 @@ type Emitter struct {
 
 	sent, received atomic.Uint64
 	lastSeen       atomic.Int64 // unix nanoseconds of the last heartbeat received
+
+	while func() bool // nil: always
 }
+
+// While gates the heartbeats (call it before Run): none is emitted, and
+// none is waited for, while active reports false. A relay passes whether
+// it streams from the slot: a standby, which does not, has nothing to
+// keep moving (the process holding the slot emits its own) and no reason
+// to warn that its heartbeats do not come back.
+func (e *Emitter) While(active func() bool) { e.while = active }
 
 // New returns an Emitter for the database of dsn, which holds slot (named
 // in its warning). It does not connect.
@@ -94,6 +103,10 @@ func (e *Emitter) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if e.while != nil && !e.while() {
+			pendingSince, warned = time.Time{}, false
+			continue
 		}
 		now := time.Now()
 		if err := e.emit(ctx, &conn, now); err != nil {

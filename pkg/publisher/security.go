@@ -68,7 +68,9 @@ var ErrBrokerAccess = errors.New("kafka refuses walrelay's credentials or certif
 
 // CheckAccess pings the brokers once, bounded by timeout. Authentication
 // and certificate failures are returned wrapped in ErrBrokerAccess so the
-// relay fails fast with a clear error instead of retrying forever. Other
+// relay fails fast with a clear error instead of retrying forever, as is
+// a listener that does not speak what kafka.tls.enabled says (ProbeTLS:
+// ErrTLSMismatch, which is an ErrBrokerAccess too). Other
 // failures (a broker down) are returned as they are: franz-go retries
 // those, and the caller may go on.
 func (p *Publisher) CheckAccess(ctx context.Context, timeout time.Duration) error {
@@ -87,6 +89,14 @@ func (p *Publisher) CheckAccess(ctx context.Context, timeout time.Duration) erro
 		record    tls.RecordHeaderError
 		opErr     *net.OpError
 	)
+	if !errors.Is(err, kerr.SaslAuthenticationFailed) && !certificateError(err) {
+		// TLS against a plaintext listener (a handshake never answered:
+		// a timeout) or plaintext against a TLS one: said as such, and
+		// permanent (ErrBrokerAccess too).
+		if m := ProbeBrokers(ctx, p.cfg.Brokers, p.cfg.TLS); m != nil {
+			return m
+		}
+	}
 	switch {
 	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.IllegalSaslState),
 		errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.ClusterAuthorizationFailed):

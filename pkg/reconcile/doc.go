@@ -60,6 +60,18 @@
 // at the end of its partition: an end found by timestamp would miss it and
 // the next verify would report it missing again.
 //
-// What it does not do: read the dead-letter topic (rows the router
-// refuses are reported as unroutable instead), or commit consumer offsets.
+// Dead letters: relay.dead_letter_topic is read too, from Since - Margin
+// to its end. A row of the window with no record on its topic (or that
+// the router refuses) whose event id has a dead letter is dead-lettered,
+// with the dead letter's error class: not missing, never republished (the
+// relay did not publish it by design; the dead letter holds the row). A
+// row the relay skipped under relay.on_error ... = log is on no topic and
+// in no dead letter: when the router refuses it, verify knows it
+// (unroutable); when its record is over kafka.batch_max_bytes, the relay's
+// own check, verify repeats it (skipped, record_too_large); when the
+// broker refused it (a topic's lower max.message.bytes, topic_rejected)
+// verify cannot tell it from a missing row, and the report says so
+// (Report.SkippedByLogClasses).
+//
+// What it does not do: commit consumer offsets.
 package reconcile

@@ -132,6 +132,27 @@ type Report struct {
 	// topic relay.topic_pattern refuses): the relay dead-letters, logs or
 	// stops on them per relay.on_error, so they are not looked for.
 	Unroutable []string `json:"unroutable"`
+	// DeadLetterTopic is relay.dead_letter_topic, and DeadLettered the
+	// rows of the window not on their topic (or unroutable) with a dead
+	// letter there: the relay did not publish them, by design
+	// (relay.on_error dlq). They are not missing and never republished:
+	// the dead letter holds the row, to be fixed and inserted again.
+	DeadLetterTopic   string         `json:"dead_letter_topic"`
+	DeadLettered      []DeadLettered `json:"dead_lettered"`
+	DeadLetteredCount int            `json:"dead_lettered_count"`
+	// Skipped are the rows of the window the relay skipped by policy:
+	// relay.on_error.record_too_large=log and a record over
+	// kafka.batch_max_bytes (the relay's own check, which verify repeats).
+	// Not missing, never republished.
+	Skipped []DeadLettered `json:"skipped"`
+	// DeadLettersUnread says why the dead-letter topic could not be read
+	// ("" when it was): its rows are then reported missing.
+	DeadLettersUnread string `json:"dead_letters_unread,omitempty"`
+	// SkippedByLogClasses are the error classes whose relay.on_error
+	// policy is log and that verify cannot foresee by routing a row: a row
+	// skipped under them cannot be told from a missing one (see
+	// LogPolicyNote).
+	SkippedByLogClasses []string `json:"skipped_by_log_classes,omitempty"`
 	// RowsWithoutID counts rows whose event id is NULL.
 	RowsWithoutID int64 `json:"rows_without_id"`
 	// Republished is what --republish sent; nil without it.
@@ -176,6 +197,8 @@ type verifier struct {
 	// WAL insert position, which only a primary has, and its position is
 	// in the WAL the standby replays and its slot confirms.
 	slots *pgx.Conn
+	// dead maps the event ids on the dead-letter topic to their class.
+	dead map[string]string
 }
 
 // Run verifies the window in opts against the topics and returns the
@@ -222,6 +245,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger)
 		Since: opts.Since.UTC(), Until: opts.Until.UTC(), Margin: opts.Margin.String(),
 		Table: v.table.quoted, TimeColumn: cfg.Outbox.TimeColumn, Slot: cfg.Postgres.Slot,
 		Topics: []string{}, Missing: []string{}, Unconfirmed: []string{}, Unknown: []string{}, Duplicates: []string{}, Unroutable: []string{},
+		DeadLetterTopic: cfg.Relay.DeadLetterTopic, DeadLettered: []DeadLettered{}, Skipped: []DeadLettered{}, SkippedByLogClasses: logPolicyClasses(cfg.Relay.OnError),
 	}
 	// The fence first, and the slot's confirmation of it: the rows'
 	// snapshot and the topics are read after it.
@@ -266,6 +290,9 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger)
 	for _, l := range [][]string{v.rep.Missing, v.rep.Unconfirmed, v.rep.Unknown, v.rep.Duplicates, v.rep.Unroutable} {
 		slices.Sort(l)
 	}
+	sortDeadLettered(v.rep.DeadLettered)
+	sortDeadLettered(v.rep.Skipped)
+	v.rep.DeadLetteredCount = len(v.rep.DeadLettered)
 	return v.rep, nil
 }
 
@@ -406,15 +433,38 @@ func (v *verifier) route(r *row) (msg *router.Message, id []byte, why string) {
 // record counts.
 func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error) {
 	o := v.opts
+	cl, err := kgo.NewClient(v.kopts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating kafka client: %w", err)
+	}
+	defer cl.Close()
+	lo, hi := o.Since.Add(-o.Margin).UnixMilli(), o.Until.Add(o.Margin).UnixMilli()
+	// The dead letters first: a row with one is dead-lettered, not
+	// missing or unroutable.
+	if v.dead, err = v.deadLetters(ctx, kadm.NewClient(cl), lo, o.MaxIDs); err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		// Not a reason to verify nothing (e.g. no READ on the topic):
+		// the rows it holds are reported missing, and the report says
+		// why.
+		v.rep.DeadLettersUnread = err.Error()
+		v.log.Warn("verify: cannot read the dead-letter topic; rows it holds are reported missing", "topic", v.cfg.Relay.DeadLetterTopic, "err", err)
+	}
 	// Pass 0: count the rows and learn their topics.
 	topics := map[string]bool{}
-	err := v.table.scanRows(ctx, tx, o.Since, o.Until, o.PageRows, v.fw, func(r *row) error {
+	err = v.table.scanRows(ctx, tx, o.Since, o.Until, o.PageRows, v.fw, func(r *row) error {
 		v.rep.Rows++
 		switch msg, _, why := v.route(r); why {
 		case "":
 			topics[msg.Topic] = true
 		case "unroutable":
-			v.rep.Unroutable = append(v.rep.Unroutable, v.plan.EventID(r.cols))
+			id := v.plan.EventID(r.cols)
+			if class, ok := v.dead[id]; ok {
+				v.rep.DeadLettered = append(v.rep.DeadLettered, DeadLettered{ID: id, Class: class})
+				break
+			}
+			v.rep.Unroutable = append(v.rep.Unroutable, id)
 		default:
 			v.rep.RowsWithoutID++
 		}
@@ -431,12 +481,6 @@ func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error
 	}
 	slices.Sort(v.rep.Topics)
 
-	cl, err := kgo.NewClient(v.kopts...)
-	if err != nil {
-		return nil, fmt.Errorf("creating kafka client: %w", err)
-	}
-	defer cl.Close()
-	lo, hi := o.Since.Add(-o.Margin).UnixMilli(), o.Until.Add(o.Margin).UnixMilli()
 	spans, err := listRanges(ctx, kadm.NewClient(cl), v.rep.Topics, lo)
 	if err != nil {
 		return nil, err
@@ -509,7 +553,15 @@ func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error
 				held[j].seen = true
 				n++
 			}
+			class, dead := v.dead[string(id)]
 			switch {
+			case n == 0 && dead:
+				// Not published by design: the dead letter holds it
+				// (and its broker ack is what confirmed it).
+				v.rep.DeadLettered = append(v.rep.DeadLettered, DeadLettered{ID: string(id), Class: class})
+			case n == 0 && v.skippedTooLarge(msg):
+				// Skipped by the relay's policy before it was produced.
+				v.rep.Skipped = append(v.rep.Skipped, DeadLettered{ID: string(id), Class: "record_too_large"})
 			case n == 0 && !r.confirmed:
 				// Its transaction may not be on Kafka yet.
 				v.rep.Unconfirmed = append(v.rep.Unconfirmed, string(id))

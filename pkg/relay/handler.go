@@ -472,7 +472,7 @@ func (h *handler) refuse(o deadletter.Origin, err error, what string, letter fun
 	class, _ := router.ClassOf(err)
 	switch h.r.reject(o, class.String(), err, "cannot route "+what) {
 	case config.PolicyStop:
-		return fmt.Errorf("%w: %s %q at %s: %w", ErrStopped, what, o.ID, o.LSN, err)
+		return fmt.Errorf("%w: %s %q at %s: %w: %s", ErrStopped, what, o.ID, o.LSN, err, stopFix(h.r.cfg.Postgres.Slot, o.ID))
 	case config.PolicyLog:
 		return nil
 	}
@@ -548,7 +548,7 @@ func (h *handler) Update(_ context.Context, rel *pglogrepl.RelationMessage, m *p
 	switch h.r.router.InvalidOpBehavior() {
 	case router.OpFatal:
 		h.log.Error("UPDATE on the outbox table; stopping (table.op.invalid.behavior=fatal)", attrs...)
-		return fmt.Errorf("%w: UPDATE of outbox row %q at %s", ErrStopped, id, lsn)
+		return fmt.Errorf("%w: UPDATE of outbox row %q at %s: %s", ErrStopped, id, lsn, stopFix(h.r.cfg.Postgres.Slot, id))
 	case router.OpError:
 		h.log.Error(msg, attrs...)
 	default:

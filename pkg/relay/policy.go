@@ -108,7 +108,7 @@ func (r *Relay) refused(out *outRecord, err error) disposition {
 	}
 	switch r.reject(o, class, err, "kafka refused a record") {
 	case config.PolicyStop:
-		r.fail.set(fmt.Errorf("%w: outbox row %s at %s: %w", ErrStopped, o.ID, o.LSN, err))
+		r.fail.set(fmt.Errorf("%w: outbox row %s at %s: %w: %s", ErrStopped, o.ID, o.LSN, err, stopFix(r.cfg.Postgres.Slot, o.ID)))
 		return dispRetry
 	case config.PolicyLog:
 		if r.txns == nil {

@@ -472,10 +472,15 @@ func (r *Relay) run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error {
+		r.sayStopping(ctx, streamCtx)
+		return nil
+	})
+	g.Go(func() error {
 		r.monitor.Run(streamCtx)
 		return nil
 	})
 	if r.cfg.Relay.HeartbeatInterval > 0 {
+		r.hb.While(r.stream.Streaming) // a standby neither emits nor waits
 		g.Go(func() error {
 			r.hb.Run(streamCtx)
 			return nil

@@ -53,7 +53,7 @@ func TestRelayKafkaTLSAndSASL(t *testing.T) {
 		{"wrong password", config.KafkaTLS{Enabled: true, CAFile: ca.CertFile(t)}, config.KafkaSASL{Mechanism: "SCRAM-SHA-512", Username: "scram512", Password: "Wr0ngPassw0rd"}, "SASL authentication"},
 		{"wrong CA", config.KafkaTLS{Enabled: true, CAFile: other.CertFile(t)}, config.KafkaSASL{Mechanism: "SCRAM-SHA-512", Username: "scram512", Password: "scram512-pass"}, "TLS certificate does not verify"},
 		{"wrong server name", config.KafkaTLS{Enabled: true, CAFile: ca.CertFile(t), ServerName: "kafka.example.com"}, config.KafkaSASL{Mechanism: "SCRAM-SHA-512", Username: "scram512", Password: "scram512-pass"}, "TLS certificate does not verify"},
-		{"TLS off against a TLS broker", config.KafkaTLS{}, config.KafkaSASL{Mechanism: "SCRAM-SHA-512", Username: "scram512", Password: "scram512-pass"}, "is TLS missing"},
+		{"TLS off against a TLS broker", config.KafkaTLS{}, config.KafkaSASL{Mechanism: "SCRAM-SHA-512", Username: "scram512", Password: "scram512-pass"}, "is the listener TLS?"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

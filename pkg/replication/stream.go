@@ -235,6 +235,7 @@ func New(cfg Config, h Handler, cp Checkpointer, log *slog.Logger) *Stream {
 // returns nil.
 func (s *Stream) Run(ctx context.Context) error {
 	backoff := s.cfg.MinBackoff
+	waiting := false       // a standby: the slot is held by another process
 	waitingSynced := false // the wait on a synchronized copy was logged
 	for {
 		streamed, err := s.session(ctx)
@@ -252,8 +253,25 @@ func (s *Stream) Run(ctx context.Context) error {
 		if streamed {
 			backoff = s.cfg.MinBackoff
 			s.reconnects.Add(1)
+			waiting = false
 		}
-		switch synced := errors.Is(err, ErrSlotSynced); {
+		standby, synced := errors.Is(err, ErrSlotActive), errors.Is(err, ErrSlotSynced)
+		if !standby {
+			waiting = false
+		}
+		if !synced {
+			waitingSynced = false
+		}
+		switch {
+		case standby && !waiting:
+			// A standby's state, said once (at each change): not a
+			// warning per attempt. "streaming from slot" says when
+			// it takes over.
+			s.log.Info("standby: another process streams from the slot; waiting to take it over (retries are logged at debug)",
+				"slot", s.cfg.Slot, "err", err, "retry_every_up_to", s.cfg.MaxBackoff)
+			waiting = true
+		case standby:
+			s.log.Debug("standby: the slot is still held by another process", "slot", s.cfg.Slot, "err", err, "backoff", backoff)
 		case synced && !waitingSynced:
 			// One line for the whole wait: it lasts until a promotion.
 			s.log.Warn("waiting for this standby's promotion to stream from the slot", "slot", s.cfg.Slot, "err", err)
@@ -261,7 +279,6 @@ func (s *Stream) Run(ctx context.Context) error {
 		case synced:
 			s.log.Debug("still waiting for this standby's promotion", "slot", s.cfg.Slot, "backoff", backoff)
 		default:
-			waitingSynced = false
 			s.log.Warn("replication session lost; reconnecting", "slot", s.cfg.Slot, "err", err, "backoff", backoff)
 		}
 		select {
