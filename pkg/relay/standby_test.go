@@ -137,6 +137,12 @@ func TestRelayStandbyTakesOverAtSlotPosition(t *testing.T) {
 	standbyLogs := &logBuffer{}
 	standby := startRelay(t, standbyCfg, standbyLogs)
 	standbyLogs.waitLog(t, "found replication slot", nil, 30*time.Second)
+	// The line comes just before the tracker is seeded (prepare returns
+	// the position; Run sets it): wait for the seed, bounded. A standby
+	// holds no slot, so nothing but the seed moves its tracker.
+	for deadline := time.Now().Add(10 * time.Second); standby.relay.Tracker().Confirmed() != seeded && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if got := standby.relay.Tracker().Confirmed(); got != seeded {
 		t.Fatalf("standby read %s at startup, the slot is at %s", got, seeded)
 	}
