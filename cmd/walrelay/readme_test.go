@@ -11,25 +11,29 @@ import (
 	"github.com/walrelay/walrelay/pkg/config"
 )
 
-// The README documents every option with its default; it must say what
-// the code does.
-func TestREADMEOptionsTableMatchesCode(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// docs/configuration.md documents every option with its default; it must
+// say what the code does (the README links it instead of a copy).
+func TestOptionsTableMatchesCode(t *testing.T) {
+	const doc = "../../docs/configuration.md"
+	text, err := os.ReadFile(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(readme), "<!-- options:begin")
+	_, rest, ok := strings.Cut(string(text), "<!-- options:begin")
 	if !ok {
-		t.Fatal("README.md has no options:begin marker")
+		t.Fatalf("%s has no options:begin marker", doc)
 	}
 	_, table, _ := strings.Cut(rest, "-->\n")
 	table, _, ok = strings.Cut(table, "<!-- options:end -->")
 	if !ok {
-		t.Fatal("README.md has no options:end marker")
+		t.Fatalf("%s has no options:end marker", doc)
 	}
 	def := config.Default()
 	if want := optionsTable(config.Fields(&def)); table != want {
-		t.Errorf("README options table is stale; replace it with the output of `walrelay config --list`:\n%s", want)
+		t.Errorf("%s: the options table is stale; replace it with the output of `walrelay config --list`:\n%s", doc, want)
+	}
+	if n := strings.Count(string(text), "<!-- options:begin"); n != 1 {
+		t.Errorf("%s has %d options:begin markers, want 1", doc, n)
 	}
 }
 
