@@ -227,7 +227,7 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// `walrelay config --list` is the options table the README includes; it
+// `walrelay config --list` is the options table docs/configuration.md includes; it
 // is kept as testdata/config-options.md at the repository root (-update
 // rewrites it).
 func TestConfigListGolden(t *testing.T) {

@@ -45,7 +45,7 @@ and prints the result as YAML. With --list, prints every option with its variabl
 	return cmd
 }
 
-// optionsTable renders the options as the README's Markdown table.
+// optionsTable renders the options as docs/configuration.md's Markdown table.
 func optionsTable(fields []config.Field) string {
 	var b strings.Builder
 	b.WriteString("| option (YAML path / --flag) | environment variable | default | meaning |\n|---|---|---|---|\n")

@@ -1,5 +1,6 @@
 // Command walrelay relays transactional outbox events from Postgres to
-// Kafka. See README.md for the commands and the delivery guarantee.
+// Kafka. See docs/cli.md for the commands and docs/delivery.md for the
+// delivery guarantee.
 //
 // Exit codes: 0 success or clean stop (SIGINT/SIGTERM); 1 a runtime error
 // (the relay stopped; nothing unacknowledged was confirmed); 2 bad usage or

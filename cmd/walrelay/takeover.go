@@ -37,7 +37,7 @@ in the transaction the connector had left open, the rows it had published
 would skip. Running it again (after a crash) is safe: the slot never moves
 backwards, and nothing is passed over once the relay has confirmed past that
 transaction. Events Debezium published after its last offset commit are
-published again (see README, "Taking over from Debezium").
+published again (see docs/cli.md, "Taking over from Debezium").
 
 --dry-run prints the offset and the pending events the takeover would skip,
 and changes nothing. The offsets topic is read with the kafka.* settings.` + "\n" + exitCodesHelp,

@@ -1,6 +1,6 @@
 // Package compose holds the tests of walrelay's container artifacts:
 // docker-compose.yml, the files it mounts (deploy/, sql/, docs/grafana,
-// docs/prometheus), the Dockerfile and .dockerignore, and the README's
+// docs/prometheus), the Dockerfile and .dockerignore, and docs/compose.md's
 // "Try it with docker compose" section.
 //
 // In: those files, Debian's docker-compose (`docker-compose config`; no

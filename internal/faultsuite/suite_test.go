@@ -584,7 +584,7 @@ func testWalsenderTerminated(t *testing.T, row *result, d delivery) {
 	if rep.Duplicates != 0 {
 		// Not asserted: a transaction the walsender was streaming when it
 		// died is aborted and re-published whole (DESIGN.md, Reconnects),
-		// although README.md says a reconnect does not duplicate. See
+		// although docs/delivery.md says a reconnect does not duplicate. See
 		// TestReconnectMidTransactionRepro.
 		t.Logf("%d duplicates after reconnects, e.g. %v", rep.Duplicates, rep.DuplicateIDs)
 	}

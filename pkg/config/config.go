@@ -11,7 +11,7 @@
 // route.topic.replacement under router:, the variable
 // WALRELAY_ROUTER_ROUTE_TOPIC_REPLACEMENT and the flag
 // --router.route.topic.replacement. Fields() lists them all with their
-// defaults and help, which is what the README's table is generated from.
+// defaults and help, which is what docs/configuration.md's table is generated from.
 //
 // Secrets (the password in postgres.dsn) never appear in errors or in
 // String(): see Redact.

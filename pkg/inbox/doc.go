@@ -23,7 +23,7 @@
 //
 // The inbox table grows by one row per event (about 200 bytes with its
 // indexes); Prune removes ids older than the longest time an event can be
-// delivered again (see the README, "Writing and consuming events from
+// delivered again (see docs/go-api.md, "Writing and consuming events from
 // Go").
 //
 // It does not retry anything but a Handler's failure, commits no offset of
