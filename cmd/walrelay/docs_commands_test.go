@@ -44,6 +44,8 @@ import (
 //     section ("on_error:") without its nested values, or a jq projection
 //     of a field the JSON's Go type does not have. `psql -c SQL` and every
 //     ```sql block run through pgx.
+//   - The runbook names the application_name of walrelay run's walsender
+//     as pg_stat_replication shows it.
 //   - In a ```console block, the lines after a `$ command` line are its
 //     output: each must be a line of what the command prints (spaces
 //     collapsed; a <placeholder> matches anything).
@@ -58,11 +60,13 @@ func TestDocsCommands(t *testing.T) {
 	}
 	var cmds []docCommand
 	var sqls []docSQL
+	texts := map[string]string{}
 	for _, doc := range []string{"docs/runbook.md", "docs/switching-from-debezium.md"} {
 		text, err := os.ReadFile(filepath.Join("../..", doc))
 		if err != nil {
 			t.Fatal(err)
 		}
+		texts[doc] = string(text)
 		c, s := docBlocks(doc, string(text))
 		cmds, sqls = append(cmds, c...), append(sqls, s...)
 	}
@@ -235,6 +239,12 @@ func TestDocsCommands(t *testing.T) {
 		if !used[s.prefix] {
 			t.Errorf("docsSkipped lists %q, which no command of the docs uses: remove it", s.prefix)
 		}
+	}
+
+	// The runbook's SQL finds walrelay's walsender by its application_name.
+	got := testenv.QueryValue[string](t, dsn, `SELECT application_name FROM pg_stat_replication WHERE pid = (SELECT active_pid FROM pg_replication_slots WHERE slot_name = 'walrelay')`)
+	if m := regexp.MustCompile(`walrelay run's replication connection has application_name '([^']*)'`).FindStringSubmatch(texts["docs/runbook.md"]); m == nil || m[1] != got {
+		t.Errorf("docs/runbook.md does not say that walrelay run's replication connection has application_name '%s' (it says %q)", got, m)
 	}
 
 	for _, s := range sqls {
