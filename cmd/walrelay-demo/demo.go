@@ -75,7 +75,9 @@ const (
 
 // demo runs the demo with the walrelay binary at bin ("": build one).
 func demo(ctx context.Context, bin string, stdout, stderr io.Writer) error {
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Postgres's own start and stop are logged only when they go wrong: the
+	// demo's steps say what it does, and its last line is what to try next.
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	step := func(format string, args ...any) { fmt.Fprintf(stdout, "==> "+format+"\n", args...) }
 
 	tmp, err := os.MkdirTemp("", "walrelay-demo-")
