@@ -115,6 +115,9 @@ func TestDocsCommands(t *testing.T) {
 	)
 	relay := startChild(t, env, "run")
 	ids := insertEvents(t, dsn, "order", "customer")
+	// One row inside the windows the docs' verify commands check (they
+	// end a while before now).
+	testenv.Exec(t, dsn, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload, created_at) VALUES ('order', 'agg-old', 'Happened', '{}', now() - interval '30 minutes')`)
 	testenv.WaitCaughtUp(t, dsn, "walrelay", 30*time.Second)
 	waitHTTP(t, relay, listen, "/readyz", 30*time.Second)
 
