@@ -1,5 +1,5 @@
 # walrelay's two commands (see README.md):
-#   make demo   run the relay end to end on a private Postgres and an in-process broker
+#   make demo   build walrelay and run it end to end on a private Postgres and an in-process broker
 #   make test   run every test with -race against a real Postgres 15, and the
 #               compatibility suite on Postgres 14, 15, 16, 17 and 18
 # Both install what a fresh machine lacks (the PostgreSQL server package;
@@ -24,9 +24,11 @@ all: build
 build:
 	$(BUILD) -o bin/walrelay ./cmd/walrelay
 
-demo:
+# demo builds bin/walrelay and runs it (setup, run, slot inspect, /metrics)
+# on a private Postgres and an in-process broker (cmd/walrelay-demo).
+demo: build
 	@$(MAKE) --no-print-directory deps DEPS=postgresql
-	$(GO) run ./cmd/walrelay-demo
+	$(GO) run ./cmd/walrelay-demo bin/walrelay
 
 # test runs the full suite with -race on Debian's Postgres 15 and, at the
 # same time, .ci/pg-matrix: the compatibility suite on 14, 15, 16, 17 and
