@@ -711,3 +711,44 @@ func execSQL(ctx context.Context, dsn, sql string) error {
 	_, err = conn.Exec(ctx, sql)
 	return err
 }
+
+// TestREADMECommandsParse: every walrelay command of the README's shell
+// blocks (as `walrelay`, `./walrelay` or `bin/walrelay`) parses, its
+// subcommand and flags existing (run in-process with --help appended,
+// which parses and runs nothing). The README's commands that need a
+// Postgres and a Kafka of one's own are the quick start's; the docs'
+// commands run for real in TestDocsCommands.
+func TestREADMECommandsParse(t *testing.T) {
+	text, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds, _ := docBlocks("README.md", string(text))
+	n := 0
+	for _, c := range cmds {
+		for _, seg := range c.segments(t) {
+			if len(seg) == 0 {
+				continue
+			}
+			switch seg[0] {
+			case "walrelay", "./walrelay", "bin/walrelay":
+			default:
+				continue
+			}
+			n++
+			args := append(substitutePlaceholders(t, c, seg[1:]), "--help")
+			var stdout, stderr bytes.Buffer
+			if err := run(t.Context(), args, &stdout, &stderr); err != nil {
+				t.Errorf("%s: `%s` does not parse: %v", c.where(), strings.Join(seg, " "), err)
+				continue
+			}
+			if strings.Contains(stdout.String(), "\nAvailable Commands:") {
+				t.Errorf("%s: `%s` names a command group, not a command", c.where(), strings.Join(seg, " "))
+			}
+		}
+	}
+	if n < 3 {
+		t.Fatalf("found %d walrelay commands in README.md's shell blocks; the extraction is broken", n)
+	}
+	t.Logf("%d walrelay commands of README.md parse", n)
+}
