@@ -38,7 +38,7 @@ func CreateRecordedSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.
 		return Slot{}, st, err
 	}
 	if st.Record != nil && !st.SlotExists && !replace {
-		return Slot{}, st, fmt.Errorf("%w: walrelay had confirmed through slot %q up to %s (recorded %s): rows committed after that may never have been published, and a new slot starts after them. To create it anyway (retention stays stopped until you adopt it), run `walrelay slot create %s --replace`, start walrelay run, then `walrelay verify --since %s --republish` and `walrelay slot adopt %s`",
+		return Slot{}, st, fmt.Errorf("%w: walrelay had confirmed through slot %q up to %s (recorded %s): rows committed after that may never have been published, and a new slot starts after them. Heal it from the outbox instead (`walrelay slot heal`, or outbox.on_slot_loss: heal), or, to create it anyway and accept the gap (retention stays stopped until you adopt it), run `walrelay slot create %s --accept-gap`, start walrelay run, then `walrelay verify --since %s --republish` and `walrelay slot adopt %s`",
 			slotrecord.ErrRecorded, name, st.Record.Confirmed, st.Record.UpdatedAt.UTC().Format(time.RFC3339), name, st.Record.UpdatedAt.Add(-time.Hour).UTC().Format(time.RFC3339), name)
 	}
 	s, err := CreateSlot(ctx, conn, name)

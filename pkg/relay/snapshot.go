@@ -165,6 +165,27 @@ func tempSlotName() (string, error) {
 //
 // With dryRun it only counts: it returns the rows it would publish.
 func (r *Relay) publishSnapshot(ctx context.Context, conn *pgx.Conn, name string, lsn pglogrepl.LSN, where string, dryRun bool) (int64, error) {
+	if dryRun {
+		return r.countRead(ctx, conn, name, func(*snapshot.Reader) (string, []string, error) { return where, nil, nil })
+	}
+	return r.publishRead(ctx, conn, name, lsn, func(*snapshot.Reader) (string, []string, error) { return where, nil, nil })
+}
+
+// readSpec says, in the snapshot, which rows to read (where) and in which
+// order before the primary key (nil: primary-key order).
+type readSpec func(rd *snapshot.Reader) (where string, order []string, err error)
+
+// countRead is publishRead's dry run: the rows it would publish.
+func (r *Relay) countRead(ctx context.Context, conn *pgx.Conn, name string, spec readSpec) (int64, error) {
+	return r.readRows(ctx, conn, name, 0, spec, true)
+}
+
+// publishRead is publishSnapshot with the rows spec selects.
+func (r *Relay) publishRead(ctx context.Context, conn *pgx.Conn, name string, lsn pglogrepl.LSN, spec readSpec) (int64, error) {
+	return r.readRows(ctx, conn, name, lsn, spec, false)
+}
+
+func (r *Relay) readRows(ctx context.Context, conn *pgx.Conn, name string, lsn pglogrepl.LSN, spec readSpec, dryRun bool) (int64, error) {
 	tables, err := r.snapshotTables()
 	if err != nil {
 		return 0, err
@@ -174,6 +195,10 @@ func (r *Relay) publishSnapshot(ctx context.Context, conn *pgx.Conn, name string
 		return 0, err
 	}
 	defer func() { _ = rd.Close(context.WithoutCancel(ctx)) }()
+	where, order, err := spec(rd)
+	if err != nil {
+		return 0, err
+	}
 	pks := make([][]string, len(tables))
 	var total int64
 	for i, t := range tables {
@@ -208,7 +233,13 @@ func (r *Relay) publishSnapshot(ctx context.Context, conn *pgx.Conn, name string
 			return rows, fmt.Errorf("binding %s: %w", t, err)
 		}
 		msg := relationMessage(rel)
-		err = rd.Scan(ctx, t, where, pks[i], r.cfg.Snapshot.ChunkRows, func(cols []*pglogrepl.TupleDataColumn) error {
+		scan := rd.Scan
+		if order != nil {
+			scan = func(ctx context.Context, t snapshot.Table, where string, pk []string, chunk int, fn func([]*pglogrepl.TupleDataColumn) error) error {
+				return rd.ScanOrdered(ctx, t, where, order, pk, chunk, fn)
+			}
+		}
+		err = scan(ctx, t, where, pks[i], r.cfg.Snapshot.ChunkRows, func(cols []*pglogrepl.TupleDataColumn) error {
 			for !r.tracker.WaitRoom(ctx, time.Now().Add(100*time.Millisecond)) {
 				if ferr := r.fail.err(); ferr != nil {
 					return ferr
