@@ -24,7 +24,8 @@ CREATE TABLE IF NOT EXISTS public.walrelay_slot_positions (
     fence_lsn         pg_lsn,
     covered_xmin      bigint,               -- the newest fence confirmed_lsn passed: every row whose xmin precedes it is on Kafka
     covered_lsn       pg_lsn,               -- (walrelay heal republishes the outbox rows that do not precede it)
-    covered_system    text
+    covered_system    text,
+    jump_accepted     boolean               -- the jump is a gap an operator accepted (walrelay slot create --accept-gap): walrelay run relays on
 );
 
 -- The run role of sql/004_role.sql records through it (004 grants this too

@@ -48,6 +48,7 @@ var scenarios = []scenario{
 	{"commit-outcome-unknown", testCommitOutcomeUnknown},
 	{"same-timeline-restore", testSameTimelineRestore},
 	{"recreated-slot-retention", testRecreatedSlotRetention},
+	{"slot-loss (heal)", testSlotLossHeal},
 }
 
 // TestFaultSuite runs every scenario in every delivery mode (in parallel,

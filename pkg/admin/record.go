@@ -17,7 +17,9 @@ import (
 // exists) is created only with replace, and then the record is marked
 // replaced: retention stays stopped until walrelay verify and walrelay
 // slot adopt. Without replace the error wraps slotrecord.ErrRecorded and
-// says what to run.
+// says what to run. With replace, a slot that exists and was found past
+// the record (jumped) is not created: its gap is accepted
+// (slotrecord.AcceptJump), so that walrelay run relays on from it.
 func CreateRecordedSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.Table, name string, replace bool) (Slot, slotrecord.State, error) {
 	if err := ValidateSlotName(name); err != nil {
 		return Slot{}, slotrecord.State{}, err
@@ -41,6 +43,15 @@ func CreateRecordedSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.
 		return Slot{}, st, fmt.Errorf("%w: walrelay had confirmed through slot %q up to %s (recorded %s): rows committed after that may never have been published, and a new slot starts after them. Heal it from the outbox instead (`walrelay slot heal`, or outbox.on_slot_loss: heal), or, to create it anyway and accept the gap (retention stays stopped until you adopt it), run `walrelay slot create %s --accept-gap`, start walrelay run, then `walrelay verify --since %s --republish` and `walrelay slot adopt %s`",
 			slotrecord.ErrRecorded, name, st.Record.Confirmed, st.Record.UpdatedAt.UTC().Format(time.RFC3339), name, st.Record.UpdatedAt.Add(-time.Hour).UTC().Format(time.RFC3339), name)
 	}
+	if replace && st.Record != nil && st.SlotExists && !st.SlotLost && (st.Record.JumpedAt != nil || st.Jumped() != "") {
+		// --accept-gap on a slot past the record: accept its position.
+		st, err = slotrecord.AcceptJump(ctx, conn, records, name)
+		if err != nil {
+			return Slot{}, st, err
+		}
+		s, err := InspectSlot(ctx, conn, name)
+		return s, st, err
+	}
 	s, err := CreateSlot(ctx, conn, name)
 	if err != nil {
 		return Slot{}, st, err
@@ -51,7 +62,7 @@ func CreateRecordedSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.
 	}
 	who := "walrelay slot create"
 	if st.Record != nil {
-		who += " --replace"
+		who += " --accept-gap"
 	}
 	st, err = slotrecord.Created(ctx, conn, records, name, lsn, who+" ("+currentUser(ctx, conn)+")")
 	return s, st, err

@@ -110,7 +110,7 @@ func wayOnLost(slot string, r *slotrecord.Record, lost bool) string {
 
 // wayOnJumped is the two ways on after a slot moved past the record.
 func wayOnJumped(slot string) string {
-	return fmt.Sprintf("Two ways on: heal it from the outbox (set outbox.on_slot_loss: heal and start walrelay run again, or run `walrelay slot heal`): walrelay republishes from the outbox table the rows after its record, then streams from the slot (duplicates, no loss, while the rows are still in the table); or accept the slot's position: `walrelay verify --republish` over the time since the record, then `walrelay slot adopt %s`", slot)
+	return fmt.Sprintf("Two ways on: heal it from the outbox (set outbox.on_slot_loss: heal and start walrelay run again, or run `walrelay slot heal`): walrelay republishes from the outbox table the rows after its record, then streams from the slot (duplicates, no loss, while the rows are still in the table); or accept the gap: `walrelay slot create %s --accept-gap` (walrelay run then relays on from the slot; retention stays stopped), then `walrelay verify --republish` over the time since the record and `walrelay slot adopt %s`", slot, slot)
 }
 
 // judgeSlot decides, after the recorder's start check (found), on an
@@ -145,6 +145,10 @@ func (r *Relay) judgeSlot(walStatus string) error {
 		return nil
 	}
 	switch {
+	case st.Record.Accepted && r.rec.startWhy == "":
+		// walrelay slot create --accept-gap: an operator's decision.
+		r.log.Error("the slot's position is not one walrelay confirmed: it replaced one walrelay confirmed through, and an operator accepted the gap (walrelay slot create --accept-gap): relaying goes on, retention stays stopped until walrelay verify --republish and walrelay slot adopt",
+			"slot", slot, "err", uerr)
 	case st.Failover():
 		// A synced failover slot can be past the record row the promoted
 		// server replayed (the row commits after the position it
@@ -157,7 +161,12 @@ func (r *Relay) judgeSlot(walStatus string) error {
 		r.heal = &healPlan{what: healJumped, inPlace: true, why: r.rec.startWhy}
 		r.log.Warn("the slot is past walrelay's record: healing it from the outbox (outbox.on_slot_loss: heal)", "slot", slot, "found", uerr)
 	default:
-		return fmt.Errorf("%w. %s", uerr, wayOnJumped(slot))
+		rec := st.Record
+		if rec.JumpedAt == nil { // found marks it; not marked: the role may not write
+			return fmt.Errorf("%w. %s", uerr, wayOnJumped(slot))
+		}
+		return fmt.Errorf("%w: slot %q: %s (found %s): rows committed after %s may never have been published. %s",
+			slotrecord.ErrJumped, slot, rec.Jump, rec.JumpedAt.UTC().Format(time.RFC3339), rec.JumpedFrom, wayOnJumped(slot))
 	}
 	return nil
 }
@@ -262,9 +271,13 @@ func orNone(s string) string {
 
 // publishGap publishes the rows of snapshot name (a snapshot of its own
 // when empty) that do not precede fence (every row when fence is nil, or
-// is not of this server's history), oldest transaction first (the age of
-// the row's xmin, then the primary key), as one tracked transaction
-// ending at lsn, and returns once Kafka acknowledged them.
+// is not of this server's history), oldest transaction first, as one
+// tracked transaction ending at lsn, and returns once Kafka acknowledged
+// them. Oldest first is commit order with track_commit_timestamp on
+// (pg_xact_commit_timestamp), and otherwise xid order (the age of the
+// row's xmin), which is commit order for the rows of one key unless two
+// of its transactions overlapped (the later xid committing first); within
+// a transaction, statement order (cmin), then heap order (ctid).
 func (r *Relay) publishGap(ctx context.Context, conn *pgx.Conn, name string, lsn pglogrepl.LSN, fence *txfence.Fence) (int64, error) {
 	return r.publishRead(ctx, conn, name, lsn, func(rd *snapshot.Reader) (string, []string, error) {
 		var s string
@@ -279,6 +292,18 @@ func (r *Relay) publishGap(ctx context.Context, conn *pgx.Conn, name string, lsn
 		// Older transactions first: the distance from the row's xmin back
 		// from the snapshot's xmax (frozen xids are the oldest).
 		order := []string{fmt.Sprintf("CASE WHEN %s < 3 THEN 4294967296 ELSE (%d - %s + 4294967296) %% 4294967296 END DESC", x, xmax%(1<<32), x)}
+		// With track_commit_timestamp, commit order itself: xid order
+		// differs from it where transactions of one key overlapped.
+		var ts string
+		if err := rd.QueryRow(ctx, `SELECT current_setting('track_commit_timestamp')`).Scan(&ts); err != nil {
+			return "", nil, fmt.Errorf("reading track_commit_timestamp: %w", err)
+		}
+		if ts == "on" {
+			order = append([]string{"pg_xact_commit_timestamp(xmin) NULLS FIRST"}, order...)
+		}
+		// Within a transaction, statement order (cmin, the inserting
+		// command), then the row's place in the heap (one statement's rows).
+		order = append(order, "cmin::text::bigint", "ctid")
 		if fence == nil {
 			return "", order, nil
 		}

@@ -261,7 +261,7 @@ func (c *recorder) session(ctx context.Context) error {
 			return err
 		}
 		c.use(s)
-		if reason, uerr := s.Unproven(); reason == slotrecord.ReasonSlotJumped {
+		if reason, uerr := s.Unproven(); reason == slotrecord.ReasonSlotJumped && (why != "" || !s.Record.Accepted) {
 			jumped = fmt.Errorf("at a replication session's start: %w (%s). %s", uerr, why, wayOnJumped(c.slot))
 		}
 		return nil

@@ -36,7 +36,7 @@ const timelineSQL = `CASE WHEN pg_is_in_recovery() THEN 0 ELSE ('x' || substr(pg
 
 // fenceColumns are the columns this version added, read as text.
 type fenceColumns struct {
-	timeline, fenceXmin, fenceLSN, coveredXmin, coveredLSN, coveredSystem *string
+	timeline, fenceXmin, fenceLSN, coveredXmin, coveredLSN, coveredSystem, accepted *string
 }
 
 // fill sets r's Timeline, Pending and Covered.
@@ -62,6 +62,7 @@ func (c fenceColumns) fill(r *Record) error {
 		}
 		return &txfence.Fence{Xmin: x, LSN: l, System: system}, nil
 	}
+	r.Accepted = deref(c.accepted) == "true"
 	var err error
 	if r.Pending, err = fence(c.fenceXmin, c.fenceLSN, r.System); err != nil {
 		return err
@@ -75,7 +76,7 @@ func (c fenceColumns) fill(r *Record) error {
 const upgradeDDL = `ALTER TABLE %s ADD COLUMN IF NOT EXISTS timeline bigint,
 	ADD COLUMN IF NOT EXISTS fence_xmin bigint, ADD COLUMN IF NOT EXISTS fence_lsn pg_lsn,
 	ADD COLUMN IF NOT EXISTS covered_xmin bigint, ADD COLUMN IF NOT EXISTS covered_lsn pg_lsn,
-	ADD COLUMN IF NOT EXISTS covered_system text`
+	ADD COLUMN IF NOT EXISTS covered_system text, ADD COLUMN IF NOT EXISTS jump_accepted boolean`
 
 // upgrade adds the fence columns when they are missing. A role that may
 // not (not the table's owner) leaves the table as it is: the record works
@@ -83,7 +84,7 @@ const upgradeDDL = `ALTER TABLE %s ADD COLUMN IF NOT EXISTS timeline bigint,
 // row: duplicates, never a loss).
 func (t Table) upgrade(ctx context.Context, conn *pgx.Conn) error {
 	var has bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'covered_system' AND NOT attisdropped)`,
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'jump_accepted' AND NOT attisdropped)`,
 		t.quoted()).Scan(&has); err != nil {
 		return fmt.Errorf("reading the columns of %s: %w", t, err)
 	}
@@ -162,7 +163,7 @@ func Healed(ctx context.Context, conn *pgx.Conn, t Table, slot string, lsn pglog
 		}
 		tli := ""
 		if s.Fences {
-			tli = `, timeline = nullif(` + timelineSQL + `, 0)`
+			tli = `, jump_accepted = NULL, timeline = nullif(` + timelineSQL + `, 0)`
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO `+t.quoted()+` AS r (slot_name, system_identifier, confirmed_lsn, created_lsn, note)
 			VALUES ($1, $2, $3::pg_lsn, $4::pg_lsn, $5)
@@ -236,4 +237,39 @@ func GapRows(ctx context.Context, conn *pgx.Conn, table string, s State) (rows i
 		return 0, false, fmt.Errorf("counting the outbox rows after the record's fence: %w", err)
 	}
 	return rows, bounded, nil
+}
+
+// AcceptJump is an operator's decision on a slot found past the record
+// (walrelay slot create --accept-gap on an existing slot): the jump is
+// marked (when found only now) and accepted, so that walrelay run relays
+// on from the slot while retention stays stopped until walrelay verify
+// --republish and walrelay slot adopt. It returns the state after it;
+// ErrNoRecord when there is no record, ErrJumped wrapped when the table
+// lacks the column (an earlier version's table the role may not alter).
+func AcceptJump(ctx context.Context, conn *pgx.Conn, t Table, slot string) (State, error) {
+	var out State
+	err := inTx(ctx, conn, t, slot, func(tx pgx.Tx, s State) error {
+		switch {
+		case s.Record == nil:
+			return fmt.Errorf("%w %q: there is no gap to accept", ErrNoRecord, slot)
+		case !s.SlotExists || s.SlotLost:
+			return fmt.Errorf("slot %q is missing or lost: accepting its gap creates a new one (drop a lost slot first)", slot)
+		case !s.Fences:
+			return fmt.Errorf("%w: %s has no jump_accepted column (a table of an earlier walrelay): run walrelay setup, or sql/005_slot_positions.sql's ALTER as its owner", ErrJumped, t)
+		}
+		if why := s.Jumped(); why != "" {
+			if err := markLocked(ctx, tx, t, s, why, s.SlotConfirmed); err != nil {
+				return err
+			}
+		} else if s.Record.JumpedAt == nil {
+			return fmt.Errorf("slot %q is at %s, within walrelay's record %s: there is no gap to accept", slot, s.SlotConfirmed, s.Record.Confirmed)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE `+t.quoted()+` SET jump_accepted = true, updated_at = now() WHERE slot_name = $1`, slot); err != nil {
+			return fmt.Errorf("accepting the gap of slot %q in %s: %w", slot, t, err)
+		}
+		var err error
+		out, err = Read(ctx, tx, t, slot)
+		return err
+	})
+	return out, err
 }

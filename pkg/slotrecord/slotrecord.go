@@ -148,6 +148,10 @@ type Record struct {
 	// Covered.Xmin is on Kafka (see fence.go). Nil when none.
 	Pending *txfence.Fence `json:"pending_fence,omitempty"`
 	Covered *txfence.Fence `json:"covered_fence,omitempty"`
+	// Accepted: the jump is a gap an operator accepted (walrelay slot
+	// create --accept-gap): walrelay run relays on (retention stays
+	// stopped until walrelay slot adopt).
+	Accepted bool `json:"jump_accepted,omitempty"`
 }
 
 // State is a slot, its record and the server, read in one statement.
@@ -202,15 +206,15 @@ func Read(ctx context.Context, q Querier, t Table, slot string) (State, error) {
 				s.slot_name IS NOT NULL, coalesce(s.wal_status = 'lost', false), s.confirmed_flush_lsn::text,
 				r.slot_name IS NOT NULL, r.system_identifier, r.confirmed_lsn::text, r.created_lsn::text, r.updated_at,
 				r.note, r.jumped_at, r.jump, r.jumped_from_lsn::text, r.adopted_at, r.adopted_by,
-				EXISTS (SELECT FROM pg_attribute WHERE attrelid = $2::regclass AND attname = 'covered_system' AND NOT attisdropped),
+				EXISTS (SELECT FROM pg_attribute WHERE attrelid = $2::regclass AND attname = 'jump_accepted' AND NOT attisdropped),
 				to_jsonb(r)->>'timeline', to_jsonb(r)->>'fence_xmin', to_jsonb(r)->>'fence_lsn',
-				to_jsonb(r)->>'covered_xmin', to_jsonb(r)->>'covered_lsn', to_jsonb(r)->>'covered_system'
+				to_jsonb(r)->>'covered_xmin', to_jsonb(r)->>'covered_lsn', to_jsonb(r)->>'covered_system', to_jsonb(r)->>'jump_accepted'
 			FROM (SELECT 1) one
 			LEFT JOIN pg_replication_slots s ON s.slot_name = $1
 			LEFT JOIN `+t.quoted()+` r ON r.slot_name = $1`, slot, t.quoted()).
 			Scan(&s.System, &tli, &s.SlotExists, &s.SlotLost, &confirmed,
 				&found, &sys, &rconf, &created, &updated, &note, &jumpedAt, &jump, &from, &adoptedAt, &adoptedBy,
-				&s.Fences, &fences.timeline, &fences.fenceXmin, &fences.fenceLSN, &fences.coveredXmin, &fences.coveredLSN, &fences.coveredSystem)
+				&s.Fences, &fences.timeline, &fences.fenceXmin, &fences.fenceLSN, &fences.coveredXmin, &fences.coveredLSN, &fences.coveredSystem, &fences.accepted)
 		s.Timeline = uint32(tli)
 		if err == nil && found {
 			r := &Record{Slot: slot, System: deref(sys), UpdatedAt: *updated, Note: deref(note), JumpedAt: jumpedAt,
@@ -394,7 +398,11 @@ func MarkJumped(ctx context.Context, conn *pgx.Conn, t Table, slot string) (Stat
 // markLocked sets the jump (keeping an earlier one not adopted yet) and
 // moves the record to `to` on the server's system.
 func markLocked(ctx context.Context, tx pgx.Tx, t Table, s State, why string, to pglogrepl.LSN) error {
-	_, err := tx.Exec(ctx, `UPDATE `+t.quoted()+` SET
+	accepted := ""
+	if s.Fences {
+		accepted = "jump_accepted = false, " // a new jump is no gap anyone accepted
+	}
+	_, err := tx.Exec(ctx, `UPDATE `+t.quoted()+` SET `+accepted+`
 			jumped_from_lsn = CASE WHEN jumped_at IS NULL THEN confirmed_lsn ELSE jumped_from_lsn END,
 			jump = CASE WHEN jumped_at IS NULL THEN $3 ELSE jump END,
 			jumped_at = coalesce(jumped_at, now()),
@@ -462,7 +470,11 @@ func Created(ctx context.Context, conn *pgx.Conn, t Table, slot string, lsn pglo
 		} else {
 			why := fmt.Sprintf("replaced by %s: a new slot was created at %s after walrelay had confirmed through the previous one up to %s", who, lsn, s.Record.Confirmed)
 			if err = markLocked(ctx, tx, t, s, why, lsn); err == nil {
-				_, err = tx.Exec(ctx, `UPDATE `+t.quoted()+` SET created_lsn = $2::pg_lsn, note = $3 WHERE slot_name = $1`, slot, lsn.String(), "created by "+who)
+				accepted := ""
+				if s.Fences {
+					accepted = ", jump_accepted = true"
+				}
+				_, err = tx.Exec(ctx, `UPDATE `+t.quoted()+` SET created_lsn = $2::pg_lsn, note = $3`+accepted+` WHERE slot_name = $1`, slot, lsn.String(), "created by "+who)
 			}
 		}
 		if err != nil {
@@ -504,12 +516,16 @@ func Adopt(ctx context.Context, conn *pgx.Conn, t Table, slot, who string) (befo
 		case s.SlotLost:
 			return fmt.Errorf("%w: slot %q is lost (wal_status lost): drop it and create it again first (`walrelay slot drop %s`, `walrelay slot create %s --accept-gap`), or heal it: `walrelay slot heal`", ErrRecorded, slot, slot, slot)
 		}
+		accepted := ""
+		if s.Fences {
+			accepted = ", jump_accepted = NULL"
+		}
 		_, err := tx.Exec(ctx, `INSERT INTO `+t.quoted()+` AS r (slot_name, system_identifier, confirmed_lsn, note, adopted_at, adopted_by)
 			VALUES ($1, $2, $3::pg_lsn, 'adopted', now(), $4)
 			ON CONFLICT (slot_name) DO UPDATE SET system_identifier = excluded.system_identifier,
 				confirmed_lsn = CASE WHEN r.system_identifier = excluded.system_identifier THEN greatest(r.confirmed_lsn, excluded.confirmed_lsn) ELSE excluded.confirmed_lsn END,
 				jumped_at = NULL, jump = NULL, jumped_from_lsn = NULL, note = 'adopted',
-				adopted_at = now(), adopted_by = excluded.adopted_by, updated_at = now()`,
+				adopted_at = now(), adopted_by = excluded.adopted_by, updated_at = now()`+accepted,
 			slot, s.System, s.SlotConfirmed.String(), who)
 		if err != nil {
 			return fmt.Errorf("adopting slot %q in %s: %w", slot, t, err)
