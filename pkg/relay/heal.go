@@ -193,8 +193,11 @@ func (r *Relay) healSlot(ctx context.Context) (HealResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if st.Record != nil {
-		res.RecordLSN = st.Record.Confirmed.String()
+	if rec := st.Record; rec != nil {
+		res.RecordLSN = rec.Confirmed.String()
+		if rec.JumpedAt != nil {
+			res.RecordLSN = rec.JumpedFrom.String() // the record before the jump raised it
+		}
 	}
 	fence := st.HealFence()
 	if fence != nil {

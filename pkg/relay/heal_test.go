@@ -22,6 +22,13 @@ import (
 // server settings such as max_slot_wal_keep_size).
 func fixtureOnCluster(t *testing.T, settings map[string]string, mutate func(*config.Config)) *fixture {
 	t.Helper()
+	f, _ := fixtureCluster(t, settings, mutate)
+	return f
+}
+
+// fixtureCluster is fixtureOnCluster that also returns the cluster.
+func fixtureCluster(t *testing.T, settings map[string]string, mutate func(*config.Config)) (*fixture, *localpg.Cluster) {
+	t.Helper()
 	c := testenv.PrivateCluster(t, localpg.Options{Settings: settings})
 	dsn := c.DSN("postgres")
 	conn := testenv.Connect(t, dsn)
@@ -46,7 +53,7 @@ func fixtureOnCluster(t *testing.T, settings map[string]string, mutate func(*con
 			t.Logf("relay log:\n%s", f.logs.String())
 		}
 	})
-	return f
+	return f, c
 }
 
 // loadWriters inserts rows, one per transaction, for keys k0..k3, from n
@@ -264,5 +271,74 @@ func TestHealInvalidatedSlot(t *testing.T) {
 	}
 	if n := len(f.logs.lines("slot healed: created it at its consistent point; streaming from there")); n != 1 {
 		t.Fatalf("healed %d times, want once", n)
+	}
+}
+
+// Item 4's failover case: after a promotion, the new primary's slot can be
+// past the record row it replayed (a synced failover slot: the record of
+// a position commits after the position). Here the primary is killed
+// after rows the relay never published, the standby promoted, and the
+// slot created on it past the record (as a synced slot ahead of it, or a
+// replacement). walrelay run, with the default outbox.on_slot_loss: stop,
+// must neither stop nor skip: the record was last written on an earlier
+// timeline of the same system, so it heals in place (republishes the
+// rows after the record's covered fence) and streams from the slot.
+func TestSlotAheadOfTheRecordAfterPromotion(t *testing.T) {
+	f, p := fixtureCluster(t, nil, nil)
+	run := f.start(t)
+	var published []string
+	deadline := time.Now().Add(40 * time.Second)
+	for testenv.QueryValue[bool](t, f.dsn, `SELECT covered_lsn IS NULL FROM walrelay_slot_positions WHERE slot_name = 'walrelay'`) {
+		if time.Now().After(deadline) {
+			t.Fatal("no covered fence in the record after 40s")
+		}
+		id, _ := insertRow(t, f.dsn, "order", "before", `{}`)
+		published = append(published, id)
+		time.Sleep(100 * time.Millisecond)
+	}
+	f.waitCaughtUp(t, 30*time.Second)
+	if err := run.stop(); err != nil {
+		t.Fatal(err)
+	}
+	var gap []string
+	for range 5 {
+		id, _ := insertRow(t, f.dsn, "order", "gap", `{}`)
+		gap = append(gap, id)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	s, err := p.NewStandby(ctx, localpg.StandbyOptions{Slot: "phys"})
+	if err != nil {
+		t.Fatalf("NewStandby: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	lsn := testenv.QueryValue[string](t, f.dsn, `SELECT pg_current_wal_lsn()::text`)
+	for !testenv.QueryValue[bool](t, s.DSN("postgres"), `SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn`, lsn) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatalf("killing the primary: %v", err)
+	}
+	if err := s.Promote(ctx); err != nil {
+		t.Fatalf("promoting the standby: %v", err)
+	}
+	dsn := s.DSN("postgres")
+	testenv.Exec(t, dsn, `SELECT pg_create_logical_replication_slot('walrelay', 'pgoutput')`)
+	if ahead := testenv.QueryValue[bool](t, dsn, `SELECT s.confirmed_flush_lsn > r.confirmed_lsn FROM pg_replication_slots s, walrelay_slot_positions r WHERE s.slot_name = 'walrelay' AND r.slot_name = 'walrelay'`); !ahead {
+		t.Fatal("the slot on the promoted server is not past the record: the test proves nothing")
+	}
+
+	f.cfg.Postgres.DSN, f.dsn = dsn, dsn
+	run = f.start(t)
+	after, _ := insertRow(t, dsn, "order", "after", `{}`)
+	if lost, dups := delivered(t, f.broker, "outbox.event.order", append(append(gap, after), published...), 30*time.Second); lost != 0 {
+		t.Fatalf("after the promotion: %d rows lost (%d duplicates)", lost, dups)
+	}
+	f.logs.waitLog(t, "slot healed", nil, 30*time.Second)
+	if run.exited() {
+		t.Fatalf("the relay stopped: %v", run.err)
+	}
+	if n := len(f.logs.lines("slot healed")); n != 1 {
+		t.Errorf("healed %d times, want once (in place)", n)
 	}
 }
