@@ -261,6 +261,11 @@ func (c *recorder) session(ctx context.Context) error {
 			return err
 		}
 		c.use(s)
+		if s.SlotLost && s.Record != nil {
+			jumped = fmt.Errorf("%w: at a replication session's start: slot %q has wal_status lost (Postgres removed WAL it needed); walrelay had confirmed through it up to %s: rows committed after that may never have been published. %s",
+				ErrSlotLost, c.slot, s.Record.Confirmed, wayOnLost(c.slot, s.Record, true))
+			return nil
+		}
 		if reason, uerr := s.Unproven(); reason == slotrecord.ReasonSlotJumped && (why != "" || !s.Record.Accepted) {
 			jumped = fmt.Errorf("at a replication session's start: %w (%s). %s", uerr, why, wayOnJumped(c.slot))
 		}
