@@ -352,11 +352,14 @@ again (a lost one is dropped first; a jumped one is kept) and, before the slot
 exists, publishes from the outbox table the rows walrelay's record does not
 prove delivered: those that do not precede the newest fence the record
 confirmed (every row when it has none). It waits for Kafka to acknowledge them,
-records the heal, and prints what it did. Start walrelay run afterwards: it
-streams from the healed slot.
+Rows whose event id is already on the topic they route to are skipped
+(read from the oldest such row's outbox.time_column minus 5m). It waits for Kafka to
+acknowledge the rest, records the heal, and prints what it did. Start walrelay
+run afterwards: it streams from the healed slot.
 
-Nothing still in the table is lost; expect duplicates of the rows committed
-after that fence (about 10s of traffic). Rows deleted from the table (an
+Nothing still in the table is lost; duplicates are left only where the
+deduplication cannot find a record (more than 1,000,000 rows after the fence,
+no time column, a broker not answering within 2m). Rows deleted from the table (an
 application that deletes its outbox row in the same transaction, an operator's
 DELETE) cannot be healed. Needs relay.delivery=at_least_once; walrelay run must
 not be running.`, cobra.NoArgs,

@@ -19,11 +19,15 @@
 //     slot's consistent point (a created slot) or after the jumped slot's
 //     position (taken before the snapshot), so the slot streams it.
 //
-// So nothing that is still in the table is lost. Duplicates: the rows
-// after the fence that were already on Kafka (about fenceEvery of traffic
-// plus the relay's lag, or every row of the table when the record has no
-// fence usable on this server), and, for a jumped slot, the transactions
-// committed between its position and the snapshot (streamed again).
+// So nothing that is still in the table is lost. Of those rows, the ones
+// whose event id is already on the topic they route to are skipped
+// (healdedup.go: at-least-once delivery; a record there proves the event
+// delivered). Duplicates left: rows whose record could not be found
+// (dedup given up: more than dedupMaxIDs rows, no outbox.time_column, a
+// broker not answering in dedupTimeout; a record timestamped more than
+// dedupMargin before its row's time), and, for a jumped slot, the
+// transactions committed between its position and the snapshot (streamed
+// again).
 // What a heal cannot see: rows deleted from the table since they were
 // committed (an application that deletes its outbox row in the same
 // transaction, a DELETE by an operator); nothing in the table tells they
@@ -282,14 +286,14 @@ func orNone(s string) string {
 // of its transactions overlapped (the later xid committing first); within
 // a transaction, statement order (cmin), then heap order (ctid).
 func (r *Relay) publishGap(ctx context.Context, conn *pgx.Conn, name string, lsn pglogrepl.LSN, fence *txfence.Fence) (int64, error) {
-	return r.publishRead(ctx, conn, name, lsn, func(rd *snapshot.Reader) (string, []string, error) {
+	return r.publishRead(ctx, conn, name, lsn, func(rd *snapshot.Reader) (readPlan, error) {
 		var s string
 		if err := rd.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).Scan(&s); err != nil {
-			return "", nil, fmt.Errorf("reading the snapshot's xmax: %w", err)
+			return readPlan{}, fmt.Errorf("reading the snapshot's xmax: %w", err)
 		}
 		xmax, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			return "", nil, fmt.Errorf("parsing snapshot xmax %q: %w", s, err)
+			return readPlan{}, fmt.Errorf("parsing snapshot xmax %q: %w", s, err)
 		}
 		x := txfence.XminExpr
 		// Older transactions first: the distance from the row's xmin back
@@ -299,7 +303,7 @@ func (r *Relay) publishGap(ctx context.Context, conn *pgx.Conn, name string, lsn
 		// differs from it where transactions of one key overlapped.
 		var ts string
 		if err := rd.QueryRow(ctx, `SELECT current_setting('track_commit_timestamp')`).Scan(&ts); err != nil {
-			return "", nil, fmt.Errorf("reading track_commit_timestamp: %w", err)
+			return readPlan{}, fmt.Errorf("reading track_commit_timestamp: %w", err)
 		}
 		if ts == "on" {
 			order = append([]string{"pg_xact_commit_timestamp(xmin) NULLS FIRST"}, order...)
@@ -307,15 +311,19 @@ func (r *Relay) publishGap(ctx context.Context, conn *pgx.Conn, name string, lsn
 		// Within a transaction, statement order (cmin, the inserting
 		// command), then the row's place in the heap (one statement's rows).
 		order = append(order, "cmin::text::bigint", "ctid")
-		if fence == nil {
-			return "", order, nil
+		rp := readPlan{order: order}
+		if fence != nil {
+			x32, window, err := txfence.Window(ctx, rd, *fence)
+			if err != nil {
+				r.log.Warn("the record's fence is not usable on this server: republishing every row", "err", err)
+			} else {
+				rp.where = "NOT " + txfence.PrecedesSQL(x, strconv.FormatInt(x32, 10), strconv.FormatInt(window, 10))
+			}
 		}
-		x32, window, err := txfence.Window(ctx, rd, *fence)
-		if err != nil {
-			r.log.Warn("the record's fence is not usable on this server: republishing every row", "err", err)
-			return "", order, nil
+		if r.txns == nil {
+			rp.skip = r.onKafka(ctx, rd, rp.where)
 		}
-		return "NOT " + txfence.PrecedesSQL(x, strconv.FormatInt(x32, 10), strconv.FormatInt(window, 10)), order, nil
+		return rp, nil
 	})
 }
 

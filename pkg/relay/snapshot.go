@@ -165,15 +165,24 @@ func tempSlotName() (string, error) {
 //
 // With dryRun it only counts: it returns the rows it would publish.
 func (r *Relay) publishSnapshot(ctx context.Context, conn *pgx.Conn, name string, lsn pglogrepl.LSN, where string, dryRun bool) (int64, error) {
+	spec := func(*snapshot.Reader) (readPlan, error) { return readPlan{where: where}, nil }
 	if dryRun {
-		return r.countRead(ctx, conn, name, func(*snapshot.Reader) (string, []string, error) { return where, nil, nil })
+		return r.countRead(ctx, conn, name, spec)
 	}
-	return r.publishRead(ctx, conn, name, lsn, func(*snapshot.Reader) (string, []string, error) { return where, nil, nil })
+	return r.publishRead(ctx, conn, name, lsn, spec)
 }
 
-// readSpec says, in the snapshot, which rows to read (where) and in which
-// order before the primary key (nil: primary-key order).
-type readSpec func(rd *snapshot.Reader) (where string, order []string, err error)
+// readPlan is which rows to read (where), in which order before the
+// primary key (nil: primary-key order), and the event ids of rows not to
+// publish (already on Kafka).
+type readPlan struct {
+	where string
+	order []string
+	skip  map[string]struct{}
+}
+
+// readSpec says, in the snapshot, what to read.
+type readSpec func(rd *snapshot.Reader) (readPlan, error)
 
 // countRead is publishRead's dry run: the rows it would publish.
 func (r *Relay) countRead(ctx context.Context, conn *pgx.Conn, name string, spec readSpec) (int64, error) {
@@ -195,10 +204,11 @@ func (r *Relay) readRows(ctx context.Context, conn *pgx.Conn, name string, lsn p
 		return 0, err
 	}
 	defer func() { _ = rd.Close(context.WithoutCancel(ctx)) }()
-	where, order, err := spec(rd)
+	rp, err := spec(rd)
 	if err != nil {
 		return 0, err
 	}
+	where, order := rp.where, rp.order
 	pks := make([][]string, len(tables))
 	var total int64
 	for i, t := range tables {
@@ -240,6 +250,12 @@ func (r *Relay) readRows(ctx context.Context, conn *pgx.Conn, name string, lsn p
 			}
 		}
 		err = scan(ctx, t, where, pks[i], r.cfg.Snapshot.ChunkRows, func(cols []*pglogrepl.TupleDataColumn) error {
+			if rp.skip != nil {
+				if _, ok := rp.skip[plan.EventID(cols)]; ok {
+					p.Done() // on Kafka already
+					return nil
+				}
+			}
 			for !r.tracker.WaitRoom(ctx, time.Now().Add(100*time.Millisecond)) {
 				if ferr := r.fail.err(); ferr != nil {
 					return ferr
