@@ -23,7 +23,7 @@ import (
 func slotCommand(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "slot",
-		Short: "List, inspect, create, drop, peek at, advance and adopt replication slots",
+		Short: "List, inspect, create, drop, peek at, advance, adopt and heal replication slots",
 		Long: `Operates on logical replication slots with the same configuration as
 'walrelay run' (postgres.dsn, postgres.publications, the router options).` + "\n" + exitCodesHelp,
 		Args: usageArgs(cobra.NoArgs),
