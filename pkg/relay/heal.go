@@ -149,6 +149,12 @@ func (r *Relay) judgeSlot(walStatus string) error {
 		return nil
 	}
 	switch {
+	case st.Failover() && r.txns != nil:
+		// A heal publishes outside Kafka transactions; exactly-once
+		// would need the checkpoint to prove the slot's position (not
+		// done: see docs/runbook.md, "After a failover").
+		return fmt.Errorf("%w: slot %q is past walrelay's record %s on a server promoted since the record was written (timeline %d, now %d): a failover slot synced ahead of the replayed record, or moved by someone else; exactly-once delivery cannot republish from the outbox. If the last checkpoint in relay.checkpoint_topic is at or past the slot's position %s, nothing was skipped: `walrelay slot create %s --accept-gap`, then walrelay run, walrelay verify --republish and walrelay slot adopt %s",
+			slotrecord.ErrJumped, slot, st.Record.JumpedFrom, st.Record.Timeline, st.Timeline, st.SlotConfirmed, slot, slot)
 	case st.Record.Accepted && r.rec.startWhy == "":
 		// walrelay slot create --accept-gap: an operator's decision.
 		r.log.Error("the slot's position is not one walrelay confirmed: it replaced one walrelay confirmed through, and an operator accepted the gap (walrelay slot create --accept-gap): relaying goes on, retention stays stopped until walrelay verify --republish and walrelay slot adopt",
