@@ -342,3 +342,32 @@ func TestSlotAheadOfTheRecordAfterPromotion(t *testing.T) {
 		t.Errorf("healed %d times, want once (in place)", n)
 	}
 }
+
+// Item 4 while running: a slot moved past the record between two
+// replication sessions (its walsender terminated, then the slot advanced
+// by hand over a row nobody published) stops walrelay run at the next
+// session's start with ErrJumped, instead of relaying on.
+func TestJumpFoundAtASessionStartStopsRun(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) { c.Postgres.MinBackoff, c.Postgres.MaxBackoff = time.Second, 2*time.Second })
+	run := f.start(t)
+	insertRow(t, f.dsn, "order", "published", `{}`)
+	f.broker.ReadAll(t, []string{"outbox.event.order"}, 1, 30*time.Second)
+	f.waitCaughtUp(t, 30*time.Second)
+	conn := testenv.Connect(t, f.dsn)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		testenv.Exec(t, f.dsn, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = 'walrelay' AND active_pid IS NOT NULL`)
+		insertRow(t, f.dsn, "order", "skipped", `{}`)
+		if _, err := conn.Exec(t.Context(), `SELECT pg_replication_slot_advance('walrelay', pg_current_wal_lsn())`); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("could not advance the slot between two sessions in 30s")
+		}
+	}
+	err := run.wait(30 * time.Second)
+	if !errors.Is(err, slotrecord.ErrJumped) {
+		t.Fatalf("relay after the slot was advanced between sessions: %v, want ErrJumped", err)
+	}
+	t.Logf("relay said: %v", err)
+}
