@@ -108,13 +108,13 @@ func wayOnLost(slot string, r *slotrecord.Record, lost bool) string {
 	if r != nil {
 		since = " committed after " + r.Confirmed.String()
 	}
-	return fmt.Sprintf("Two ways on: heal it from the outbox (set outbox.on_slot_loss: heal and start walrelay run again, or run `walrelay slot heal`): walrelay creates the slot again and first republishes from the outbox table the rows%s it may not have delivered (duplicates, no loss, while the rows are still in the table); or accept the gap: %s`walrelay slot create %s --accept-gap` starts a new slot at the current WAL end and reports the gap: rows%s that were not published stay unpublished (`walrelay verify --republish` finds them while they are in the table), and retention stays stopped until `walrelay slot adopt %s`",
+	return fmt.Sprintf("Two ways on: heal it from the outbox (set outbox.on_slot_loss: heal and start walrelay run again, or run `walrelay slot heal`): walrelay creates the slot again and first republishes from the outbox table the rows%s it may not have delivered (no loss while the rows are still in the table; rows already on Kafka are skipped); or accept the gap: %s`walrelay slot create %s --accept-gap` starts a new slot at the current WAL end and reports the gap: rows%s that were not published stay unpublished (`walrelay verify --republish` finds them while they are in the table), and retention stays stopped until `walrelay slot adopt %s`",
 		since, drop, slot, since, slot)
 }
 
 // wayOnJumped is the two ways on after a slot moved past the record.
 func wayOnJumped(slot string) string {
-	return fmt.Sprintf("Two ways on: heal it from the outbox (set outbox.on_slot_loss: heal and start walrelay run again, or run `walrelay slot heal`): walrelay republishes from the outbox table the rows after its record, then streams from the slot (duplicates, no loss, while the rows are still in the table); or accept the gap: `walrelay slot create %s --accept-gap` (walrelay run then relays on from the slot; retention stays stopped), then `walrelay verify --republish` over the time since the record and `walrelay slot adopt %s`", slot, slot)
+	return fmt.Sprintf("Two ways on: heal it from the outbox (set outbox.on_slot_loss: heal and start walrelay run again, or run `walrelay slot heal`): walrelay republishes from the outbox table the rows after its record, then streams from the slot (no loss while the rows are still in the table; rows already on Kafka are skipped); or accept the gap: `walrelay slot create %s --accept-gap` (walrelay run then relays on from the slot; retention stays stopped), then `walrelay verify --republish` over the time since the record and `walrelay slot adopt %s`", slot, slot)
 }
 
 // judgeSlot decides, after the recorder's start check (found), on an

@@ -267,7 +267,11 @@ func (c *recorder) session(ctx context.Context) error {
 			return nil
 		}
 		if reason, uerr := s.Unproven(); reason == slotrecord.ReasonSlotJumped && (why != "" || !s.Record.Accepted) {
-			jumped = fmt.Errorf("at a replication session's start: %w (%s). %s", uerr, why, wayOnJumped(c.slot))
+			jumped = fmt.Errorf("at a replication session's start: %w. %s", uerr, wayOnJumped(c.slot))
+			if r := s.Record; r.JumpedAt != nil {
+				jumped = fmt.Errorf("%w at a replication session's start: slot %q: %s (found %s): rows committed after %s may never have been published. %s",
+					slotrecord.ErrJumped, c.slot, r.Jump, r.JumpedAt.UTC().Format(time.RFC3339), r.JumpedFrom, wayOnJumped(c.slot))
+			}
 		}
 		return nil
 	}()
