@@ -204,7 +204,14 @@ type slotRecord struct {
 	JumpedFromLSN string     `json:"jumped_from_lsn,omitempty"`
 	AdoptedAt     *time.Time `json:"adopted_at,omitempty"`
 	AdoptedBy     string     `json:"adopted_by,omitempty"`
-	Retention     string     `json:"retention"`
+	// JumpAccepted: slot create --accept-gap accepted the jump (walrelay
+	// run relays on). CoveredFenceLSN is the newest fence the record
+	// covers (a heal republishes the rows after it); Timeline the WAL
+	// timeline the relay last recorded on.
+	JumpAccepted    bool   `json:"jump_accepted,omitempty"`
+	CoveredFenceLSN string `json:"covered_fence_lsn,omitempty"`
+	Timeline        uint32 `json:"timeline,omitempty"`
+	Retention       string `json:"retention"`
 }
 
 // recordOf reads walrelay's record of slot; a record that cannot be read
@@ -228,6 +235,10 @@ func recordOf(ctx context.Context, conn *pgx.Conn, cfg config.Config, slot strin
 		if r.JumpedAt != nil {
 			out.JumpedFromLSN = r.JumpedFrom.String()
 		}
+		out.JumpAccepted, out.Timeline = r.Accepted, r.Timeline
+		if f := st.HealFence(); f != nil {
+			out.CoveredFenceLSN = f.LSN.String()
+		}
 	}
 	return out
 }
@@ -245,6 +256,12 @@ func printRecord(w io.Writer, r *slotRecord) error {
 		}
 		if r.JumpedAt != nil {
 			fmt.Fprintf(tw, "jumped\t%s: %s (record was at %s)\n", r.JumpedAt.UTC().Format(time.RFC3339), r.Jump, r.JumpedFromLSN)
+			if r.JumpAccepted {
+				fmt.Fprintf(tw, "jump_accepted\tyes (walrelay slot create --accept-gap): walrelay run relays on\n")
+			}
+		}
+		if r.CoveredFenceLSN != "" {
+			fmt.Fprintf(tw, "covered_fence\t%s (a heal republishes the outbox rows after it)\n", r.CoveredFenceLSN)
 		}
 		if r.AdoptedAt != nil {
 			fmt.Fprintf(tw, "adopted\t%s by %s\n", r.AdoptedAt.UTC().Format(time.RFC3339), r.AdoptedBy)
