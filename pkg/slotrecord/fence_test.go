@@ -1,9 +1,9 @@
 package slotrecord_test
 
 import (
-	"github.com/jackc/pglogrepl"
-
 	"testing"
+
+	"github.com/jackc/pglogrepl"
 
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/pkg/slotrecord"
