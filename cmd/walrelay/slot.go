@@ -397,8 +397,8 @@ not be running.`, cobra.NoArgs,
 			if res.Created {
 				verb = "created it"
 			}
-			_, err = fmt.Fprintf(stdout, "healed slot %s (%s): %s at %s; republished %d outbox rows after fence %s (record was at %s)\n",
-				res.Slot, res.What, verb, res.SlotLSN, res.Rows, dash(res.FenceLSN), dash(res.RecordLSN))
+			_, err = fmt.Fprintf(stdout, "healed slot %s (%s): %s at %s; republished %d outbox rows after fence %s (record was at %s); %d more were on Kafka already\n",
+				res.Slot, res.What, verb, res.SlotLSN, res.Rows, dash(res.FenceLSN), dash(res.RecordLSN), res.OnKafka)
 			return err
 		})
 }

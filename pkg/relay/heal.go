@@ -91,8 +91,10 @@ type HealResult struct {
 	// Created is whether the heal created the slot.
 	Created bool `json:"created"`
 	// Rows is how many outbox rows the heal published (and Kafka
-	// acknowledged).
-	Rows int64 `json:"rows"`
+	// acknowledged); OnKafka how many of the gap's rows it did not, their
+	// event id being on their topic already.
+	Rows    int64 `json:"rows"`
+	OnKafka int64 `json:"on_kafka"`
 }
 
 // healOn reports whether a lost slot is healed rather than stopped on.
@@ -219,17 +221,17 @@ func (r *Relay) healSlot(ctx context.Context) (HealResult, error) {
 		}
 		r.log.Info("healing the slot: republishing the outbox rows after the record's covered fence, then streaming from the slot",
 			"slot", slot, "what", plan.what, "record_lsn", res.RecordLSN, "fence_lsn", res.FenceLSN, "slot_lsn", st.SlotConfirmed.String())
-		if res.Rows, err = r.publishGap(ctx, conn, "", st.SlotConfirmed, fence); err != nil {
+		if res.Rows, err = r.publishGap(ctx, conn, "", st.SlotConfirmed, fence, &res.OnKafka); err != nil {
 			return res, fmt.Errorf("healing slot %q (nothing was recorded; the next start heals again): %w", slot, err)
 		}
-		note := fmt.Sprintf("healed %s (%s): %d outbox rows after fence %s republished; streaming from the slot at %s", time.Now().UTC().Format(time.RFC3339), plan.what, res.Rows, orNone(res.FenceLSN), st.SlotConfirmed)
+		note := fmt.Sprintf("healed %s (%s): %d outbox rows after fence %s republished (%d more on Kafka already); streaming from the slot at %s", time.Now().UTC().Format(time.RFC3339), plan.what, res.Rows, orNone(res.FenceLSN), res.OnKafka, st.SlotConfirmed)
 		if st, err = slotrecord.Healed(ctx, conn, r.rec.table, slot, st.SlotConfirmed, false, note); err != nil {
 			return res, err
 		}
 		res.SlotLSN = st.SlotConfirmed.String()
 		r.rec.use(st)
 		r.heal = nil
-		r.log.Info("slot healed", "slot", slot, "rows", res.Rows, "slot_lsn", res.SlotLSN)
+		r.log.Info("slot healed", "slot", slot, "rows", res.Rows, "on_kafka", res.OnKafka, "slot_lsn", res.SlotLSN)
 		return res, nil
 	}
 	if st.SlotExists {
@@ -252,12 +254,12 @@ func (r *Relay) healSlot(ctx context.Context) (HealResult, error) {
 	defer func() { _ = exp.Close(context.WithoutCancel(ctx)) }()
 	r.log.Info("healing the slot: republishing the outbox rows after the record's covered fence, read in a new slot's exported snapshot",
 		"slot", slot, "what", plan.what, "record_lsn", res.RecordLSN, "fence_lsn", res.FenceLSN, "consistent_lsn", exp.LSN.String())
-	if res.Rows, err = r.publishGap(ctx, conn, exp.Name, exp.LSN, fence); err != nil {
+	if res.Rows, err = r.publishGap(ctx, conn, exp.Name, exp.LSN, fence, &res.OnKafka); err != nil {
 		return res, fmt.Errorf("healing slot %q (no slot was created; the next start heals again): %w", slot, err)
 	}
 	// The record first (write-ahead): killed before the slot exists, the
 	// next start finds it missing and heals again.
-	note := fmt.Sprintf("healed %s (%s): %d outbox rows after fence %s republished; slot created at %s", time.Now().UTC().Format(time.RFC3339), plan.what, res.Rows, orNone(res.FenceLSN), exp.LSN)
+	note := fmt.Sprintf("healed %s (%s): %d outbox rows after fence %s republished (%d more on Kafka already); slot created at %s", time.Now().UTC().Format(time.RFC3339), plan.what, res.Rows, orNone(res.FenceLSN), res.OnKafka, exp.LSN)
 	if st, err = slotrecord.Healed(ctx, conn, r.rec.table, slot, exp.LSN, true, note); err != nil {
 		return res, err
 	}
@@ -271,7 +273,7 @@ func (r *Relay) healSlot(ctx context.Context) (HealResult, error) {
 	r.rec.use(st)
 	r.heal = nil
 	res.SlotLSN, res.Created = exp.LSN.String(), true
-	r.log.Info("slot healed: created it at its consistent point; streaming from there", "slot", slot, "rows", res.Rows, "lsn", res.SlotLSN)
+	r.log.Info("slot healed: created it at its consistent point; streaming from there", "slot", slot, "rows", res.Rows, "on_kafka", res.OnKafka, "lsn", res.SlotLSN)
 	return res, nil
 }
 
@@ -291,7 +293,7 @@ func orNone(s string) string {
 // row's xmin), which is commit order for the rows of one key unless two
 // of its transactions overlapped (the later xid committing first); within
 // a transaction, statement order (cmin), then heap order (ctid).
-func (r *Relay) publishGap(ctx context.Context, conn *pgx.Conn, name string, lsn pglogrepl.LSN, fence *txfence.Fence) (int64, error) {
+func (r *Relay) publishGap(ctx context.Context, conn *pgx.Conn, name string, lsn pglogrepl.LSN, fence *txfence.Fence, onKafka *int64) (int64, error) {
 	return r.publishRead(ctx, conn, name, lsn, func(rd *snapshot.Reader) (readPlan, error) {
 		var s string
 		if err := rd.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).Scan(&s); err != nil {
@@ -317,7 +319,7 @@ func (r *Relay) publishGap(ctx context.Context, conn *pgx.Conn, name string, lsn
 		// Within a transaction, statement order (cmin, the inserting
 		// command), then the row's place in the heap (one statement's rows).
 		order = append(order, "cmin::text::bigint", "ctid")
-		rp := readPlan{order: order}
+		rp := readPlan{order: order, skipped: onKafka}
 		if fence != nil {
 			x32, window, err := txfence.Window(ctx, rd, *fence)
 			if err != nil {

@@ -211,6 +211,11 @@ func TestHealDroppedSlotUnderLoad(t *testing.T) {
 	if rows, _ := healed[0]["rows"].(float64); int(rows) >= len(ids) {
 		t.Errorf("the heal republished %v rows of %d: the covered fence did not bound it", rows, len(ids))
 	}
+	// Rows after the fence that the relay had published before the drop
+	// are found on Kafka and not published again.
+	if onKafka, _ := healed[0]["on_kafka"].(float64); onKafka == 0 {
+		t.Errorf("the heal found none of the gap's rows on Kafka: not deduplicated")
+	}
 }
 
 // dropUnderLoad terminates the slot's walsender and drops the slot,

@@ -179,6 +179,8 @@ type readPlan struct {
 	where string
 	order []string
 	skip  map[string]struct{}
+	// skipped, when set, counts the rows not published for skip.
+	skipped *int64
 }
 
 // readSpec says, in the snapshot, what to read.
@@ -253,6 +255,9 @@ func (r *Relay) readRows(ctx context.Context, conn *pgx.Conn, name string, lsn p
 			if rp.skip != nil {
 				if _, ok := rp.skip[plan.EventID(cols)]; ok {
 					p.Done() // on Kafka already
+					if rp.skipped != nil {
+						*rp.skipped++
+					}
 					return nil
 				}
 			}
