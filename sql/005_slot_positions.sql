@@ -18,7 +18,14 @@ CREATE TABLE IF NOT EXISTS public.walrelay_slot_positions (
     jump              text,                 -- what was found
     jumped_from_lsn   pg_lsn,               -- confirmed_lsn then: rows committed after it may be unpublished
     adopted_at        timestamptz,          -- walrelay slot adopt cleared the jump (after walrelay verify)
-    adopted_by        text
+    adopted_by        text,
+    timeline          bigint,               -- the WAL timeline the relay last recorded on (a promotion since is a failover)
+    fence_xmin        bigint,               -- a fence (pkg/txfence) taken while relaying, not yet covered by confirmed_lsn
+    fence_lsn         pg_lsn,
+    covered_xmin      bigint,               -- the newest fence confirmed_lsn passed: every row whose xmin precedes it is on Kafka
+    covered_lsn       pg_lsn,               -- (walrelay heal republishes the outbox rows that do not precede it)
+    covered_system    text,
+    jump_accepted     boolean               -- the jump is a gap an operator accepted (walrelay slot create --accept-gap): walrelay run relays on
 );
 
 -- The run role of sql/004_role.sql records through it (004 grants this too

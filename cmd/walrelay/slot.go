@@ -16,6 +16,7 @@ import (
 	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/relay"
 	"github.com/walrelay/walrelay/pkg/router"
 	"github.com/walrelay/walrelay/pkg/slotrecord"
 )
@@ -23,7 +24,7 @@ import (
 func slotCommand(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "slot",
-		Short: "List, inspect, create, drop, peek at, advance and adopt replication slots",
+		Short: "List, inspect, create, drop, peek at, advance, adopt and heal replication slots",
 		Long: `Operates on logical replication slots with the same configuration as
 'walrelay run' (postgres.dsn, postgres.publications, the router options).` + "\n" + exitCodesHelp,
 		Args: usageArgs(cobra.NoArgs),
@@ -37,6 +38,7 @@ func slotCommand(stdout, stderr io.Writer) *cobra.Command {
 		slotPeekCommand(stdout),
 		slotAdvanceCommand(stdout, stderr),
 		slotAdoptCommand(stdout),
+		slotHealCommand(stdout, stderr),
 	)
 	return cmd
 }
@@ -225,7 +227,14 @@ type slotRecord struct {
 	JumpedFromLSN string     `json:"jumped_from_lsn,omitempty"`
 	AdoptedAt     *time.Time `json:"adopted_at,omitempty"`
 	AdoptedBy     string     `json:"adopted_by,omitempty"`
-	Retention     string     `json:"retention"`
+	// JumpAccepted: slot create --accept-gap accepted the jump (walrelay
+	// run relays on). CoveredFenceLSN is the newest fence the record
+	// covers (a heal republishes the rows after it); Timeline the WAL
+	// timeline the relay last recorded on.
+	JumpAccepted    bool   `json:"jump_accepted,omitempty"`
+	CoveredFenceLSN string `json:"covered_fence_lsn,omitempty"`
+	Timeline        uint32 `json:"timeline,omitempty"`
+	Retention       string `json:"retention"`
 }
 
 // recordOf reads walrelay's record of slot; a record that cannot be read
@@ -249,6 +258,10 @@ func recordOf(ctx context.Context, conn *pgx.Conn, cfg config.Config, slot strin
 		if r.JumpedAt != nil {
 			out.JumpedFromLSN = r.JumpedFrom.String()
 		}
+		out.JumpAccepted, out.Timeline = r.Accepted, r.Timeline
+		if f := st.HealFence(); f != nil {
+			out.CoveredFenceLSN = f.LSN.String()
+		}
 	}
 	return out
 }
@@ -266,6 +279,12 @@ func printRecord(w io.Writer, r *slotRecord) error {
 		}
 		if r.JumpedAt != nil {
 			fmt.Fprintf(tw, "jumped\t%s: %s (record was at %s)\n", r.JumpedAt.UTC().Format(time.RFC3339), r.Jump, r.JumpedFromLSN)
+			if r.JumpAccepted {
+				fmt.Fprintf(tw, "jump_accepted\tyes (walrelay slot create --accept-gap): walrelay run relays on\n")
+			}
+		}
+		if r.CoveredFenceLSN != "" {
+			fmt.Fprintf(tw, "covered_fence\t%s (a heal republishes the outbox rows after it)\n", r.CoveredFenceLSN)
 		}
 		if r.AdoptedAt != nil {
 			fmt.Fprintf(tw, "adopted\t%s by %s\n", r.AdoptedAt.UTC().Format(time.RFC3339), r.AdoptedBy)
@@ -276,7 +295,7 @@ func printRecord(w io.Writer, r *slotRecord) error {
 }
 
 func slotCreateCommand(stdout io.Writer) *cobra.Command {
-	var replace bool
+	var replace, acceptGap bool
 	var failoverNote string // why postgres.slot_failover=auto left failover off
 	cmd := adminCommand("create NAME", "Create a logical replication slot with plugin pgoutput",
 		`Creates a logical slot for walrelay (plugin pgoutput) in the database of
@@ -287,10 +306,15 @@ Needs the REPLICATION attribute.
 
 A slot of this name that walrelay confirmed through before (it was dropped, or
 lost and dropped) is refused: a new slot starts at the current WAL, after the
-rows the old one had not delivered. --replace creates it anyway and marks the
-record replaced, so that retention stays stopped; then start walrelay run, run
-walrelay verify --republish over the time since the record, and walrelay slot
-adopt NAME.
+rows the old one had not delivered. Two ways on: walrelay slot heal (or
+outbox.on_slot_loss: heal) creates it again and republishes those rows from the
+outbox table; or --accept-gap (an explicit decision: the rows committed after
+the record and not published stay unpublished) creates it anyway, reports the
+gap (the record's position, the new slot's, and how many outbox rows after the
+record's last covered fence may be in it) and marks the record replaced, so
+that retention stays stopped; then start walrelay run, run walrelay verify
+--republish over the time since the record, and walrelay slot adopt NAME.
+--replace is the same as --accept-gap.
 
 With postgres.slot_failover (auto by default) the slot is a failover slot on
 a PostgreSQL 17+ primary: Postgres copies it to standbys running with
@@ -302,36 +326,64 @@ have one; false never makes one.`, cobra.ExactArgs(1),
 				return err
 			}
 			return queryAndPrint(ctx, cfg.Postgres.DSN, stdout, format,
-				func(conn *pgx.Conn) (admin.Slot, error) {
+				func(conn *pgx.Conn) (createdSlot, error) {
 					if err := refuseOldServer(conn, "slot create"); err != nil {
-						return admin.Slot{}, err
+						return createdSlot{}, err
 					}
 					// postgres.slot_failover=true on a server that cannot
 					// have a failover slot (a standby included) is refused
 					// before anything is created.
 					failover, why, err := admin.SlotFailover(ctx, conn, cfg.Postgres.SlotFailover)
 					if err != nil {
-						return admin.Slot{}, fmt.Errorf("%w (nothing was created)", err)
+						return createdSlot{}, fmt.Errorf("%w (nothing was created)", err)
 					}
 					failoverNote = why
+					accept := replace || acceptGap
 					if cfg.Postgres.PrimaryDSN != "" {
-						return createOnStandby(ctx, cfg, conn, args[0], replace)
+						s, err := createOnStandby(ctx, cfg, conn, args[0], accept)
+						return createdSlot{Slot: s}, err
 					}
-					s, _, err := admin.CreateRecordedSlot(ctx, conn, slotRecords(cfg), args[0], replace, failover)
-					return s, err
+					var gap *slotGap
+					if accept {
+						// The gap, read before the new slot exists.
+						st, err := slotrecord.Read(ctx, conn, slotRecords(cfg), args[0])
+						if err == nil && st.Record != nil && !st.SlotExists {
+							gap = &slotGap{RecordLSN: st.Record.Confirmed.String(), Rows: -1}
+							if n, bounded, err := slotrecord.GapRows(ctx, conn, cfg.Postgres.Table, st); err == nil {
+								gap.Rows, gap.Bounded = n, bounded
+							}
+						}
+					}
+					s, _, err := admin.CreateRecordedSlot(ctx, conn, slotRecords(cfg), args[0], accept, failover)
+					if gap != nil {
+						gap.SlotLSN = s.ConfirmedFlushLSN
+					}
+					return createdSlot{Slot: s, Gap: gap}, err
 				},
-				func(w io.Writer, s admin.Slot) error {
+				func(w io.Writer, c createdSlot) error {
+					s := c.Slot
 					fmt.Fprintf(w, "created slot %s (pgoutput, database %s) at %s%s\n", s.Name, s.Database, s.ConfirmedFlushLSN, failoverText(s))
 					if failoverNote != "" {
 						fmt.Fprintf(w, "not a failover slot: %s\n", failoverNote)
 					}
-					if replace {
+					if g := c.Gap; g != nil {
+						rows := "the outbox rows in it cannot be counted (the record holds no fence usable on this server)"
+						switch {
+						case g.Rows >= 0 && g.Bounded:
+							rows = fmt.Sprintf("at most %d outbox rows committed in it (those after the record's last covered fence; some were published)", g.Rows)
+						case g.Rows >= 0:
+							rows = fmt.Sprintf("no fence bounds it: the outbox holds %d rows, any of which may be in it", g.Rows)
+						}
+						fmt.Fprintf(w, "gap accepted: walrelay's record was at %s, the new slot starts at %s; %s. They are not relayed: walrelay verify --republish finds and republishes them while they are in the table\n", g.RecordLSN, g.SlotLSN, rows)
+					}
+					if replace || acceptGap {
 						fmt.Fprintf(w, "retention stays stopped until you run walrelay verify --republish and walrelay slot adopt %s\n", s.Name)
 					}
 					return nil
 				})
 		})
-	cmd.Flags().BoolVar(&replace, "replace", false, "create a slot walrelay confirmed through before (retention stays stopped until walrelay slot adopt)")
+	cmd.Flags().BoolVar(&acceptGap, "accept-gap", false, "create a slot walrelay confirmed through before, accepting that the rows committed since its record and not published are not relayed (the gap is reported; retention stays stopped until walrelay slot adopt)")
+	cmd.Flags().BoolVar(&replace, "replace", false, "the same as --accept-gap")
 	return cmd
 }
 
@@ -349,6 +401,67 @@ func createOnStandby(ctx context.Context, cfg config.Config, conn *pgx.Conn, nam
 		admin.LogStandbySnapshots(ctx, cfg.Postgres.PrimaryDSN, time.Second, nil)
 	})
 	return s, err
+}
+
+// createdSlot is what slot create prints: the slot and, with
+// --accept-gap, the gap accepted.
+type createdSlot struct {
+	admin.Slot
+	Gap *slotGap `json:"gap,omitempty"`
+}
+
+// slotGap is the gap slot create --accept-gap accepted: from the record's
+// position to the new slot's start; Rows the outbox rows after the
+// record's covered fence (Bounded), or every row (not Bounded); -1 when
+// they could not be counted.
+type slotGap struct {
+	RecordLSN string `json:"record_lsn"`
+	SlotLSN   string `json:"slot_lsn"`
+	Rows      int64  `json:"rows"`
+	Bounded   bool   `json:"bounded_by_fence"`
+}
+
+func slotHealCommand(stdout, stderr io.Writer) *cobra.Command {
+	return adminCommand("heal", "Heal a missing, lost or jumped slot from the outbox table, then exit",
+		`Does what walrelay run does at start with outbox.on_slot_loss: heal, and exits:
+when postgres.slot is missing or lost (wal_status lost) after walrelay
+confirmed through it, or was moved past walrelay's record, it creates the slot
+again (a lost one is dropped first; a jumped one is kept) and, before the slot
+exists, publishes from the outbox table the rows walrelay's record does not
+prove delivered: those that do not precede the newest fence the record
+confirmed (every row when it has none). It waits for Kafka to acknowledge them,
+Rows whose event id is already on the topic they route to are skipped
+(read from the oldest such row's outbox.time_column minus 5m). It waits for Kafka to
+acknowledge the rest, records the heal, and prints what it did. Start walrelay
+run afterwards: it streams from the healed slot.
+
+Nothing still in the table is lost; duplicates are left only where the
+deduplication cannot find a record (more than 1,000,000 rows after the fence,
+no time column, a broker not answering within 2m). Rows deleted from the table (an
+application that deletes its outbox row in the same transaction, an operator's
+DELETE) cannot be healed. Needs relay.delivery=at_least_once; walrelay run must
+not be running.`, cobra.NoArgs,
+		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, _ []string) error {
+			cfg.Outbox.OnSlotLoss = config.SlotLossHeal
+			r, err := relay.New(cfg, newLogger(cfg.Log, stderr), nil)
+			if err != nil {
+				return err
+			}
+			res, err := r.Heal(ctx)
+			if err != nil {
+				return err
+			}
+			if format == outputJSON {
+				return writeJSON(stdout, res)
+			}
+			verb := "found it"
+			if res.Created {
+				verb = "created it"
+			}
+			_, err = fmt.Fprintf(stdout, "healed slot %s (%s): %s at %s; republished %d outbox rows after fence %s (record was at %s); %d more were on Kafka already\n",
+				res.Slot, res.What, verb, res.SlotLSN, res.Rows, dash(res.FenceLSN), dash(res.RecordLSN), res.OnKafka)
+			return err
+		})
 }
 
 // slotRecords is walrelay's record of its slots: in postgres.table's

@@ -8,8 +8,8 @@ import (
 )
 
 // A slot walrelay confirmed through is not created again silently: slot
-// create and setup refuse and say what to run; slot create --replace
-// creates it and leaves retention stopped; outbox prune says why;
+// create and setup refuse and say what to run (heal, or accept the gap);
+// slot create --replace (the alias of --accept-gap) creates it and leaves retention stopped; outbox prune says why;
 // slot adopt resumes it and notes who adopted it.
 func TestSlotCreateReplaceAndAdopt(t *testing.T) {
 	dsn := testenv.Postgres(t).NewDatabase(t)
@@ -18,9 +18,9 @@ func TestSlotCreateReplaceAndAdopt(t *testing.T) {
 	testenv.Exec(t, dsn, `SELECT pg_drop_replication_slot('walrelay')`)
 
 	stdout, stderr, code := walrelay(t, env, "slot", "create", "walrelay")
-	wantFailure(t, stdout, stderr, code, 1, "walrelay confirmed through a slot of this name before", "walrelay slot create walrelay --replace", "walrelay slot adopt walrelay")
+	wantFailure(t, stdout, stderr, code, 1, "walrelay confirmed through a slot of this name before", "walrelay slot create walrelay --accept-gap", "walrelay slot heal", "walrelay slot adopt walrelay")
 	stdout, stderr, code = walrelay(t, env, "setup")
-	wantFailure(t, stdout, stderr, code, 1, "walrelay confirmed through a slot of this name before", "--replace")
+	wantFailure(t, stdout, stderr, code, 1, "walrelay confirmed through a slot of this name before", "--accept-gap", "walrelay slot heal")
 	if slotExists(t, dsn, "walrelay") {
 		t.Fatal("slot create or setup recreated the slot")
 	}
@@ -30,10 +30,10 @@ func TestSlotCreateReplaceAndAdopt(t *testing.T) {
 		t.Errorf("slot create --replace printed:\n%s", out)
 	}
 	stdout, stderr, code = walrelay(t, env, "outbox", "prune", "--wait", "1s")
-	wantFailure(t, stdout, stderr, code, 1, "replaced by walrelay slot create --replace", "walrelay slot adopt walrelay")
+	wantFailure(t, stdout, stderr, code, 1, "replaced by walrelay slot create --accept-gap", "walrelay slot adopt walrelay")
 
 	out = wantOK(t, env, "slot", "adopt", "walrelay", "--by", "oncall")
-	if !strings.Contains(out, "adopted slot walrelay") || !strings.Contains(out, "replaced by walrelay slot create --replace") {
+	if !strings.Contains(out, "adopted slot walrelay") || !strings.Contains(out, "replaced by walrelay slot create --accept-gap") {
 		t.Errorf("slot adopt printed:\n%s", out)
 	}
 	if by := testenv.QueryValue[string](t, dsn, `SELECT adopted_by || ' ' || (jumped_at IS NULL)::text FROM walrelay_slot_positions WHERE slot_name = 'walrelay'`); by != "oncall true" {

@@ -49,6 +49,7 @@ var scenarios = []scenario{
 	{"same-timeline-restore", testSameTimelineRestore},
 	{"recreated-slot-retention", testRecreatedSlotRetention},
 	{"failover", testFailover},
+	{"slot-loss (heal)", testSlotLossHeal},
 }
 
 // TestFaultSuite runs every scenario in every delivery mode (in parallel,

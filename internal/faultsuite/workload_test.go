@@ -84,6 +84,9 @@ type workloadOpts struct {
 	pause   time.Duration // between a writer's transactions
 	// poison, if set, is mixed into about one transaction in ten.
 	poison []poisonRow
+	// keepRows: no transaction deletes its outbox rows (a heal republishes
+	// from the table, and cannot see deleted rows).
+	keepRows bool
 }
 
 // startWorkload starts the writers. Transactions have 1-20 rows over
@@ -125,7 +128,7 @@ func (w *workload) write(ctx context.Context, rng *rand.Rand, o workloadOpts) {
 		if len(o.poison) > 0 && rng.IntN(10) == 0 {
 			poison = &o.poison[rng.IntN(len(o.poison))]
 		}
-		rollback, del := rng.IntN(10) == 0, rng.IntN(10) == 0
+		rollback, del := rng.IntN(10) == 0, rng.IntN(10) == 0 && !o.keepRows
 		got, err := writeTx(ctx, w.pool, ids, poison, rollback, del)
 		w.mu.Lock()
 		switch {

@@ -17,8 +17,11 @@ import (
 // exists) is created only with replace, and then the record is marked
 // replaced: retention stays stopped until walrelay verify and walrelay
 // slot adopt. Without replace the error wraps slotrecord.ErrRecorded and
-// says what to run. With failover the slot is a failover slot (decide
-// with SlotFailover before).
+// says what to run. With replace, a slot that exists and was found past
+// the record (jumped) is not created: its gap is accepted
+// (slotrecord.AcceptJump), so that walrelay run relays on from it. With
+// failover a new slot is a failover slot (decide with SlotFailover
+// before).
 func CreateRecordedSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.Table, name string, replace, failover bool) (Slot, slotrecord.State, error) {
 	if err := ValidateSlotName(name); err != nil {
 		return Slot{}, slotrecord.State{}, err
@@ -41,6 +44,15 @@ func CreateRecordedSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.
 	if err := recreating(st, name, replace); err != nil {
 		return Slot{}, st, err
 	}
+	if replace && st.Record != nil && st.SlotExists && !st.SlotLost && (st.Record.JumpedAt != nil || st.Jumped() != "") {
+		// --accept-gap on a slot past the record: accept its position.
+		st, err = slotrecord.AcceptJump(ctx, conn, records, name)
+		if err != nil {
+			return Slot{}, st, err
+		}
+		s, err := InspectSlot(ctx, conn, name)
+		return s, st, err
+	}
 	s, err := CreateSlot(ctx, conn, name, failover)
 	if err != nil {
 		return Slot{}, st, err
@@ -51,7 +63,7 @@ func CreateRecordedSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.
 	}
 	who := "walrelay slot create"
 	if st.Record != nil {
-		who += " --replace"
+		who += " --accept-gap"
 	}
 	st, err = slotrecord.Created(ctx, conn, records, name, lsn, who+" ("+currentUser(ctx, conn)+")")
 	return s, st, err
@@ -78,7 +90,7 @@ func AdoptSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.Table, na
 // through a slot of that name (a record of it exists) and replace is off.
 func recreating(st slotrecord.State, name string, replace bool) error {
 	if st.Record != nil && !st.SlotExists && !replace {
-		return fmt.Errorf("%w: walrelay had confirmed through slot %q up to %s (recorded %s): rows committed after that may never have been published, and a new slot starts after them. To create it anyway (retention stays stopped until you adopt it), run `walrelay slot create %s --replace`, start walrelay run, then `walrelay verify --since %s --republish` and `walrelay slot adopt %s`",
+		return fmt.Errorf("%w: walrelay had confirmed through slot %q up to %s (recorded %s): rows committed after that may never have been published, and a new slot starts after them. Heal it from the outbox instead (`walrelay slot heal`, or outbox.on_slot_loss: heal), or, to create it anyway and accept the gap (retention stays stopped until you adopt it), run `walrelay slot create %s --accept-gap`, start walrelay run, then `walrelay verify --since %s --republish` and `walrelay slot adopt %s`",
 			slotrecord.ErrRecorded, name, st.Record.Confirmed, st.Record.UpdatedAt.UTC().Format(time.RFC3339), name, st.Record.UpdatedAt.Add(-time.Hour).UTC().Format(time.RFC3339), name)
 	}
 	return nil

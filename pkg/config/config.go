@@ -169,7 +169,17 @@ type Outbox struct {
 	// events, their fields read from the JSON content by the router's
 	// column names (docs/DESIGN.md, "A table-less outbox"). Empty: off.
 	MessagePrefix string `yaml:"message_prefix" help:"route transactional pg_logical_emit_message(true, <prefix>, <json>) messages with this prefix as outbox events, their fields read from the JSON object by the router's column names (empty: off; PostgreSQL 14+)"`
+	// OnSlotLoss is what walrelay run does when it finds the slot it
+	// confirmed through missing, lost (wal_status lost) or moved past
+	// its record (docs/runbook.md, "A lost slot").
+	OnSlotLoss string `yaml:"on_slot_loss" help:"stop, or heal: when walrelay run finds the slot it confirmed through missing, lost or moved past its record, stop with an error saying what happened (stop), or create a new slot and republish from the outbox table the rows after its record's last covered fence, then stream (heal; relay.delivery=at_least_once)"`
 }
+
+// outbox.on_slot_loss values.
+const (
+	SlotLossStop = "stop"
+	SlotLossHeal = "heal"
+)
 
 // Snapshot is the initial publication of the rows already in the outbox
 // when walrelay run creates the slot (docs/DESIGN.md, "Initial
@@ -304,6 +314,7 @@ func Default() Config {
 			PruneInterval:         time.Minute,
 			PruneBatch:            10000,
 			PruneStatementTimeout: 30 * time.Second,
+			OnSlotLoss:            SlotLossStop,
 		},
 		Snapshot: Snapshot{
 			Mode:             SnapshotNever,

@@ -222,6 +222,15 @@ func (c *Config) validate(sources map[string]string) error {
 	if c.Outbox.PruneInterval < time.Second {
 		bad("outbox.prune_interval", c.Outbox.PruneInterval.String(), "must be at least 1s")
 	}
+	switch c.Outbox.OnSlotLoss {
+	case SlotLossStop:
+	case SlotLossHeal:
+		if c.Relay.Delivery != AtLeastOnce {
+			bad("outbox.on_slot_loss", c.Outbox.OnSlotLoss, "needs relay.delivery=at_least_once: a heal's records are not in Kafka transactions (walrelay slot heal runs with at_least_once)")
+		}
+	default:
+		bad("outbox.on_slot_loss", c.Outbox.OnSlotLoss, "must be stop or heal")
+	}
 	if c.Outbox.PruneBatch < 1 {
 		bad("outbox.prune_batch", fmt.Sprint(c.Outbox.PruneBatch), "must be at least 1")
 	}

@@ -167,7 +167,9 @@ func (h *handler) SessionStart(ctx context.Context, s replication.Session) error
 	case s.XLogPos < seen:
 		why = "the server's WAL ends before what this process handled: " + s.XLogPos.String() + " < " + seen.String()
 	}
-	h.r.rec.session(ctx) // the slot record's cap, as this session finds the slot
+	if err := h.r.rec.session(ctx); err != nil { // the slot record's cap, as this session finds the slot
+		return err
+	}
 	if why == "" {
 		h.r.tracker.SetStart(s.SlotConfirmed)
 	} else if err := h.resetHistory(ctx, s, prev, why); err != nil {

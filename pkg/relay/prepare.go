@@ -122,6 +122,11 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, 
 		// A slot walrelay confirmed through before is never created again
 		// silently: the rows after its record may be unpublished.
 		if err := r.rec.missing(ctx, conn); err != nil {
+			if r.healOn() && errors.Is(err, slotrecord.ErrRecorded) {
+				r.heal = &healPlan{what: healMissing, why: "the slot is missing"}
+				r.log.Warn("replication slot missing after walrelay confirmed through it: healing it from the outbox (outbox.on_slot_loss: heal)", "slot", name)
+				return 0, nil
+			}
 			return 0, fmt.Errorf("%w: %w", ErrSlotMissing, err)
 		}
 		if !r.cfg.Postgres.CreateSlot {
@@ -161,6 +166,12 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, 
 		r.log.Info("found replication slot", "slot", name, "confirmed_flush_lsn", s.ConfirmedFlushLSN)
 		if err := r.rec.found(ctx, conn); err != nil {
 			return 0, err
+		}
+		if err := r.judgeSlot(s.WALStatus); err != nil {
+			return 0, err
+		}
+		if r.heal != nil && !r.heal.inPlace {
+			return 0, nil // created again by the heal
 		}
 	}
 	if s.ConfirmedFlushLSN == "" {

@@ -146,6 +146,9 @@ type Relay struct {
 	rec *recorder
 	// standby is decoding from a standby (standby.go).
 	standby standbyState
+	// heal, set by prepare, is the heal of a lost slot to run before
+	// streaming (heal.go).
+	heal *healPlan
 }
 
 // Option configures a Relay beyond its config.
@@ -450,6 +453,20 @@ func (r *Relay) run(ctx context.Context) error {
 			}
 			if ctx.Err() != nil {
 				r.log.Info("stopped during the initial snapshot; no slot was created, the next start snapshots again")
+				return nil
+			}
+			return err
+		}
+	}
+	if r.heal != nil {
+		if _, err := r.healSlot(ctx); err != nil {
+			stopDLQ()
+			_ = g.Wait()
+			if ferr := r.fail.err(); ferr != nil {
+				return ferr
+			}
+			if ctx.Err() != nil {
+				r.log.Info("stopped during the heal of the slot; the next start heals again")
 				return nil
 			}
 			return err

@@ -15,6 +15,7 @@ import (
 	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/checkpoint"
 	"github.com/walrelay/walrelay/pkg/slotrecord"
+	"github.com/walrelay/walrelay/pkg/txfence"
 )
 
 // recorder is the write-ahead side of walrelay's slot record
@@ -71,6 +72,21 @@ type recorder struct {
 	tailOK   bool          // no WAL but the last record's own between tailFrom and the start of its write
 	lastIdle bool          // the last record was of a position reached only by keepalives, with no other WAL before its write
 	lastErr  string
+
+	// start is the state found() read and why what it found a jump ("" when
+	// nothing new); judgeSlot decides on them (heal.go).
+	start    *slotrecord.State
+	startWhy string
+	// system is the server's system identifier as this process last read
+	// it with the record: a slot position at or before `recorded` on
+	// the same system is one this process recorded itself (see session).
+	system string
+	// fences: the recorder takes a txfence.Fence every fenceEvery while
+	// transactions move the position (see fence.go in pkg/slotrecord).
+	fenceConn     *pgx.Conn
+	fenceAt       time.Time
+	fenceProgress pglogrepl.LSN
+	fenceErr      string
 }
 
 // recordEvery is how often the recorder looks at the tracker: the
@@ -138,6 +154,9 @@ func (c *recorder) use(s slotrecord.State) {
 	}
 	c.recorded.Store(uint64(s.Record.Confirmed))
 	c.on.Store(true)
+	c.mu.Lock()
+	c.system = s.System
+	c.mu.Unlock()
 	c.jumped.Set(0)
 	if s.Record.JumpedAt != nil {
 		c.jumped.Set(1)
@@ -154,8 +173,9 @@ func (c *recorder) off(err error) {
 // found checks an existing slot against its record at the relay's start:
 // no record (the first start of a walrelay that keeps them) records the
 // slot's position as the baseline; a slot replaced or past the record is
-// marked jumped and logged at ERROR (the relay still relays: relaying is
-// not what loses rows; retention stops until walrelay slot adopt).
+// marked jumped (retention stops until walrelay slot adopt or a heal).
+// It keeps the state for Relay.judgeSlot, which stops the relay on a lost
+// or jumped slot, or heals it (heal.go).
 func (c *recorder) found(ctx context.Context, conn *pgx.Conn) error {
 	conn, err := c.writer(ctx, conn)
 	if err != nil {
@@ -190,10 +210,7 @@ func (c *recorder) found(ctx context.Context, conn *pgx.Conn) error {
 		return err
 	}
 	c.use(s)
-	if _, uerr := s.Unproven(); uerr != nil {
-		c.log.Error("the slot's position is not one walrelay confirmed: relaying goes on, retention stays stopped until an operator runs walrelay verify and walrelay slot adopt",
-			"slot", c.slot, "found", why, "err", uerr)
-	}
+	c.start, c.startWhy = &s, why
 	return nil
 }
 
@@ -237,7 +254,7 @@ func (c *recorder) missing(ctx context.Context, conn *pgx.Conn) error {
 		return nil
 	}
 	return fmt.Errorf("%w: slot %q is missing, and walrelay had confirmed through a slot of this name up to %s (recorded %s): rows committed after that may never have been published, and creating it again would skip them silently. %s",
-		slotrecord.ErrRecorded, c.slot, s.Record.Confirmed, s.Record.UpdatedAt.UTC().Format(time.RFC3339), slotrecord.Fix(c.slot, s.Record))
+		slotrecord.ErrRecorded, c.slot, s.Record.Confirmed, s.Record.UpdatedAt.UTC().Format(time.RFC3339), wayOnLost(c.slot, s.Record, false))
 }
 
 // session checks the slot against its record at the start of every
@@ -246,10 +263,11 @@ func (c *recorder) missing(ctx context.Context, conn *pgx.Conn) error {
 // raised to its record), or someone may have moved the slot past the
 // record (marked jumped, logged). A failure is logged and leaves the cap
 // where it was: it can only hold confirmations back.
-func (c *recorder) session(ctx context.Context) {
+func (c *recorder) session(ctx context.Context) error {
 	if c == nil || !c.on.Load() {
-		return
+		return nil
 	}
+	var jumped error
 	c.io.Lock()
 	defer c.io.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
@@ -262,6 +280,23 @@ func (c *recorder) session(ctx context.Context) {
 				return fmt.Errorf("connecting to read the slot's record: %w", err)
 			}
 			c.conn = conn
+		}
+		c.mu.Lock()
+		system := c.system
+		c.mu.Unlock()
+		// After a failover (a multi-host DSN that followed a promotion) the
+		// new primary's slot, synced from the old one, can be past the
+		// record it replayed: the record of a position commits after the
+		// position, and the standby may have received the one and not the
+		// other. A position this process recorded itself on the same
+		// system is its own: the record is raised back to it.
+		if s, back, err := slotrecord.Reclaim(ctx, c.conn, c.table, c.slot, system, pglogrepl.LSN(c.recorded.Load())); err != nil {
+			_ = c.conn.Close(context.WithoutCancel(ctx))
+			c.conn = nil
+			return err
+		} else if back {
+			c.log.Warn("the slot is past the record this server holds, at a position this process recorded itself before a failover: recorded it again",
+				"slot", c.slot, "slot_confirmed_lsn", s.SlotConfirmed.String(), "recorded_lsn", pglogrepl.LSN(c.recorded.Load()).String())
 		}
 		s, why, err := slotrecord.MarkJumped(ctx, c.conn, c.table, c.slot)
 		if err != nil && reused && ctx.Err() == nil {
@@ -281,15 +316,24 @@ func (c *recorder) session(ctx context.Context) {
 			return err
 		}
 		c.use(s)
-		if why != "" {
-			c.log.Error("the slot was moved past walrelay's record by someone else: rows committed after the record may never have been published; relaying goes on, retention stays stopped until an operator runs walrelay verify and walrelay slot adopt",
-				"slot", c.slot, "found", why)
+		if s.SlotLost && s.Record != nil {
+			jumped = fmt.Errorf("%w: at a replication session's start: slot %q has wal_status lost (Postgres removed WAL it needed); walrelay had confirmed through it up to %s: rows committed after that may never have been published. %s",
+				ErrSlotLost, c.slot, s.Record.Confirmed, wayOnLost(c.slot, s.Record, true))
+			return nil
+		}
+		if reason, uerr := s.Unproven(); reason == slotrecord.ReasonSlotJumped && (why != "" || !s.Record.Accepted) {
+			jumped = fmt.Errorf("at a replication session's start: %w. %s", uerr, wayOnJumped(c.slot))
+			if r := s.Record; r.JumpedAt != nil {
+				jumped = fmt.Errorf("%w at a replication session's start: slot %q: %s (found %s): rows committed after %s may never have been published. %s",
+					slotrecord.ErrJumped, c.slot, r.Jump, r.JumpedAt.UTC().Format(time.RFC3339), r.JumpedFrom, wayOnJumped(c.slot))
+			}
 		}
 		return nil
 	}()
 	if err != nil {
 		c.log.Warn("reading walrelay's record of the slot at the session's start; confirming no further than the record read before", "slot", c.slot, "err", err)
 	}
+	return jumped
 }
 
 // run records what the tracker may confirm until ctx is done.
@@ -311,6 +355,65 @@ func (c *recorder) run(ctx context.Context) {
 			c.lastErr = err.Error()
 			c.mu.Unlock()
 		}
+		c.fence(ctx)
+	}
+}
+
+// fenceEvery is how often, at most, the recorder takes a fence while
+// transactions move the position: a heal republishes the rows after the
+// newest covered fence, so this bounds its duplicates to about this much
+// of the outbox's traffic (plus the relay's lag).
+const fenceEvery = 10 * time.Second
+
+// fence takes a txfence.Fence and records it as the record's pending
+// fence (slotrecord.SetFence), when transactions moved the position since
+// the last one and fenceEvery passed. It runs on a connection of its own
+// and never holds io: the stream's record is not held back by it. A
+// failure (a role or server that cannot take one) is logged once and
+// tried again later; without fences a heal republishes every row.
+func (c *recorder) fence(ctx context.Context) {
+	if !c.on.Load() || time.Since(c.fenceAt) < fenceEvery {
+		return
+	}
+	c.mu.Lock()
+	progress := c.progress
+	if cur := c.tracker.Confirmed(); cur != c.idleTop {
+		progress = max(progress, cur)
+	}
+	c.mu.Unlock()
+	if progress <= c.fenceProgress {
+		return
+	}
+	c.fenceAt = time.Now()
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	err := func() error {
+		if c.fenceConn == nil || c.fenceConn.IsClosed() {
+			conn, err := pgx.Connect(ctx, c.dsn)
+			if err != nil {
+				return fmt.Errorf("connecting to take a fence: %w", err)
+			}
+			c.fenceConn = conn
+		}
+		f, err := txfence.TakeFence(ctx, c.fenceConn)
+		if err == nil {
+			_, err = slotrecord.SetFence(ctx, c.fenceConn, c.table, c.slot, f)
+		}
+		if err != nil {
+			_ = c.fenceConn.Close(context.WithoutCancel(ctx))
+			c.fenceConn = nil
+			return err
+		}
+		c.fenceProgress = progress
+		return nil
+	}()
+	if err != nil && ctx.Err() == nil && err.Error() != c.fenceErr {
+		c.log.Warn("taking a fence for the slot's record (a heal of a lost slot republishes the rows after the newest covered fence; without one, every row)", "slot", c.slot, "err", err)
+	}
+	if err != nil {
+		c.fenceErr = err.Error()
+	} else {
+		c.fenceErr = ""
 	}
 }
 
@@ -447,5 +550,9 @@ func (c *recorder) close() {
 	if c.conn != nil {
 		_ = c.conn.Close(context.Background())
 		c.conn = nil
+	}
+	if c.fenceConn != nil {
+		_ = c.fenceConn.Close(context.Background())
+		c.fenceConn = nil
 	}
 }

@@ -87,9 +87,10 @@ func TestCreateSlotRefusesARecordedSlot(t *testing.T) {
 // A slot moved past walrelay's record by someone else (here
 // pg_replication_slot_advance in SQL, skipping a row nobody published) is
 // detected: retention stops with ErrSlotJumped (every pass and walrelay
-// outbox prune), the relay says so at its start and sets
-// walrelay_slot_jumped, and both stay so while the relay goes on relaying
-// (its own progress does not hide the jump).
+// outbox prune), walrelay run stops at its start with ErrJumped and sets
+// walrelay_slot_jumped (issue 33 item 4: a jump is never relayed over),
+// and both stay so until an operator adopts the slot; the relay then
+// relays on and retention stays stopped only until the adoption.
 func TestSlotAdvancedByHandIsDetected(t *testing.T) {
 	f := newFixture(t, nil)
 	run := f.start(t)
@@ -116,20 +117,24 @@ func TestSlotAdvancedByHandIsDetected(t *testing.T) {
 		t.Fatalf("walrelay outbox prune after the hand advance: %v, want ErrSlotJumped", err)
 	}
 	run = f.start(t)
-	for i := range 3 {
-		insertRow(t, f.dsn, "order", fmt.Sprint("later-", i), `{}`)
-	}
-	f.broker.ReadAll(t, []string{"outbox.event.order"}, 4, 30*time.Second)
-	f.waitCaughtUp(t, 30*time.Second)
-	if n := len(f.logs.lines("the slot's position is not one walrelay confirmed")); n == 0 {
-		t.Error("the relay did not log at its start that the slot moved")
+	if err := run.wait(30 * time.Second); !errors.Is(err, slotrecord.ErrJumped) {
+		t.Fatalf("relay start after the hand advance: %v, want ErrJumped", err)
 	}
 	if got := testenv.MetricValue(t, f.reg, "walrelay_slot_jumped", nil); got != 1 {
 		t.Errorf("walrelay_slot_jumped = %v, want 1", got)
 	}
 	if res, err := p.Cycle(t.Context()); !errors.Is(err, retention.ErrSlotJumped) || res.Rows != 0 {
-		t.Fatalf("retention while the relay relays on: %d rows, %v; want 0 and ErrSlotJumped", res.Rows, err)
+		t.Fatalf("retention after the relay stopped on the jump: %d rows, %v; want 0 and ErrSlotJumped", res.Rows, err)
 	}
+	if _, _, err := admin.AdoptSlot(t.Context(), testenv.Connect(t, f.dsn), records, "walrelay", "test"); err != nil {
+		t.Fatalf("adopting the slot: %v", err)
+	}
+	run = f.start(t)
+	for i := range 3 {
+		insertRow(t, f.dsn, "order", fmt.Sprint("later-", i), `{}`)
+	}
+	f.broker.ReadAll(t, []string{"outbox.event.order"}, 4, 30*time.Second)
+	f.waitCaughtUp(t, 30*time.Second)
 	if n := testenv.QueryValue[int64](t, f.dsn, `SELECT count(*) FROM outbox WHERE aggregateid = 'skipped'`); n != 1 {
 		t.Errorf("the skipped row is gone")
 	}

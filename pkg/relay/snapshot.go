@@ -176,6 +176,38 @@ func tempSlotName() (string, error) {
 //
 // With dryRun it only counts: it returns the rows it would publish.
 func (r *Relay) publishSnapshot(ctx context.Context, conn *pgx.Conn, name string, lsn pglogrepl.LSN, where string, dryRun bool) (int64, error) {
+	spec := func(*snapshot.Reader) (readPlan, error) { return readPlan{where: where}, nil }
+	if dryRun {
+		return r.countRead(ctx, conn, name, spec)
+	}
+	return r.publishRead(ctx, conn, name, lsn, spec)
+}
+
+// readPlan is which rows to read (where), in which order before the
+// primary key (nil: primary-key order), and the event ids of rows not to
+// publish (already on Kafka).
+type readPlan struct {
+	where string
+	order []string
+	skip  map[string]struct{}
+	// skipped, when set, counts the rows not published for skip.
+	skipped *int64
+}
+
+// readSpec says, in the snapshot, what to read.
+type readSpec func(rd *snapshot.Reader) (readPlan, error)
+
+// countRead is publishRead's dry run: the rows it would publish.
+func (r *Relay) countRead(ctx context.Context, conn *pgx.Conn, name string, spec readSpec) (int64, error) {
+	return r.readRows(ctx, conn, name, 0, spec, true)
+}
+
+// publishRead is publishSnapshot with the rows spec selects.
+func (r *Relay) publishRead(ctx context.Context, conn *pgx.Conn, name string, lsn pglogrepl.LSN, spec readSpec) (int64, error) {
+	return r.readRows(ctx, conn, name, lsn, spec, false)
+}
+
+func (r *Relay) readRows(ctx context.Context, conn *pgx.Conn, name string, lsn pglogrepl.LSN, spec readSpec, dryRun bool) (int64, error) {
 	tables, err := r.snapshotTables()
 	if err != nil {
 		return 0, err
@@ -185,6 +217,11 @@ func (r *Relay) publishSnapshot(ctx context.Context, conn *pgx.Conn, name string
 		return 0, err
 	}
 	defer func() { _ = rd.Close(context.WithoutCancel(ctx)) }()
+	rp, err := spec(rd)
+	if err != nil {
+		return 0, err
+	}
+	where, order := rp.where, rp.order
 	pks := make([][]string, len(tables))
 	var total int64
 	for i, t := range tables {
@@ -219,7 +256,22 @@ func (r *Relay) publishSnapshot(ctx context.Context, conn *pgx.Conn, name string
 			return rows, fmt.Errorf("binding %s: %w", t, err)
 		}
 		msg := relationMessage(rel)
-		err = rd.Scan(ctx, t, where, pks[i], r.cfg.Snapshot.ChunkRows, func(cols []*pglogrepl.TupleDataColumn) error {
+		scan := rd.Scan
+		if order != nil {
+			scan = func(ctx context.Context, t snapshot.Table, where string, pk []string, chunk int, fn func([]*pglogrepl.TupleDataColumn) error) error {
+				return rd.ScanOrdered(ctx, t, where, order, pk, chunk, fn)
+			}
+		}
+		err = scan(ctx, t, where, pks[i], r.cfg.Snapshot.ChunkRows, func(cols []*pglogrepl.TupleDataColumn) error {
+			if rp.skip != nil {
+				if _, ok := rp.skip[plan.EventID(cols)]; ok {
+					p.Done() // on Kafka already
+					if rp.skipped != nil {
+						*rp.skipped++
+					}
+					return nil
+				}
+			}
 			for !r.tracker.WaitRoom(ctx, time.Now().Add(100*time.Millisecond)) {
 				if ferr := r.fail.err(); ferr != nil {
 					return ferr

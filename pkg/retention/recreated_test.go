@@ -48,7 +48,7 @@ func startRelay(t *testing.T, cfg config.Config, logs *testenv.SyncBuffer) (stop
 // The issue's reproduction: rows aged 2h the relay never published, the
 // slot dropped and created again at the current WAL (the old runbook's
 // remedy, as an operator or postgres.create_slot did it), a relay on the
-// new slot: retention must not delete the rows (it did: every fence is
+// new slot (stopped on it, then relaying once the gap is accepted): retention must not delete the rows (it did: every fence is
 // covered at once by the new slot), it says why and sets
 // walrelay_retention_blocked; walrelay verify reports the 5 rows missing
 // and republishes them; after walrelay slot adopt, pruning resumes and
@@ -73,6 +73,21 @@ func TestRecreatedSlotKeepsUnpublishedRows(t *testing.T) {
 	insertOld(t, d, "never", 5) // in the slot, never relayed
 	testenv.Exec(t, d.dsn, `SELECT pg_drop_replication_slot($1)`, d.slot)
 	testenv.Exec(t, d.dsn, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, d.slot)
+	// walrelay run stops on the slot past its record (issue 33 item 4);
+	// the operator accepts the gap (slot create --accept-gap), and the
+	// relay relays on from the new slot, retention still stopped.
+	r, err := relay.New(cfg, slog.New(slog.NewTextHandler(logs, nil)), metrics.New(prometheus.NewRegistry(), "test", cfg.Postgres.Slot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := r.Run(ctx); !errors.Is(err, slotrecord.ErrJumped) {
+		t.Fatalf("relay on the recreated slot: %v, want ErrJumped", err)
+	}
+	if _, _, err := admin.CreateRecordedSlot(t.Context(), testenv.Connect(t, d.dsn), slotrecord.Table{Schema: "public"}, d.slot, true, false); err != nil {
+		t.Fatalf("slot create --accept-gap on the recreated slot: %v", err)
+	}
 	startRelay(t, cfg, logs)
 	// The relay publishes what it reads from the new slot.
 	insertOld(t, d, "after", 2)

@@ -41,6 +41,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/walrelay/walrelay/pkg/txfence"
 	sqlfiles "github.com/walrelay/walrelay/sql"
 )
 
@@ -102,8 +103,11 @@ func (t Table) Exists(ctx context.Context, q Querier) (bool, error) {
 // The error wraps the server's (42501 for a role that may not create it).
 func (t Table) Ensure(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	ok, err := t.Exists(ctx, conn)
-	if err != nil || ok {
+	if err != nil {
 		return false, err
+	}
+	if ok {
+		return false, t.upgrade(ctx, conn)
 	}
 	ddl, err := t.DDL()
 	if err != nil {
@@ -156,6 +160,20 @@ type Record struct {
 	// AdoptedAt and AdoptedBy: the last walrelay slot adopt.
 	AdoptedAt *time.Time `json:"adopted_at,omitempty"`
 	AdoptedBy string     `json:"adopted_by,omitempty"`
+	// Timeline is the WAL timeline the relay last recorded on (0: not
+	// known). A server on a later timeline of the same system was
+	// promoted since: see State.Failover.
+	Timeline uint32 `json:"timeline,omitempty"`
+	// Pending is a fence taken while relaying that Confirmed has not
+	// passed yet; Covered the newest fence Confirmed passed while the
+	// record was not jumped: every outbox row whose xmin precedes
+	// Covered.Xmin is on Kafka (see fence.go). Nil when none.
+	Pending *txfence.Fence `json:"pending_fence,omitempty"`
+	Covered *txfence.Fence `json:"covered_fence,omitempty"`
+	// Accepted: the jump is a gap an operator accepted (walrelay slot
+	// create --accept-gap): walrelay run relays on (retention stays
+	// stopped until walrelay slot adopt).
+	Accepted bool `json:"jump_accepted,omitempty"`
 }
 
 // State is a slot, its record and the server, read in one statement.
@@ -170,8 +188,13 @@ type State struct {
 	SlotExists    bool          `json:"slot_exists"`
 	SlotLost      bool          `json:"slot_lost"`
 	SlotConfirmed pglogrepl.LSN `json:"-"`
-	// System is the server's system identifier.
-	System string `json:"system_identifier"`
+	// System is the server's system identifier, Timeline its insert
+	// timeline (0 on a standby).
+	System   string `json:"system_identifier"`
+	Timeline uint32 `json:"timeline"`
+	// Fences is whether the table has the fence columns (sql/005 of
+	// this version; walrelay run adds them when it may).
+	Fences bool `json:"-"`
 }
 
 // Read reads slot's state on q.
@@ -183,10 +206,12 @@ func Read(ctx context.Context, q Querier, t Table, slot string) (State, error) {
 	}
 	var confirmed *string
 	if !s.Table {
-		err = q.QueryRow(ctx, `SELECT (SELECT system_identifier::text FROM pg_control_system()),
+		var tli int64
+		err = q.QueryRow(ctx, `SELECT (SELECT system_identifier::text FROM pg_control_system()), `+timelineSQL+`,
 				s.slot_name IS NOT NULL, coalesce(s.wal_status = 'lost', false), s.confirmed_flush_lsn::text
 			FROM (SELECT 1) one LEFT JOIN pg_replication_slots s ON s.slot_name = $1`, slot).
-			Scan(&s.System, &s.SlotExists, &s.SlotLost, &confirmed)
+			Scan(&s.System, &tli, &s.SlotExists, &s.SlotLost, &confirmed)
+		s.Timeline = uint32(tli)
 	} else {
 		var (
 			found                     bool
@@ -194,19 +219,31 @@ func Read(ctx context.Context, q Querier, t Table, slot string) (State, error) {
 			updated                   *time.Time
 			note, jump, adoptedBy     *string
 			jumpedAt, adoptedAt       *time.Time
+			tli                       int64
+			fences                    fenceColumns
 		)
-		err = q.QueryRow(ctx, `SELECT (SELECT system_identifier::text FROM pg_control_system()),
+		// The fence columns are read through to_jsonb so that a table
+		// of an earlier version (without them) still reads.
+		err = q.QueryRow(ctx, `SELECT (SELECT system_identifier::text FROM pg_control_system()), `+timelineSQL+`,
 				s.slot_name IS NOT NULL, coalesce(s.wal_status = 'lost', false), s.confirmed_flush_lsn::text,
 				r.slot_name IS NOT NULL, r.system_identifier, r.confirmed_lsn::text, r.created_lsn::text, r.updated_at,
-				r.note, r.jumped_at, r.jump, r.jumped_from_lsn::text, r.adopted_at, r.adopted_by
+				r.note, r.jumped_at, r.jump, r.jumped_from_lsn::text, r.adopted_at, r.adopted_by,
+				EXISTS (SELECT FROM pg_attribute WHERE attrelid = $2::regclass AND attname = 'jump_accepted' AND NOT attisdropped),
+				to_jsonb(r)->>'timeline', to_jsonb(r)->>'fence_xmin', to_jsonb(r)->>'fence_lsn',
+				to_jsonb(r)->>'covered_xmin', to_jsonb(r)->>'covered_lsn', to_jsonb(r)->>'covered_system', to_jsonb(r)->>'jump_accepted'
 			FROM (SELECT 1) one
 			LEFT JOIN pg_replication_slots s ON s.slot_name = $1
-			LEFT JOIN `+t.quoted()+` r ON r.slot_name = $1`, slot).
-			Scan(&s.System, &s.SlotExists, &s.SlotLost, &confirmed,
-				&found, &sys, &rconf, &created, &updated, &note, &jumpedAt, &jump, &from, &adoptedAt, &adoptedBy)
+			LEFT JOIN `+t.quoted()+` r ON r.slot_name = $1`, slot, t.quoted()).
+			Scan(&s.System, &tli, &s.SlotExists, &s.SlotLost, &confirmed,
+				&found, &sys, &rconf, &created, &updated, &note, &jumpedAt, &jump, &from, &adoptedAt, &adoptedBy,
+				&s.Fences, &fences.timeline, &fences.fenceXmin, &fences.fenceLSN, &fences.coveredXmin, &fences.coveredLSN, &fences.coveredSystem, &fences.accepted)
+		s.Timeline = uint32(tli)
 		if err == nil && found {
 			r := &Record{Slot: slot, System: deref(sys), UpdatedAt: *updated, Note: deref(note), JumpedAt: jumpedAt,
 				Jump: deref(jump), AdoptedAt: adoptedAt, AdoptedBy: deref(adoptedBy)}
+			if err := fences.fill(r); err != nil {
+				return s, fmt.Errorf("parsing the record of slot %q: %w", slot, err)
+			}
 			for _, p := range []struct {
 				dst *pglogrepl.LSN
 				src *string
@@ -323,7 +360,7 @@ func since(r *Record) string {
 // through up to r: recreate it (retention stays stopped), relay, verify,
 // adopt.
 func Fix(slot string, r *Record) string {
-	return fmt.Sprintf("Recreate it with `walrelay slot create %s --replace` (drop a lost one first: `walrelay slot drop %s`), start walrelay run, then run `walrelay verify --since %s --republish` and `walrelay slot adopt %s`",
+	return fmt.Sprintf("Heal it from the outbox (`walrelay slot heal`, or outbox.on_slot_loss: heal), or accept the gap: `walrelay slot create %s --accept-gap` (drop a lost one first: `walrelay slot drop %s`), start walrelay run, then run `walrelay verify --since %s --republish` and `walrelay slot adopt %s`",
 		slot, slot, since(r), slot)
 }
 
@@ -396,7 +433,11 @@ func MarkJumped(ctx context.Context, conn *pgx.Conn, t Table, slot string) (Stat
 // markLocked sets the jump (keeping an earlier one not adopted yet) and
 // moves the record to `to` on the server's system.
 func markLocked(ctx context.Context, tx pgx.Tx, t Table, s State, why string, to pglogrepl.LSN) error {
-	_, err := tx.Exec(ctx, `UPDATE `+t.quoted()+` SET
+	accepted := ""
+	if s.Fences {
+		accepted = "jump_accepted = false, " // a new jump is no gap anyone accepted
+	}
+	_, err := tx.Exec(ctx, `UPDATE `+t.quoted()+` SET `+accepted+`
 			jumped_from_lsn = CASE WHEN jumped_at IS NULL THEN confirmed_lsn ELSE jumped_from_lsn END,
 			jump = CASE WHEN jumped_at IS NULL THEN $3 ELSE jump END,
 			jumped_at = coalesce(jumped_at, now()),
@@ -432,8 +473,12 @@ func Raise(ctx context.Context, conn *pgx.Conn, t Table, slot string, to pglogre
 			}
 		}
 		var conf string
-		err := tx.QueryRow(ctx, `UPDATE `+t.quoted()+` SET confirmed_lsn = greatest(confirmed_lsn, $2::pg_lsn), updated_at = now()
-			WHERE slot_name = $1 RETURNING confirmed_lsn::text`, slot, to.String()).Scan(&conf)
+		q := `UPDATE ` + t.quoted() + ` SET confirmed_lsn = greatest(confirmed_lsn, $2::pg_lsn), updated_at = now()
+			WHERE slot_name = $1 RETURNING confirmed_lsn::text`
+		if s.Fences {
+			q = raiseCovering(t)
+		}
+		err := tx.QueryRow(ctx, q, slot, to.String()).Scan(&conf)
 		if err != nil {
 			return fmt.Errorf("recording position %s of slot %q in %s: %w", to, slot, t, err)
 		}
@@ -460,7 +505,11 @@ func Created(ctx context.Context, conn *pgx.Conn, t Table, slot string, lsn pglo
 		} else {
 			why := fmt.Sprintf("replaced by %s: a new slot was created at %s after walrelay had confirmed through the previous one up to %s", who, lsn, s.Record.Confirmed)
 			if err = markLocked(ctx, tx, t, s, why, lsn); err == nil {
-				_, err = tx.Exec(ctx, `UPDATE `+t.quoted()+` SET created_lsn = $2::pg_lsn, note = $3 WHERE slot_name = $1`, slot, lsn.String(), "created by "+who)
+				accepted := ""
+				if s.Fences {
+					accepted = ", jump_accepted = true"
+				}
+				_, err = tx.Exec(ctx, `UPDATE `+t.quoted()+` SET created_lsn = $2::pg_lsn, note = $3`+accepted+` WHERE slot_name = $1`, slot, lsn.String(), "created by "+who)
 			}
 		}
 		if err != nil {
@@ -498,16 +547,20 @@ func Adopt(ctx context.Context, conn *pgx.Conn, t Table, slot, who string) (befo
 		before = s
 		switch {
 		case !s.SlotExists:
-			return fmt.Errorf("%w: slot %q does not exist: create it first (`walrelay slot create %s --replace`)", ErrRecorded, slot, slot)
+			return fmt.Errorf("%w: slot %q does not exist: create it first (`walrelay slot heal`, or `walrelay slot create %s --accept-gap`)", ErrRecorded, slot, slot)
 		case s.SlotLost:
-			return fmt.Errorf("%w: slot %q is lost (wal_status lost): drop it and create it again first (`walrelay slot drop %s`, `walrelay slot create %s --replace`)", ErrRecorded, slot, slot, slot)
+			return fmt.Errorf("%w: slot %q is lost (wal_status lost): drop it and create it again first (`walrelay slot drop %s`, `walrelay slot create %s --accept-gap`), or heal it: `walrelay slot heal`", ErrRecorded, slot, slot, slot)
+		}
+		accepted := ""
+		if s.Fences {
+			accepted = ", jump_accepted = NULL"
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO `+t.quoted()+` AS r (slot_name, system_identifier, confirmed_lsn, note, adopted_at, adopted_by)
 			VALUES ($1, $2, $3::pg_lsn, 'adopted', now(), $4)
 			ON CONFLICT (slot_name) DO UPDATE SET system_identifier = excluded.system_identifier,
 				confirmed_lsn = CASE WHEN r.system_identifier = excluded.system_identifier THEN greatest(r.confirmed_lsn, excluded.confirmed_lsn) ELSE excluded.confirmed_lsn END,
 				jumped_at = NULL, jump = NULL, jumped_from_lsn = NULL, note = 'adopted',
-				adopted_at = now(), adopted_by = excluded.adopted_by, updated_at = now()`,
+				adopted_at = now(), adopted_by = excluded.adopted_by, updated_at = now()`+accepted,
 			slot, s.System, s.SlotConfirmed.String(), who)
 		if err != nil {
 			return fmt.Errorf("adopting slot %q in %s: %w", slot, t, err)

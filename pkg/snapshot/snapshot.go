@@ -283,8 +283,26 @@ func (r *Reader) Count(ctx context.Context, t Table, where string) (int64, error
 // The tuple and its bytes are valid only during the call. An error of fn
 // ends the scan and is returned.
 func (r *Reader) Scan(ctx context.Context, t Table, where string, pk []string, chunk int, fn func([]*pglogrepl.TupleDataColumn) error) error {
+	return r.scan(ctx, t, query(t, where, pk), chunk, fn)
+}
+
+// ScanOrdered is Scan with the rows in the order of the SQL expressions
+// order first (e.g. the age of their xmin), then the primary key.
+func (r *Reader) ScanOrdered(ctx context.Context, t Table, where string, order []string, pk []string, chunk int, fn func([]*pglogrepl.TupleDataColumn) error) error {
+	q := query(t, where, pk)
+	i := strings.LastIndex(q, " ORDER BY ")
+	return r.scan(ctx, t, q[:i]+" ORDER BY "+strings.Join(order, ", ")+", "+q[i+len(" ORDER BY "):], chunk, fn)
+}
+
+// QueryRow runs a query in the snapshot's transaction (for what the
+// caller computes from the snapshot, e.g. txfence.Window).
+func (r *Reader) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return r.tx.QueryRow(ctx, sql, args...)
+}
+
+func (r *Reader) scan(ctx context.Context, t Table, q string, chunk int, fn func([]*pglogrepl.TupleDataColumn) error) error {
 	const cursor = "walrelay_snapshot"
-	if _, err := r.tx.Exec(ctx, "DECLARE "+cursor+" NO SCROLL CURSOR FOR "+query(t, where, pk)); err != nil {
+	if _, err := r.tx.Exec(ctx, "DECLARE "+cursor+" NO SCROLL CURSOR FOR "+q); err != nil {
 		return fmt.Errorf("opening a cursor on %s: %w", t, err)
 	}
 	cols := make([]*pglogrepl.TupleDataColumn, len(t.Columns))
