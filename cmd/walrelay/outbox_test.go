@@ -30,18 +30,26 @@ func TestOutboxPrune(t *testing.T) {
 		t.Fatalf("%d rows after a prune the slot did not confirm, want 6", n)
 	}
 
-	// The slot confirms everything a moment after each command started,
+	// While each command runs, the slot confirms the WAL end every 200ms,
 	// as a running relay would: walrelay's record of the slot first, then
-	// the slot (docs/DESIGN.md, "Retention", the slot record).
+	// the slot (docs/DESIGN.md, "Retention", the slot record). (Once, a
+	// moment after the start, was too early under load: the command took
+	// its fence after it.)
 	confirmSoon := func() (wait func()) {
-		done := make(chan struct{})
+		stop, done := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(done)
-			time.Sleep(500 * time.Millisecond)
-			testenv.Exec(t, dsn, `UPDATE walrelay_slot_positions SET confirmed_lsn = greatest(confirmed_lsn, pg_current_wal_lsn()) WHERE slot_name = 'walrelay'`)
-			testenv.Exec(t, dsn, `SELECT pg_replication_slot_advance('walrelay', (SELECT confirmed_lsn FROM walrelay_slot_positions WHERE slot_name = 'walrelay'))`)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+				testenv.Exec(t, dsn, `UPDATE walrelay_slot_positions SET confirmed_lsn = greatest(confirmed_lsn, pg_current_wal_lsn()) WHERE slot_name = 'walrelay'`)
+				testenv.Exec(t, dsn, `SELECT pg_replication_slot_advance('walrelay', (SELECT confirmed_lsn FROM walrelay_slot_positions WHERE slot_name = 'walrelay'))`)
+			}
 		}()
-		return func() { <-done }
+		return func() { close(stop); <-done }
 	}
 	wait := confirmSoon()
 	res := decodeJSON[struct {

@@ -478,7 +478,14 @@ func TestSynchronizedStandbySlotsHoldOnlyFailoverSlots(t *testing.T) {
 	testenv.Exec(t, c.DSN(""), `SELECT pg_create_physical_replication_slot('absent_standby')`)
 	testenv.Exec(t, c.DSN(""), `ALTER SYSTEM SET synchronized_standby_slots = 'absent_standby'`)
 	testenv.Exec(t, c.DSN(""), `SELECT pg_reload_conf()`)
-	f := newFixtureOn(t, c.DSN("postgres"), atLeastOnce)
+	// An ordinary slot: postgres.slot_failover=false for setup and the
+	// relay (auto makes, and switches on, a failover slot on 17).
+	dsn := c.DSN("postgres")
+	noFailover := "WALRELAY_POSTGRES_SLOT_FAILOVER=false"
+	runCLI(t, []string{"WALRELAY_POSTGRES_DSN=" + dsn, "WALRELAY_POSTGRES_SLOT=" + slotFor(dsn), noFailover}, "setup")
+	testenv.Exec(t, dsn, workloadSchema)
+	b := testenv.Kafka(t)
+	f := &fixture{dsn: dsn, broker: b, d: atLeastOnce, env: append(relayEnv(dsn, b.Addrs(), atLeastOnce), noFailover), adm: kadm.NewClient(b.Client(t))}
 	if testenv.QueryValue[bool](t, f.dsn, `SELECT failover FROM pg_replication_slots WHERE slot_name = $1`, slotFor(f.dsn)) {
 		t.Fatal("walrelay setup created a failover slot; this test needs an ordinary one")
 	}
