@@ -57,15 +57,23 @@ func CreateRecordedSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.
 	if err != nil {
 		return Slot{}, st, err
 	}
+	return recordNewSlot(ctx, conn, conn, records, st, s, "")
+}
+
+// recordNewSlot records slot s, just created on slotConn, in records on
+// recordConn (the same connection, or the primary's when decoding from a
+// standby), noting who created it and where; st is the record read
+// before (a record there means the gap was accepted).
+func recordNewSlot(ctx context.Context, recordConn, slotConn *pgx.Conn, records slotrecord.Table, st slotrecord.State, s Slot, where string) (Slot, slotrecord.State, error) {
 	lsn, err := pglogrepl.ParseLSN(s.ConfirmedFlushLSN)
 	if err != nil {
-		return s, st, fmt.Errorf("parsing confirmed_flush_lsn %q of new slot %q: %w", s.ConfirmedFlushLSN, name, err)
+		return s, st, fmt.Errorf("parsing confirmed_flush_lsn %q of new slot %q: %w", s.ConfirmedFlushLSN, s.Name, err)
 	}
 	who := "walrelay slot create"
 	if st.Record != nil {
 		who += " --accept-gap"
 	}
-	st, err = slotrecord.Created(ctx, conn, records, name, lsn, who+" ("+currentUser(ctx, conn)+")")
+	st, err = slotrecord.Created(ctx, recordConn, records, s.Name, lsn, who+where+" ("+currentUser(ctx, slotConn)+")")
 	return s, st, err
 }
 

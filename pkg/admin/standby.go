@@ -165,14 +165,5 @@ func CreateRecordedSlotOnStandby(ctx context.Context, primary, standby *pgx.Conn
 	if err != nil {
 		return Slot{}, st, err
 	}
-	lsn, err := pglogrepl.ParseLSN(s.ConfirmedFlushLSN)
-	if err != nil {
-		return s, st, fmt.Errorf("parsing confirmed_flush_lsn %q of new slot %q: %w", s.ConfirmedFlushLSN, name, err)
-	}
-	who := "walrelay slot create"
-	if st.Record != nil {
-		who += " --replace"
-	}
-	st, err = slotrecord.Created(ctx, primary, records, name, lsn, who+" on a standby ("+currentUser(ctx, standby)+")")
-	return s, st, err
+	return recordNewSlot(ctx, primary, standby, records, st, s, " on a standby")
 }
