@@ -13,29 +13,17 @@ import (
 // Failover slots (postgres.slot_failover, PostgreSQL 17+) in setup, slot
 // create, slot inspect and check.
 
-func skipBefore17(t *testing.T, dsn string) {
-	t.Helper()
-	if major := testenv.ServerMajor(t, dsn); major < 17 {
-		t.Skipf("failover slots need PostgreSQL 17 or newer; the server is %d (set WALRELAY_PG_BIN to a 17+ bin directory: .ci/pg-matrix does)", major)
-	}
-}
-
-func slotIsFailover(t *testing.T, dsn, slot string) bool {
-	t.Helper()
-	return testenv.QueryValue[bool](t, dsn, `SELECT failover FROM pg_replication_slots WHERE slot_name = $1`, slot)
-}
-
 // With the default postgres.slot_failover (auto), setup and slot create
 // make failover slots (slot create says so), slot inspect shows it, and
 // setup switches an existing slot without failover on, saying so.
 func TestSetupAndSlotCreateMakeFailoverSlots(t *testing.T) {
 	dsn := testenv.Postgres(t).NewDatabase(t)
-	skipBefore17(t, dsn)
+	testenv.SkipBefore17(t, dsn)
 	slot := testenv.UniqueName(t, "fs")
 	env := childEnv("WALRELAY_POSTGRES_DSN="+dsn, "WALRELAY_POSTGRES_SLOT="+slot)
 
 	wantOK(t, env, "setup")
-	if !slotIsFailover(t, dsn, slot) {
+	if !testenv.SlotFailover(t, dsn, slot) {
 		t.Errorf("setup created slot %s without failover", slot)
 	}
 	if out := wantOK(t, env, "slot", "inspect", slot); !regexp1(out, `(?m)^failover\s+yes$`) || !regexp1(out, `(?m)^synced\s+no$`) {
@@ -47,7 +35,7 @@ func TestSetupAndSlotCreateMakeFailoverSlots(t *testing.T) {
 	if !strings.Contains(out, ", a failover slot") {
 		t.Errorf("slot create output lacks \", a failover slot\":\n%s", out)
 	}
-	if !slotIsFailover(t, dsn, other) {
+	if !testenv.SlotFailover(t, dsn, other) {
 		t.Errorf("slot create made %s without failover", other)
 	}
 
@@ -58,7 +46,7 @@ func TestSetupAndSlotCreateMakeFailoverSlots(t *testing.T) {
 	if !strings.Contains(out, "failover switched on") {
 		t.Errorf("setup output lacks \"failover switched on\":\n%s", out)
 	}
-	if !slotIsFailover(t, dsn, plain) {
+	if !testenv.SlotFailover(t, dsn, plain) {
 		t.Errorf("setup did not switch failover on for %s", plain)
 	}
 
@@ -76,7 +64,7 @@ func TestSetupAndSlotCreateMakeFailoverSlots(t *testing.T) {
 	// postgres.slot_failover=false: neither creates a failover slot.
 	off := slot + "_d"
 	out = wantOK(t, childEnv("WALRELAY_POSTGRES_DSN="+dsn, "WALRELAY_POSTGRES_SLOT_FAILOVER=false"), "slot", "create", off)
-	if strings.Contains(out, "a failover slot") || slotIsFailover(t, dsn, off) {
+	if strings.Contains(out, "a failover slot") || testenv.SlotFailover(t, dsn, off) {
 		t.Errorf("postgres.slot_failover=false, and slot create made a failover slot:\n%s", out)
 	}
 }

@@ -247,7 +247,7 @@ func runFailover(t *testing.T, o failoverOpts) failoverResult {
 // FAILOVER slot (postgres.slot_failover's default, auto, on a 17+ primary).
 func requireFailoverSlot(t *testing.T, dsn, slot string) {
 	t.Helper()
-	if !testenv.QueryValue[bool](t, dsn, `SELECT failover FROM pg_replication_slots WHERE slot_name = $1`, slot) {
+	if !testenv.SlotFailover(t, dsn, slot) {
 		t.Fatalf("walrelay setup (postgres.slot_failover=auto) did not make slot %s a failover slot on Postgres 17+", slot)
 	}
 }
@@ -486,7 +486,7 @@ func TestSynchronizedStandbySlotsHoldOnlyFailoverSlots(t *testing.T) {
 	testenv.Exec(t, dsn, workloadSchema)
 	b := testenv.Kafka(t)
 	f := &fixture{dsn: dsn, broker: b, d: atLeastOnce, env: append(relayEnv(dsn, b.Addrs(), atLeastOnce), noFailover), adm: kadm.NewClient(b.Client(t))}
-	if testenv.QueryValue[bool](t, f.dsn, `SELECT failover FROM pg_replication_slots WHERE slot_name = $1`, slotFor(f.dsn)) {
+	if testenv.SlotFailover(t, f.dsn, slotFor(f.dsn)) {
 		t.Fatal("walrelay setup created a failover slot; this test needs an ordinary one")
 	}
 	w := startWorkload(t, f.dsn, defaultLoad)

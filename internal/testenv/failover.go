@@ -14,6 +14,22 @@ func ServerMajor(tb testing.TB, dsn string) int {
 	return QueryValue[int](tb, dsn, `SELECT current_setting('server_version_num')::int / 10000`)
 }
 
+// SkipBefore17 skips a test whose server (dsn's: the package's, from
+// $WALRELAY_PG_BIN) is older than PostgreSQL 17, which added failover
+// slots.
+func SkipBefore17(tb testing.TB, dsn string) {
+	tb.Helper()
+	if major := ServerMajor(tb, dsn); major < 17 {
+		tb.Skipf("failover slots need PostgreSQL 17 or newer; the server is %d (set WALRELAY_PG_BIN to a 17+ bin directory: .ci/pg-matrix does)", major)
+	}
+}
+
+// SlotFailover reports whether slot is a failover slot (PostgreSQL 17+).
+func SlotFailover(tb testing.TB, dsn, slot string) bool {
+	tb.Helper()
+	return QueryValue[bool](tb, dsn, `SELECT failover FROM pg_replication_slots WHERE slot_name = $1`, slot)
+}
+
 // FailoverPair is a private primary and a hot standby of it set up for
 // Postgres 17's failover slots: the standby streams through the physical
 // slot StandbySlot, with sync_replication_slots=on (and the standby

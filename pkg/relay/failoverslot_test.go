@@ -15,42 +15,28 @@ import (
 // Failover slots (postgres.slot_failover, PostgreSQL 17+): what walrelay
 // run does with the slot, and on a standby's synchronized copy of it.
 
-// skipBefore17 skips a test whose server (the package's, from
-// $WALRELAY_PG_BIN) is older than PostgreSQL 17.
-func skipBefore17(t *testing.T, dsn string) {
-	t.Helper()
-	if major := testenv.ServerMajor(t, dsn); major < 17 {
-		t.Skipf("failover slots need PostgreSQL 17 or newer; the server is %d (set WALRELAY_PG_BIN to a 17+ bin directory: .ci/pg-matrix does)", major)
-	}
-}
-
-func slotFailover(t *testing.T, dsn, slot string) bool {
-	t.Helper()
-	return testenv.QueryValue[bool](t, dsn, `SELECT failover FROM pg_replication_slots WHERE slot_name = $1`, slot)
-}
-
 // With the default postgres.slot_failover (auto), run creates a missing
 // slot as a failover slot (postgres.create_slot), and switches failover on
 // for an existing slot without it (ALTER_REPLICATION_SLOT), saying so.
 func TestRunMakesTheSlotAFailoverSlot(t *testing.T) {
 	t.Run("creates", func(t *testing.T) {
 		f := newFixture(t, func(c *config.Config) { c.Postgres.Slot = "walrelay_new" })
-		skipBefore17(t, f.dsn)
+		testenv.SkipBefore17(t, f.dsn)
 		f.start(t)
 		f.logs.waitLog(t, "created replication slot", map[string]string{"slot": "walrelay_new"}, 30*time.Second)
-		if !slotFailover(t, f.dsn, "walrelay_new") {
+		if !testenv.SlotFailover(t, f.dsn, "walrelay_new") {
 			t.Errorf("slot walrelay_new created by run (create_slot) is not a failover slot")
 		}
 	})
 	t.Run("switches an existing slot on", func(t *testing.T) {
 		f := newFixture(t, nil) // setup made slot walrelay without failover
-		skipBefore17(t, f.dsn)
-		if slotFailover(t, f.dsn, "walrelay") {
+		testenv.SkipBefore17(t, f.dsn)
+		if testenv.SlotFailover(t, f.dsn, "walrelay") {
 			t.Fatal("the fixture's slot is a failover slot already")
 		}
 		f.start(t)
 		f.logs.waitLog(t, "switched failover on for the replication slot", map[string]string{"slot": "walrelay"}, 30*time.Second)
-		if !slotFailover(t, f.dsn, "walrelay") {
+		if !testenv.SlotFailover(t, f.dsn, "walrelay") {
 			t.Errorf("slot walrelay is not a failover slot after run started")
 		}
 		// And it streams as before.
@@ -62,7 +48,7 @@ func TestRunMakesTheSlotAFailoverSlot(t *testing.T) {
 		// starting as the standby instance says so and waits for the
 		// slot as before, instead of blocking in ALTER_REPLICATION_SLOT.
 		f := newFixture(t, nil)
-		skipBefore17(t, f.dsn)
+		testenv.SkipBefore17(t, f.dsn)
 		holder := testenv.HoldSlot(t, f.dsn, "walrelay", "proto_version '1'", "publication_names 'walrelay_outbox'")
 		run := f.start(t)
 		f.logs.waitLog(t, "could not switch failover on for the replication slot", map[string]string{"slot": "walrelay"}, 30*time.Second)
@@ -81,22 +67,22 @@ func TestRunMakesTheSlotAFailoverSlot(t *testing.T) {
 			c.Postgres.Slot = "walrelay_snap"
 			c.Snapshot.Mode = config.SnapshotInitial
 		})
-		skipBefore17(t, f.dsn)
+		testenv.SkipBefore17(t, f.dsn)
 		insertRow(t, f.dsn, "order", "before", `{}`)
 		f.start(t)
 		f.logs.waitLog(t, "initial snapshot done", map[string]string{"slot": "walrelay_snap"}, 60*time.Second)
-		if !slotFailover(t, f.dsn, "walrelay_snap") {
+		if !testenv.SlotFailover(t, f.dsn, "walrelay_snap") {
 			t.Errorf("slot walrelay_snap created by the initial snapshot is not a failover slot")
 		}
 		f.broker.ReadAll(t, []string{"outbox.event.order"}, 1, 30*time.Second)
 	})
 	t.Run("false leaves it off", func(t *testing.T) {
 		f := newFixture(t, func(c *config.Config) { c.Postgres.SlotFailover = config.FailoverFalse })
-		skipBefore17(t, f.dsn)
+		testenv.SkipBefore17(t, f.dsn)
 		f.start(t)
 		insertRow(t, f.dsn, "order", "o-1", `{}`)
 		f.broker.ReadAll(t, []string{"outbox.event.order"}, 1, 30*time.Second)
-		if slotFailover(t, f.dsn, "walrelay") {
+		if testenv.SlotFailover(t, f.dsn, "walrelay") {
 			t.Errorf("postgres.slot_failover=false, and run made slot walrelay a failover slot")
 		}
 	})
