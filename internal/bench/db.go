@@ -183,10 +183,22 @@ func (d *db) dropSlots(ctx context.Context) error {
 }
 
 // createSlot (re)creates a pgoutput slot; the WAL from now on is retained
-// for it.
+// for it. Each measurement starts on a new slot: walrelay's record of an
+// earlier slot of that name (walrelay_slot_positions) is deleted with it,
+// or walrelay run would rightly stop on a slot that is not the one it
+// confirmed through.
 func (d *db) createSlot(ctx context.Context, name string) error {
 	if err := d.dropSlot(ctx, name); err != nil {
 		return err
+	}
+	var records *string
+	if err := d.conn.QueryRow(ctx, `SELECT to_regclass($1)::text`, schemaName+".walrelay_slot_positions").Scan(&records); err != nil {
+		return fmt.Errorf("looking up walrelay's slot records: %w", err)
+	}
+	if records != nil {
+		if _, err := d.conn.Exec(ctx, `DELETE FROM `+*records+` WHERE slot_name = $1`, name); err != nil {
+			return fmt.Errorf("deleting walrelay's record of slot %s: %w", name, err)
+		}
 	}
 	if _, err := d.conn.Exec(ctx, `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, name); err != nil {
 		return fmt.Errorf("creating slot %s: %w", name, err)
