@@ -284,21 +284,25 @@ func (c *recorder) session(ctx context.Context) error {
 		c.mu.Lock()
 		system := c.system
 		c.mu.Unlock()
-		// After a failover (a multi-host DSN that followed a promotion) the
-		// new primary's slot, synced from the old one, can be past the
-		// record it replayed: the record of a position commits after the
-		// position, and the standby may have received the one and not the
-		// other. A position this process recorded itself on the same
-		// system is its own: the record is raised back to it.
-		if s, back, err := slotrecord.Reclaim(ctx, c.conn, c.table, c.slot, system, pglogrepl.LSN(c.recorded.Load())); err != nil {
-			_ = c.conn.Close(context.WithoutCancel(ctx))
-			c.conn = nil
-			return err
-		} else if back {
-			c.log.Warn("the slot is past the record this server holds, at a position this process recorded itself before a failover: recorded it again",
-				"slot", c.slot, "slot_confirmed_lsn", s.SlotConfirmed.String(), "recorded_lsn", pglogrepl.LSN(c.recorded.Load()).String())
+		check := func() (slotrecord.State, string, error) {
+			// After a failover (a multi-host DSN that followed a
+			// promotion) the new primary's slot, synced from the old one,
+			// can be past the record it replayed: the record of a
+			// position commits after the position, and the standby may
+			// have received the one and not the other. A position this
+			// process recorded itself on the same system is its own: the
+			// record is raised back to it.
+			s, back, err := slotrecord.Reclaim(ctx, c.conn, c.table, c.slot, system, pglogrepl.LSN(c.recorded.Load()))
+			if err != nil {
+				return s, "", err
+			}
+			if back {
+				c.log.Warn("the slot is past the record this server holds, at a position this process recorded itself before a failover: recorded it again",
+					"slot", c.slot, "slot_confirmed_lsn", s.SlotConfirmed.String(), "recorded_lsn", pglogrepl.LSN(c.recorded.Load()).String())
+			}
+			return slotrecord.MarkJumped(ctx, c.conn, c.table, c.slot)
 		}
-		s, why, err := slotrecord.MarkJumped(ctx, c.conn, c.table, c.slot)
+		s, why, err := check()
 		if err != nil && reused && ctx.Err() == nil {
 			// The connection may be to the server before a failover or a
 			// restart (a new session follows one): once more on a new one,
@@ -308,7 +312,7 @@ func (c *recorder) session(ctx context.Context) error {
 				c.conn = nil
 				return fmt.Errorf("connecting to read the slot's record: %w", err)
 			}
-			s, why, err = slotrecord.MarkJumped(ctx, c.conn, c.table, c.slot)
+			s, why, err = check()
 		}
 		if err != nil {
 			_ = c.conn.Close(context.WithoutCancel(ctx))
