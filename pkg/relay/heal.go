@@ -47,6 +47,8 @@ import (
 
 	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/eoscheckpoint"
+	"github.com/walrelay/walrelay/pkg/replication"
 	"github.com/walrelay/walrelay/pkg/slotrecord"
 	"github.com/walrelay/walrelay/pkg/snapshot"
 	"github.com/walrelay/walrelay/pkg/txfence"
@@ -215,13 +217,22 @@ func (r *Relay) healSlot(ctx context.Context) (HealResult, error) {
 	if fence != nil {
 		res.FenceLSN, res.FenceXmin = fence.LSN.String(), fence.Xmin
 	}
+	if r.txns != nil {
+		// Fence first: the producer's InitProducerID ends (commits or
+		// aborts) whatever an earlier process of this transactional id
+		// left open, so the deduplication's read_committed read sees
+		// every record of this relay that will ever be committed.
+		if err := r.txns.fence(ctx); err != nil {
+			return res, fmt.Errorf("healing slot %q (nothing was recorded; the next start heals again): %w", slot, r.txns.fatal(err))
+		}
+	}
 	if plan.inPlace {
 		if !st.SlotExists || st.SlotLost {
 			return res, fmt.Errorf("healing slot %q: it was dropped or lost meanwhile: start again", slot)
 		}
 		r.log.Info("healing the slot: republishing the outbox rows after the record's covered fence, then streaming from the slot",
 			"slot", slot, "what", plan.what, "record_lsn", res.RecordLSN, "fence_lsn", res.FenceLSN, "slot_lsn", st.SlotConfirmed.String())
-		if res.Rows, err = r.publishGap(ctx, conn, "", st.SlotConfirmed, fence, &res.OnKafka); err != nil {
+		if res.Rows, err = r.publishGap(ctx, conn, "", st.SlotConfirmed, fence, st, &res.OnKafka); err != nil {
 			return res, fmt.Errorf("healing slot %q (nothing was recorded; the next start heals again): %w", slot, err)
 		}
 		note := fmt.Sprintf("healed %s (%s): %d outbox rows after fence %s republished (%d more on Kafka already); streaming from the slot at %s", time.Now().UTC().Format(time.RFC3339), plan.what, res.Rows, orNone(res.FenceLSN), res.OnKafka, st.SlotConfirmed)
@@ -254,7 +265,7 @@ func (r *Relay) healSlot(ctx context.Context) (HealResult, error) {
 	defer func() { _ = exp.Close(context.WithoutCancel(ctx)) }()
 	r.log.Info("healing the slot: republishing the outbox rows after the record's covered fence, read in a new slot's exported snapshot",
 		"slot", slot, "what", plan.what, "record_lsn", res.RecordLSN, "fence_lsn", res.FenceLSN, "consistent_lsn", exp.LSN.String())
-	if res.Rows, err = r.publishGap(ctx, conn, exp.Name, exp.LSN, fence, &res.OnKafka); err != nil {
+	if res.Rows, err = r.publishGap(ctx, conn, exp.Name, exp.LSN, fence, st, &res.OnKafka); err != nil {
 		return res, fmt.Errorf("healing slot %q (no slot was created; the next start heals again): %w", slot, err)
 	}
 	// The record first (write-ahead): killed before the slot exists, the
@@ -301,8 +312,18 @@ func orNone(s string) string {
 // row's xmin), which is commit order for the rows of one key unless two
 // of its transactions overlapped (the later xid committing first); within
 // a transaction, statement order (cmin), then heap order (ctid).
-func (r *Relay) publishGap(ctx context.Context, conn *pgx.Conn, name string, lsn pglogrepl.LSN, fence *txfence.Fence, onKafka *int64) (int64, error) {
-	return r.publishRead(ctx, conn, name, lsn, func(rd *snapshot.Reader) (readPlan, error) {
+//
+// With exactly-once delivery the rows go through the transaction loop:
+// Kafka transactions of the transactional producer (fenced by the
+// caller), each with a checkpoint at lsn of the server st reads (no last
+// transaction: the slot streams what commits after lsn, so the checkpoint
+// skips nothing it sends), and it returns once the last of them
+// committed. A read_committed consumer sees the gap's rows only then.
+func (r *Relay) publishGap(ctx context.Context, conn *pgx.Conn, name string, lsn pglogrepl.LSN, fence *txfence.Fence, st slotrecord.State, onKafka *int64) (int64, error) {
+	if r.txns != nil {
+		r.txns.restart(lsn, replication.Session{SystemID: st.System, Timeline: int32(st.Timeline), SlotConfirmed: lsn}, eoscheckpoint.Last{})
+	}
+	n, err := r.publishRead(ctx, conn, name, lsn, func(rd *snapshot.Reader) (readPlan, error) {
 		var s string
 		if err := rd.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).Scan(&s); err != nil {
 			return readPlan{}, fmt.Errorf("reading the snapshot's xmax: %w", err)
@@ -336,11 +357,15 @@ func (r *Relay) publishGap(ctx context.Context, conn *pgx.Conn, name string, lsn
 				rp.where = "NOT " + txfence.PrecedesSQL(x, strconv.FormatInt(x32, 10), strconv.FormatInt(window, 10))
 			}
 		}
-		if r.txns == nil {
-			rp.skip = r.onKafka(ctx, rd, rp.where)
-		}
+		rp.skip = r.onKafka(ctx, rd, rp.where)
 		return rp, nil
 	})
+	if err == nil && r.txns != nil {
+		// The last checkpoint too (one of its own when the gap's last
+		// Kafka transaction ended inside it), before anything is recorded.
+		err = r.txns.drained(ctx)
+	}
+	return n, err
 }
 
 // ErrNothingToHeal: walrelay slot heal found the slot walrelay's own (or

@@ -152,7 +152,10 @@ func (r *Relay) findOnKafka(ctx context.Context, rd *snapshot.Reader, where stri
 	if len(parts) == 0 {
 		return found, nil
 	}
-	cl, err := kgo.NewClient(append(opts, kgo.ConsumePartitions(parts), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+	// Control records kept: the end offset is the last stable offset,
+	// which a transaction's commit or abort marker may precede; without
+	// them the read never reaches it.
+	cl, err := kgo.NewClient(append(opts, kgo.ConsumePartitions(parts), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to kafka: %w", err)
 	}
@@ -167,6 +170,9 @@ func (r *Relay) findOnKafka(ctx context.Context, rd *snapshot.Reader, where stri
 		})
 		fs.EachRecord(func(rec *kgo.Record) {
 			for _, h := range rec.Headers {
+				if rec.Attrs.IsControl() {
+					break
+				}
 				if h.Key == "id" {
 					if t, ok := want[string(h.Value)]; ok && t == rec.Topic {
 						found[string(h.Value)] = struct{}{}
