@@ -3,6 +3,9 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/internal/testenv"
 )
@@ -63,4 +66,42 @@ func TestSlotHealAndAcceptGap(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "gap accepted: walrelay's record was at") || !strings.Contains(stdout, "the outbox holds 35 rows") {
 		t.Fatalf("walrelay slot create --accept-gap: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
+}
+
+// walrelay slot heal with relay.delivery=exactly_once: the republished
+// rows are in Kafka transactions (a read_committed consumer sees each
+// once), and a second heal of the slot dropped again finds every row of
+// the gap on Kafka (read_committed, after its fence) and republishes none.
+func TestSlotHealExactlyOnce(t *testing.T) {
+	e := newE2E(t)
+	e.setup(t, "created")
+	for _, topic := range e.topics() {
+		e.broker.CreateTopic(t, topic, 4)
+	}
+	env := append(append([]string(nil), e.env...), "WALRELAY_RELAY_DELIVERY=exactly_once")
+	conn := testenv.Connect(t, e.dsn)
+	ids, _, err := writeTx(t.Context(), conn, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"republished 30 outbox rows", "republished 0 outbox rows"} {
+		testenv.Exec(t, e.dsn, `SELECT pg_drop_replication_slot('walrelay')`)
+		stdout, stderr, code := walrelay(t, env, "slot", "heal")
+		if code != 0 || !strings.Contains(stdout, "healed slot walrelay (missing): created it at") || !strings.Contains(stdout, want) {
+			t.Fatalf("walrelay slot heal #%d: exit %d, want %q\nstdout:\n%s\nstderr:\n%s", i+1, code, want, stdout, stderr)
+		}
+	}
+	b := e.broker.As(kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	recs := b.ReadAll(t, e.topics(), len(ids), 30*time.Second)
+	recs = append(recs, b.ReadAll(t, e.topics(), 0, time.Second)[len(recs):]...)
+	got := map[string]int{}
+	for _, r := range recs {
+		got[testenv.Header(r, "id")]++
+	}
+	for _, id := range ids {
+		if got[id] != 1 {
+			t.Errorf("row %s read %d times by a read_committed consumer, want once", id, got[id])
+		}
+	}
+	t.Logf("read_committed: %d records for %d rows", len(recs), len(ids))
 }

@@ -382,14 +382,21 @@ var ErrNothingToHeal = errors.New("nothing to heal")
 func (r *Relay) Heal(ctx context.Context) (HealResult, error) {
 	defer r.closePublisher()
 	res := HealResult{Slot: r.cfg.Postgres.Slot}
-	if !r.healOn() || r.txns != nil {
-		return res, errors.New("walrelay slot heal runs with outbox.on_slot_loss=heal and relay.delivery=at_least_once")
+	if !r.healOn() {
+		return res, errors.New("walrelay slot heal runs with outbox.on_slot_loss=heal")
 	}
 	conn, err := pgx.Connect(ctx, r.cfg.Postgres.DSN)
 	if err != nil {
 		return res, admin.ExplainConnectError(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if r.txns != nil && r.pub == nil {
+		// Exactly-once: the transactional producer, as walrelay run
+		// builds it (its id is derived from the server).
+		if err := r.startTransactional(ctx, conn); err != nil {
+			return res, err
+		}
+	}
 	if _, err := r.rec.table.Ensure(ctx, conn); err != nil {
 		return res, err
 	}
@@ -421,5 +428,17 @@ func (r *Relay) Heal(ctx context.Context) (HealResult, error) {
 		r.runDeadLetters(dlqCtx)
 	}()
 	defer func() { stopDLQ(); <-dlqDone }()
+	if r.txns != nil {
+		if err := r.txns.ensureTopic(ctx); err != nil {
+			return res, err
+		}
+		txnCtx, stopTxns := context.WithCancel(context.WithoutCancel(ctx))
+		txnDone := make(chan struct{})
+		go func() {
+			defer close(txnDone)
+			r.txns.run(txnCtx)
+		}()
+		defer func() { stopTxns(); <-txnDone }()
+	}
 	return r.healSlot(ctx)
 }
