@@ -20,9 +20,13 @@
 //     position (taken before the snapshot), so the slot streams it.
 //
 // So nothing that is still in the table is lost. Of those rows, the ones
-// whose event id is already on the topic they route to are skipped
-// (healdedup.go: at-least-once delivery; a record there proves the event
-// delivered). Duplicates left: rows whose record could not be found
+// whose event id is already on the topic they route to (read_committed)
+// are skipped (healdedup.go: a record there proves the event delivered).
+// With exactly-once delivery the heal fences the transactional id before
+// that read (every earlier transaction of the id is then committed or
+// aborted), and publishes through the transaction loop: Kafka
+// transactions with a checkpoint at the slot's position, the last of
+// them committed before the heal is recorded (publishGap). Duplicates left: rows whose record could not be found
 // (dedup given up: more than dedupMaxIDs rows, no outbox.time_column, a
 // broker not answering in dedupTimeout; a record timestamped more than
 // dedupMargin before its row's time), and, for a jumped slot, the
@@ -154,10 +158,12 @@ func (r *Relay) judgeSlot(walStatus string) error {
 	}
 	switch {
 	case st.Failover() && r.txns != nil:
-		// A heal publishes outside Kafka transactions; exactly-once
-		// would need the checkpoint to prove the slot's position (not
-		// done: see docs/runbook.md, "After a failover").
-		return fmt.Errorf("%w: slot %q is past walrelay's record %s on a server promoted since the record was written (timeline %d, now %d): a failover slot synced ahead of the replayed record, or moved by someone else; exactly-once delivery cannot republish from the outbox. If the last checkpoint in relay.checkpoint_topic is at or past the slot's position %s, nothing was skipped: `walrelay slot create %s --accept-gap`, then walrelay run, walrelay verify --republish and walrelay slot adopt %s",
+		// Not healed in place: the heal would publish again the
+		// transactions between the slot's position and its snapshot
+		// (the slot sends them too), duplicates read_committed
+		// consumers see, where the checkpoint may prove nothing was
+		// skipped (docs/runbook.md, "After a failover").
+		return fmt.Errorf("%w: slot %q is past walrelay's record %s on a server promoted since the record was written (timeline %d, now %d): a failover slot synced ahead of the replayed record, or moved by someone else; exactly-once delivery does not heal it in place (the transactions between the slot's position and a heal's snapshot would be published twice). If the last checkpoint in relay.checkpoint_topic is at or past the slot's position %s, nothing was skipped: `walrelay slot create %s --accept-gap`, then walrelay run, walrelay verify --republish and walrelay slot adopt %s",
 			slotrecord.ErrJumped, slot, st.Record.JumpedFrom, st.Record.Timeline, st.Timeline, st.SlotConfirmed, slot, slot)
 	case st.Record.Accepted && r.rec.startWhy == "":
 		// walrelay slot create --accept-gap: an operator's decision.

@@ -1,6 +1,7 @@
-// A heal's deduplication against Kafka (at-least-once delivery): the
-// rows of the gap whose event id is already on the topic they route to
-// are not published again.
+// A heal's deduplication against Kafka: the rows of the gap whose event
+// id is already on the topic they route to (read_committed) are not
+// published again. With exactly-once delivery the heal fenced the
+// transactional id first, so no transaction of this relay is still open.
 
 package relay
 
