@@ -223,21 +223,15 @@ func (r *Relay) healSlot(ctx context.Context) (HealResult, error) {
 	if fence != nil {
 		res.FenceLSN, res.FenceXmin = fence.LSN.String(), fence.Xmin
 	}
-	if r.txns != nil {
-		// Fence first: the producer's InitProducerID ends (commits or
-		// aborts) whatever an earlier process of this transactional id
-		// left open, so the deduplication's read_committed read sees
-		// every record of this relay that will ever be committed.
-		if err := r.txns.fence(ctx); err != nil {
-			return res, fmt.Errorf("healing slot %q (nothing was recorded; the next start heals again): %w", slot, r.txns.fatal(err))
-		}
-	}
 	if plan.inPlace {
 		if !st.SlotExists || st.SlotLost {
 			return res, fmt.Errorf("healing slot %q: it was dropped or lost meanwhile: start again", slot)
 		}
 		r.log.Info("healing the slot: republishing the outbox rows after the record's covered fence, then streaming from the slot",
 			"slot", slot, "what", plan.what, "record_lsn", res.RecordLSN, "fence_lsn", res.FenceLSN, "slot_lsn", st.SlotConfirmed.String())
+		if err := r.fenceForHeal(ctx); err != nil {
+			return res, err
+		}
 		if res.Rows, err = r.publishGap(ctx, conn, "", st.SlotConfirmed, fence, st, &res.OnKafka); err != nil {
 			return res, fmt.Errorf("healing slot %q (nothing was recorded; the next start heals again): %w", slot, err)
 		}
@@ -259,6 +253,9 @@ func (r *Relay) healSlot(ctx context.Context) (HealResult, error) {
 			return res, fmt.Errorf("dropping lost slot %q to heal it: %w", slot, err)
 		}
 		r.log.Info("healing the slot: dropped the lost slot", "slot", slot)
+	}
+	if err := r.fenceForHeal(ctx); err != nil {
+		return res, err
 	}
 	tmp, err := tempSlotName()
 	if err != nil {
@@ -300,6 +297,22 @@ func (r *Relay) healSlot(ctx context.Context) (HealResult, error) {
 	res.SlotLSN, res.Created = exp.LSN.String(), true
 	r.log.Info("slot healed: created it at its consistent point; streaming from there", "slot", slot, "rows", res.Rows, "on_kafka", res.OnKafka, "lsn", res.SlotLSN)
 	return res, nil
+}
+
+// fenceForHeal, with exactly-once delivery, fences older producers of
+// the transactional id once the heal is sure to publish (its lock held,
+// the slot as it expects): the InitProducerID ends (commits or aborts)
+// whatever an earlier process of the id left open, so the
+// deduplication's read_committed read sees every record of this relay
+// that Kafka will ever show.
+func (r *Relay) fenceForHeal(ctx context.Context) error {
+	if r.txns == nil {
+		return nil
+	}
+	if err := r.txns.fence(ctx); err != nil {
+		return fmt.Errorf("healing slot %q (nothing was recorded; the next start heals again): %w", r.cfg.Postgres.Slot, r.txns.fatal(err))
+	}
+	return nil
 }
 
 func orNone(s string) string {
