@@ -439,8 +439,10 @@ Nothing still in the table is lost; duplicates are left only where the
 deduplication cannot find a record (more than 1,000,000 rows after the fence,
 no time column, a broker not answering within 2m). Rows deleted from the table (an
 application that deletes its outbox row in the same transaction, an operator's
-DELETE) cannot be healed. Needs relay.delivery=at_least_once; walrelay run must
-not be running.`, cobra.NoArgs,
+DELETE) cannot be healed. With relay.delivery=exactly_once the rows go into
+Kafka transactions of walrelay's transactional producer (fenced first, so the
+deduplication reads everything committed), with a checkpoint at the slot's
+new position. walrelay run must not be running.`, cobra.NoArgs,
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, _ []string) error {
 			cfg.Outbox.OnSlotLoss = config.SlotLossHeal
 			r, err := relay.New(cfg, newLogger(cfg.Log, stderr), nil)

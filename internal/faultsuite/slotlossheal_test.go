@@ -19,13 +19,11 @@ import (
 // (issue 33 item 5), in commit order (track_commit_timestamp is on), and
 // streams; the verifier finds nothing lost and no key out of order.
 // The rows after the fence already on Kafka are skipped (deduplicated by
-// event id against their topic). Exactly-once delivery is not covered: a heal publishes with
-// at-least-once delivery (outbox.on_slot_loss: heal needs it).
+// event id against their topic, read_committed). With exactly-once
+// delivery the heal fences the transactional id before that read and
+// publishes the rest in Kafka transactions with a checkpoint at the new
+// slot's consistent point: the read_committed verifier finds no duplicate.
 func testSlotLossHeal(t *testing.T, row *result, d delivery) {
-	if d == exactlyOnce {
-		row.notes = "not covered: outbox.on_slot_loss: heal needs relay.delivery=at_least_once"
-		t.Skip(row.notes)
-	}
 	// track_commit_timestamp: the heal republishes in commit order; without
 	// it, in xid order, which differs for the rows of one key whose
 	// transactions overlapped (docs/runbook.md, "A lost slot").
@@ -77,5 +75,13 @@ func testSlotLossHeal(t *testing.T, row *result, d delivery) {
 	stopClean(t, p)
 	fill(row, rep, read)
 	row.recovery = time.Since(lostAt)
-	row.notes = fmt.Sprintf("slot dropped under load (walsender terminated, %d retries of the drop); walrelay run refused to recreate it; restarted with outbox.on_slot_loss: heal: new slot, outbox rows after the record's covered fence republished unless their id was on their topic already, then streamed; track_commit_timestamp on", drops)
+	row.notes = fmt.Sprintf("slot dropped under load (walsender terminated, %d retries of the drop); walrelay run refused to recreate it; restarted with outbox.on_slot_loss: heal: new slot, outbox rows after the record's covered fence republished unless their id was on their topic already, then streamed; track_commit_timestamp on%s", drops, eosNote(d))
+}
+
+// eosNote is what the row's notes add with exactly-once delivery.
+func eosNote(d delivery) string {
+	if d == exactlyOnce {
+		return "; exactly-once: the heal fenced the transactional id, then published in Kafka transactions with a checkpoint at the new slot's consistent point"
+	}
+	return ""
 }

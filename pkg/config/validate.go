@@ -225,9 +225,6 @@ func (c *Config) validate(sources map[string]string) error {
 	switch c.Outbox.OnSlotLoss {
 	case SlotLossStop:
 	case SlotLossHeal:
-		if c.Relay.Delivery != AtLeastOnce {
-			bad("outbox.on_slot_loss", c.Outbox.OnSlotLoss, "needs relay.delivery=at_least_once: a heal's records are not in Kafka transactions (walrelay slot heal runs with at_least_once)")
-		}
 	default:
 		bad("outbox.on_slot_loss", c.Outbox.OnSlotLoss, "must be stop or heal")
 	}

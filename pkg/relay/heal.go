@@ -20,9 +20,13 @@
 //     position (taken before the snapshot), so the slot streams it.
 //
 // So nothing that is still in the table is lost. Of those rows, the ones
-// whose event id is already on the topic they route to are skipped
-// (healdedup.go: at-least-once delivery; a record there proves the event
-// delivered). Duplicates left: rows whose record could not be found
+// whose event id is already on the topic they route to (read_committed)
+// are skipped (healdedup.go: a record there proves the event delivered).
+// With exactly-once delivery the heal fences the transactional id before
+// that read (every earlier transaction of the id is then committed or
+// aborted), and publishes through the transaction loop: Kafka
+// transactions with a checkpoint at the slot's position, the last of
+// them committed before the heal is recorded (publishGap). Duplicates left: rows whose record could not be found
 // (dedup given up: more than dedupMaxIDs rows, no outbox.time_column, a
 // broker not answering in dedupTimeout; a record timestamped more than
 // dedupMargin before its row's time), and, for a jumped slot, the
@@ -47,6 +51,8 @@ import (
 
 	"github.com/walrelay/walrelay/pkg/admin"
 	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/pkg/eoscheckpoint"
+	"github.com/walrelay/walrelay/pkg/replication"
 	"github.com/walrelay/walrelay/pkg/slotrecord"
 	"github.com/walrelay/walrelay/pkg/snapshot"
 	"github.com/walrelay/walrelay/pkg/txfence"
@@ -152,10 +158,12 @@ func (r *Relay) judgeSlot(walStatus string) error {
 	}
 	switch {
 	case st.Failover() && r.txns != nil:
-		// A heal publishes outside Kafka transactions; exactly-once
-		// would need the checkpoint to prove the slot's position (not
-		// done: see docs/runbook.md, "After a failover").
-		return fmt.Errorf("%w: slot %q is past walrelay's record %s on a server promoted since the record was written (timeline %d, now %d): a failover slot synced ahead of the replayed record, or moved by someone else; exactly-once delivery cannot republish from the outbox. If the last checkpoint in relay.checkpoint_topic is at or past the slot's position %s, nothing was skipped: `walrelay slot create %s --accept-gap`, then walrelay run, walrelay verify --republish and walrelay slot adopt %s",
+		// Not healed in place: the heal would publish again the
+		// transactions between the slot's position and its snapshot
+		// (the slot sends them too), duplicates read_committed
+		// consumers see, where the checkpoint may prove nothing was
+		// skipped (docs/runbook.md, "After a failover").
+		return fmt.Errorf("%w: slot %q is past walrelay's record %s on a server promoted since the record was written (timeline %d, now %d): a failover slot synced ahead of the replayed record, or moved by someone else; exactly-once delivery does not heal it in place (the transactions between the slot's position and a heal's snapshot would be published twice). If the last checkpoint in relay.checkpoint_topic is at or past the slot's position %s, nothing was skipped: `walrelay slot create %s --accept-gap`, then walrelay run, walrelay verify --republish and walrelay slot adopt %s",
 			slotrecord.ErrJumped, slot, st.Record.JumpedFrom, st.Record.Timeline, st.Timeline, st.SlotConfirmed, slot, slot)
 	case st.Record.Accepted && r.rec.startWhy == "":
 		// walrelay slot create --accept-gap: an operator's decision.
@@ -221,7 +229,10 @@ func (r *Relay) healSlot(ctx context.Context) (HealResult, error) {
 		}
 		r.log.Info("healing the slot: republishing the outbox rows after the record's covered fence, then streaming from the slot",
 			"slot", slot, "what", plan.what, "record_lsn", res.RecordLSN, "fence_lsn", res.FenceLSN, "slot_lsn", st.SlotConfirmed.String())
-		if res.Rows, err = r.publishGap(ctx, conn, "", st.SlotConfirmed, fence, &res.OnKafka); err != nil {
+		if err := r.fenceForHeal(ctx); err != nil {
+			return res, err
+		}
+		if res.Rows, err = r.publishGap(ctx, conn, "", st.SlotConfirmed, fence, st, &res.OnKafka); err != nil {
 			return res, fmt.Errorf("healing slot %q (nothing was recorded; the next start heals again): %w", slot, err)
 		}
 		note := fmt.Sprintf("healed %s (%s): %d outbox rows after fence %s republished (%d more on Kafka already); streaming from the slot at %s", time.Now().UTC().Format(time.RFC3339), plan.what, res.Rows, orNone(res.FenceLSN), res.OnKafka, st.SlotConfirmed)
@@ -243,6 +254,9 @@ func (r *Relay) healSlot(ctx context.Context) (HealResult, error) {
 		}
 		r.log.Info("healing the slot: dropped the lost slot", "slot", slot)
 	}
+	if err := r.fenceForHeal(ctx); err != nil {
+		return res, err
+	}
 	tmp, err := tempSlotName()
 	if err != nil {
 		return res, err
@@ -254,7 +268,7 @@ func (r *Relay) healSlot(ctx context.Context) (HealResult, error) {
 	defer func() { _ = exp.Close(context.WithoutCancel(ctx)) }()
 	r.log.Info("healing the slot: republishing the outbox rows after the record's covered fence, read in a new slot's exported snapshot",
 		"slot", slot, "what", plan.what, "record_lsn", res.RecordLSN, "fence_lsn", res.FenceLSN, "consistent_lsn", exp.LSN.String())
-	if res.Rows, err = r.publishGap(ctx, conn, exp.Name, exp.LSN, fence, &res.OnKafka); err != nil {
+	if res.Rows, err = r.publishGap(ctx, conn, exp.Name, exp.LSN, fence, st, &res.OnKafka); err != nil {
 		return res, fmt.Errorf("healing slot %q (no slot was created; the next start heals again): %w", slot, err)
 	}
 	// The record first (write-ahead): killed before the slot exists, the
@@ -285,6 +299,22 @@ func (r *Relay) healSlot(ctx context.Context) (HealResult, error) {
 	return res, nil
 }
 
+// fenceForHeal, with exactly-once delivery, fences older producers of
+// the transactional id once the heal is sure to publish (its lock held,
+// the slot as it expects): the InitProducerID ends (commits or aborts)
+// whatever an earlier process of the id left open, so the
+// deduplication's read_committed read sees every record of this relay
+// that Kafka will ever show.
+func (r *Relay) fenceForHeal(ctx context.Context) error {
+	if r.txns == nil {
+		return nil
+	}
+	if err := r.txns.fence(ctx); err != nil {
+		return fmt.Errorf("healing slot %q (nothing was recorded; the next start heals again): %w", r.cfg.Postgres.Slot, r.txns.fatal(err))
+	}
+	return nil
+}
+
 func orNone(s string) string {
 	if s == "" {
 		return "none (every row)"
@@ -301,8 +331,18 @@ func orNone(s string) string {
 // row's xmin), which is commit order for the rows of one key unless two
 // of its transactions overlapped (the later xid committing first); within
 // a transaction, statement order (cmin), then heap order (ctid).
-func (r *Relay) publishGap(ctx context.Context, conn *pgx.Conn, name string, lsn pglogrepl.LSN, fence *txfence.Fence, onKafka *int64) (int64, error) {
-	return r.publishRead(ctx, conn, name, lsn, func(rd *snapshot.Reader) (readPlan, error) {
+//
+// With exactly-once delivery the rows go through the transaction loop:
+// Kafka transactions of the transactional producer (fenced by the
+// caller), each with a checkpoint at lsn of the server st reads (no last
+// transaction: the slot streams what commits after lsn, so the checkpoint
+// skips nothing it sends), and it returns once the last of them
+// committed. A read_committed consumer sees the gap's rows only then.
+func (r *Relay) publishGap(ctx context.Context, conn *pgx.Conn, name string, lsn pglogrepl.LSN, fence *txfence.Fence, st slotrecord.State, onKafka *int64) (int64, error) {
+	if r.txns != nil {
+		r.txns.restart(lsn, replication.Session{SystemID: st.System, Timeline: int32(st.Timeline), SlotConfirmed: lsn}, eoscheckpoint.Last{})
+	}
+	n, err := r.publishRead(ctx, conn, name, lsn, func(rd *snapshot.Reader) (readPlan, error) {
 		var s string
 		if err := rd.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).Scan(&s); err != nil {
 			return readPlan{}, fmt.Errorf("reading the snapshot's xmax: %w", err)
@@ -336,11 +376,15 @@ func (r *Relay) publishGap(ctx context.Context, conn *pgx.Conn, name string, lsn
 				rp.where = "NOT " + txfence.PrecedesSQL(x, strconv.FormatInt(x32, 10), strconv.FormatInt(window, 10))
 			}
 		}
-		if r.txns == nil {
-			rp.skip = r.onKafka(ctx, rd, rp.where)
-		}
+		rp.skip = r.onKafka(ctx, rd, rp.where)
 		return rp, nil
 	})
+	if err == nil && r.txns != nil {
+		// The last checkpoint too (one of its own when the gap's last
+		// Kafka transaction ended inside it), before anything is recorded.
+		err = r.txns.drained(ctx)
+	}
+	return n, err
 }
 
 // ErrNothingToHeal: walrelay slot heal found the slot walrelay's own (or
@@ -357,14 +401,21 @@ var ErrNothingToHeal = errors.New("nothing to heal")
 func (r *Relay) Heal(ctx context.Context) (HealResult, error) {
 	defer r.closePublisher()
 	res := HealResult{Slot: r.cfg.Postgres.Slot}
-	if !r.healOn() || r.txns != nil {
-		return res, errors.New("walrelay slot heal runs with outbox.on_slot_loss=heal and relay.delivery=at_least_once")
+	if !r.healOn() {
+		return res, errors.New("walrelay slot heal runs with outbox.on_slot_loss=heal")
 	}
 	conn, err := pgx.Connect(ctx, r.cfg.Postgres.DSN)
 	if err != nil {
 		return res, admin.ExplainConnectError(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if r.txns != nil && r.pub == nil {
+		// Exactly-once: the transactional producer, as walrelay run
+		// builds it (its id is derived from the server).
+		if err := r.startTransactional(ctx, conn); err != nil {
+			return res, err
+		}
+	}
 	if _, err := r.rec.table.Ensure(ctx, conn); err != nil {
 		return res, err
 	}
@@ -396,5 +447,17 @@ func (r *Relay) Heal(ctx context.Context) (HealResult, error) {
 		r.runDeadLetters(dlqCtx)
 	}()
 	defer func() { stopDLQ(); <-dlqDone }()
+	if r.txns != nil {
+		if err := r.txns.ensureTopic(ctx); err != nil {
+			return res, err
+		}
+		txnCtx, stopTxns := context.WithCancel(context.WithoutCancel(ctx))
+		txnDone := make(chan struct{})
+		go func() {
+			defer close(txnDone)
+			r.txns.run(txnCtx)
+		}()
+		defer func() { stopTxns(); <-txnDone }()
+	}
 	return r.healSlot(ctx)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/internal/testenv"
@@ -375,4 +376,172 @@ func TestJumpFoundAtASessionStartStopsRun(t *testing.T) {
 		t.Fatalf("relay after the slot was advanced between sessions: %v, want ErrJumped", err)
 	}
 	t.Logf("relay said: %v", err)
+}
+
+// Item 5 with exactly-once delivery: the slot dropped under load is
+// healed twice (dropped again right after the first heal, before walrelay's
+// record covers what it republished): each heal fences the transactional
+// id, deduplicates the gap against its topics read_committed and
+// publishes the rest in Kafka transactions with a checkpoint at the new
+// slot's consistent point. A read_committed consumer sees every committed
+// row exactly once.
+func TestHealDroppedSlotUnderLoadExactlyOnce(t *testing.T) {
+	f := newFixture(t, func(c *config.Config) {
+		exactlyOnce(c)
+		c.Outbox.OnSlotLoss = config.SlotLossHeal
+	})
+	if err := f.cfg.Validate(); err != nil {
+		t.Fatalf("outbox.on_slot_loss: heal with relay.delivery: exactly_once refused: %v", err)
+	}
+	f.cfg.Outbox.OnSlotLoss = config.SlotLossStop
+	run := f.start(t)
+	w := startWriters(t, f.dsn, 2)
+	deadline := time.Now().Add(40 * time.Second)
+	for testenv.QueryValue[bool](t, f.dsn, `SELECT covered_lsn IS NULL FROM walrelay_slot_positions WHERE slot_name = 'walrelay'`) {
+		if time.Now().After(deadline) {
+			t.Fatal("no covered fence in the record after 40s of load")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	dropUnderLoad(t, f.dsn)
+	if err := run.stop(); err != nil && !errors.Is(err, relay.ErrSlotMissing) {
+		t.Logf("relay stopped with: %v", err)
+	}
+	f.cfg.Outbox.OnSlotLoss = config.SlotLossHeal
+	run = f.start(t)
+	for deadline := time.Now().Add(60 * time.Second); len(f.logs.lines("slot healed: created it at its consistent point; streaming from there")) < 1; {
+		if time.Now().After(deadline) || run.exited() {
+			t.Fatalf("not healed in 60s (exited: %v, err %v)", run.exited(), run.err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Lost again at once: the second heal republishes what the first did
+	// (the record's covered fence has hardly moved), and finds it on Kafka.
+	dropUnderLoad(t, f.dsn)
+	if err := run.stop(); err != nil && !errors.Is(err, relay.ErrSlotMissing) {
+		t.Logf("relay stopped with: %v", err)
+	}
+	f.start(t)
+	time.Sleep(2 * time.Second) // writers go on while the healed slot streams
+	committed := w.halt()
+	end := testenv.QueryValue[string](t, f.dsn, `SELECT pg_current_wal_lsn()::text`)
+	lsn, err := pglogrepl.ParseLSN(end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitConfirmed(t, f.dsn, "walrelay", lsn, 60*time.Second)
+	b := f.broker.As(kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	recs := b.ReadAll(t, []string{"outbox.event.order"}, len(committed), 30*time.Second)
+	recs = append(recs, b.ReadAll(t, []string{"outbox.event.order"}, 0, 2*time.Second)[len(recs):]...)
+	all, dup := ids(recs)
+	seen := map[string]bool{}
+	for _, id := range all {
+		seen[id] = true
+	}
+	lost := 0
+	for _, id := range committed {
+		if !seen[id] {
+			lost++
+		}
+	}
+	healed := f.logs.lines("slot healed: created it at its consistent point; streaming from there")
+	t.Logf("exactly-once, read_committed: %d rows committed, %d records read, %d lost, %d duplicates; heals: %v", len(committed), len(recs), lost, len(dup), healed)
+	if lost != 0 || len(dup) != 0 {
+		t.Fatalf("read_committed: %d of %d committed rows lost, %d duplicates (first %v)", lost, len(committed), len(dup), dup[:min(len(dup), 5)])
+	}
+	if len(healed) != 2 {
+		t.Fatalf("healed %d times, want twice", len(healed))
+	}
+	if onKafka, _ := healed[1]["on_kafka"].(float64); onKafka == 0 {
+		t.Errorf("the second heal found none of the gap's rows on Kafka: not deduplicated")
+	}
+	// The stream after the last heal starts from the heal's own
+	// checkpoint, at the slot's consistent point: it skips nothing the slot
+	// sends. (After the first, the slot may be dropped before a session.)
+	h, found := healed[1], false
+	for _, l := range f.logs.lines("the checkpoint skips nothing the slot sends") {
+		found = found || (l["checkpoint_lsn"] == h["lsn"] && l["slot_confirmed_flush_lsn"] == h["lsn"])
+	}
+	if !found {
+		t.Errorf("the stream did not start from the heal's checkpoint at %v", h["lsn"])
+	}
+}
+
+// A jumped slot healed in place with exactly-once delivery: the row the
+// hand advance skipped is republished in a Kafka transaction, with a
+// checkpoint at the slot's position, and the stream goes on from the
+// slot: a read_committed consumer sees each row once.
+func TestJumpedSlotHealedExactlyOnce(t *testing.T) {
+	f := newFixture(t, exactlyOnce)
+	run := f.start(t)
+	published, _ := insertRow(t, f.dsn, "order", "published", `{}`)
+	f.readCommitted(t, []string{"outbox.event.order"}, 1)
+	if err := run.stop(); err != nil {
+		t.Fatal(err)
+	}
+	skipped, _ := insertRow(t, f.dsn, "order", "skipped", `{}`)
+	testenv.Exec(t, f.dsn, `SELECT pg_replication_slot_advance('walrelay', pg_current_wal_lsn())`)
+	run = f.start(t)
+	if err := run.wait(30 * time.Second); !errors.Is(err, slotrecord.ErrJumped) {
+		t.Fatalf("start after a hand advance: %v, want ErrJumped", err)
+	}
+	f.cfg.Outbox.OnSlotLoss = config.SlotLossHeal
+	f.start(t)
+	// After the heal: a row committed between the slot's position and the
+	// heal's snapshot is published by both (duplicates, docs/runbook.md).
+	f.logs.waitLog(t, "slot healed", nil, 30*time.Second)
+	later, _ := insertRow(t, f.dsn, "order", "later", `{}`)
+	all, dup := ids(f.readCommitted(t, []string{"outbox.event.order"}, 3))
+	t.Logf("read_committed: %v (duplicates %v)", all, dup)
+	seen := map[string]bool{}
+	for _, id := range all {
+		seen[id] = true
+	}
+	if !seen[published] || !seen[skipped] || !seen[later] || len(dup) != 0 || len(all) != 3 {
+		t.Fatalf("read_committed after the in-place heal: %v (duplicates %v), want %s, %s and %s once each", all, dup, published, skipped, later)
+	}
+	healed := f.logs.lines("slot healed")
+	if len(healed) != 1 || healed[0]["rows"] != float64(1) {
+		t.Errorf("heal: %v, want 1 row republished (the skipped one)", healed)
+	}
+}
+
+// With exactly-once delivery another producer's transaction left open on
+// an outbox topic holds its last stable offset below records this relay
+// committed after it began. The heal's deduplication waits for it to end
+// (kafka.transaction_timeout at most) instead of reading only to the last
+// stable offset, so those records are found and not published again.
+func TestHealDedupWaitsForAnOpenTransaction(t *testing.T) {
+	f := newFixture(t, exactlyOnce)
+	f.createProbe(t)
+	run := f.start(t)
+	before, end := insertRows(t, f, 20)
+	testenv.WaitConfirmed(t, f.dsn, "walrelay", end, 30*time.Second)
+	other := f.broker.Client(t, kgo.TransactionalID(otherDeployment), kgo.TransactionTimeout(10*time.Minute), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := other.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(f.cfg.Kafka.TopicPartitions) {
+		if err := other.ProduceSync(t.Context(), &kgo.Record{Topic: "outbox.event.order", Partition: p, Value: []byte("other")}).FirstErr(); err != nil {
+			t.Fatalf("the other producer's record: %v", err)
+		}
+	}
+	after, end := insertRows(t, f, 20)
+	testenv.WaitConfirmed(t, f.dsn, "walrelay", end, 30*time.Second)
+	if err := run.stop(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Exec(t, f.dsn, `SELECT pg_drop_replication_slot('walrelay')`)
+	f.cfg.Outbox.OnSlotLoss = config.SlotLossHeal
+	f.start(t)
+	time.Sleep(2 * time.Second) // the heal waits for the other transaction
+	if err := other.EndTransaction(t.Context(), kgo.TryAbort); err != nil {
+		t.Fatalf("aborting the other producer's transaction: %v", err)
+	}
+	healed := f.logs.waitLog(t, "slot healed", nil, 60*time.Second)
+	t.Logf("heal: rows %v, on_kafka %v", healed["rows"], healed["on_kafka"])
+	requireOnce(t, f, append(before, after...))
+	if onKafka, _ := healed["on_kafka"].(float64); onKafka < float64(len(after)) {
+		t.Errorf("the heal found %v rows on Kafka, want at least the %d committed above the other transaction's start", onKafka, len(after))
+	}
 }

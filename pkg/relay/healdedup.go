@@ -1,6 +1,7 @@
-// A heal's deduplication against Kafka (at-least-once delivery): the
-// rows of the gap whose event id is already on the topic they route to
-// are not published again.
+// A heal's deduplication against Kafka: the rows of the gap whose event
+// id is already on the topic they route to (read_committed) are not
+// published again. With exactly-once delivery the heal fenced the
+// transactional id first, so no transaction of this relay is still open.
 
 package relay
 
@@ -123,9 +124,9 @@ func (r *Relay) findOnKafka(ctx context.Context, rd *snapshot.Reader, where stri
 	if err != nil {
 		return nil, fmt.Errorf("listing offsets by timestamp: %w", err)
 	}
-	ends, err := ka.ListCommittedOffsets(ctx, names...)
+	ends, err := r.stableEnds(ctx, ka, names)
 	if err != nil {
-		return nil, fmt.Errorf("listing end offsets: %w", err)
+		return nil, err
 	}
 	parts := map[string]map[int32]kgo.Offset{}
 	left := map[string]map[int32]int64{} // the end offset still to reach
@@ -152,7 +153,10 @@ func (r *Relay) findOnKafka(ctx context.Context, rd *snapshot.Reader, where stri
 	if len(parts) == 0 {
 		return found, nil
 	}
-	cl, err := kgo.NewClient(append(opts, kgo.ConsumePartitions(parts), kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+	// Control records kept: the end offset is the last stable offset,
+	// which a transaction's commit or abort marker may precede; without
+	// them the read never reaches it.
+	cl, err := kgo.NewClient(append(opts, kgo.ConsumePartitions(parts), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to kafka: %w", err)
 	}
@@ -167,6 +171,9 @@ func (r *Relay) findOnKafka(ctx context.Context, rd *snapshot.Reader, where stri
 		})
 		fs.EachRecord(func(rec *kgo.Record) {
 			for _, h := range rec.Headers {
+				if rec.Attrs.IsControl() {
+					break
+				}
 				if h.Key == "id" {
 					if t, ok := want[string(h.Value)]; ok && t == rec.Topic {
 						found[string(h.Value)] = struct{}{}
@@ -186,3 +193,46 @@ func (r *Relay) findOnKafka(ctx context.Context, rd *snapshot.Reader, where stri
 }
 
 var errTooMany = errors.New("too many rows")
+
+// stableEnds lists the end offsets (high watermarks) of topics and waits
+// until every transaction with records below them has ended (each
+// partition's last stable offset reached its end offset), as
+// kafkalog.ReadStable does: the heal fenced this relay's transactional id
+// first (exactly-once), so only another producer's transaction can hold
+// a last stable offset, and this relay's committed records above it would
+// otherwise not be read (published again). The wait is bounded by
+// kafka.transaction_timeout; past it the last stable offsets are
+// returned, and what lies above them is not deduplicated (logged).
+func (r *Relay) stableEnds(ctx context.Context, ka *kadm.Client, names []string) (kadm.ListedOffsets, error) {
+	hw, err := ka.ListEndOffsets(ctx, names...)
+	if err != nil {
+		return nil, fmt.Errorf("listing end offsets: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, r.cfg.Kafka.TransactionTimeout)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		lso, err := ka.ListCommittedOffsets(ctx, names...)
+		if err != nil {
+			return nil, fmt.Errorf("listing last stable offsets: %w", err)
+		}
+		held := ""
+		hw.Each(func(o kadm.ListedOffset) {
+			if l, ok := lso.Lookup(o.Topic, o.Partition); o.Err == nil && held == "" && (!ok || l.Err != nil || l.Offset < o.Offset) {
+				held = fmt.Sprintf("%s[%d]", o.Topic, o.Partition)
+			}
+		})
+		if held == "" {
+			return hw, nil
+		}
+		select {
+		case <-time.After(min(20*time.Millisecond<<min(attempt, 6), time.Second)):
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			r.log.Warn("heal: an open transaction holds a topic's last stable offset: the gap's rows above it are not deduplicated (published again if on Kafka)",
+				"partition", held, "waited", r.cfg.Kafka.TransactionTimeout.String())
+			return lso, nil
+		}
+	}
+}

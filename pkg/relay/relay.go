@@ -444,9 +444,20 @@ func (r *Relay) run(ctx context.Context) error {
 		r.runDeadLetters(dlqCtx)
 		return nil
 	})
+	// The transaction loop too: the drain waits for commits, and a heal
+	// publishes through it (exactly-once delivery).
+	txnCtx, stopTxns := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopTxns()
+	if r.txns != nil {
+		g.Go(func() error {
+			r.txns.run(txnCtx)
+			return nil
+		})
+	}
 	if r.snap.needed {
 		if err := r.initialSnapshot(ctx); err != nil {
 			stopDLQ()
+			stopTxns()
 			_ = g.Wait()
 			if ferr := r.fail.err(); ferr != nil {
 				return ferr
@@ -461,6 +472,7 @@ func (r *Relay) run(ctx context.Context) error {
 	if r.heal != nil {
 		if _, err := r.healSlot(ctx); err != nil {
 			stopDLQ()
+			stopTxns()
 			_ = g.Wait()
 			if ferr := r.fail.err(); ferr != nil {
 				return ferr
@@ -500,15 +512,6 @@ func (r *Relay) run(ctx context.Context) error {
 		r.hb.While(r.stream.Streaming) // a standby neither emits nor waits
 		g.Go(func() error {
 			r.hb.Run(streamCtx)
-			return nil
-		})
-	}
-	// The transaction loop too: the drain waits for commits.
-	txnCtx, stopTxns := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopTxns()
-	if r.txns != nil {
-		g.Go(func() error {
-			r.txns.run(txnCtx)
 			return nil
 		})
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/pkg/admin"
+	"github.com/walrelay/walrelay/pkg/eoscheckpoint"
 	"github.com/walrelay/walrelay/pkg/router"
 	"github.com/walrelay/walrelay/pkg/snapshot"
 )
@@ -298,6 +299,9 @@ func (r *Relay) readRows(ctx context.Context, conn *pgx.Conn, name string, lsn p
 	}
 	r.tracker.Commit(tx, lsn)
 	h.tx = nil
+	if r.txns != nil {
+		r.txns.commit(lsn, eoscheckpoint.Last{}) // the checkpoint ends at lsn
+	}
 	if err := (failureAware{Tracker: r.tracker, fail: &r.fail}).WaitDrained(ctx); err != nil {
 		return rows, fmt.Errorf("waiting for kafka to acknowledge the snapshot's records: %w", err)
 	}

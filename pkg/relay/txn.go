@@ -45,6 +45,9 @@ type txItem struct {
 	last    eoscheckpoint.Last
 	reset   bool
 	session replication.Session // with reset
+	// synced, when set, is closed once everything queued before it is
+	// committed (or found nothing to commit): drained.
+	synced chan struct{}
 }
 
 // transactions owns the Kafka transactions of exactly-once delivery. The
@@ -111,6 +114,9 @@ type transactions struct {
 	// fenceOpen: a fence attempt left its transaction open (stream
 	// goroutine).
 	fenceOpen bool
+	// syncs are the drained waiters the loop releases once it has no
+	// Kafka transaction open (loop goroutine).
+	syncs []chan struct{}
 }
 
 func newTransactions(r *Relay, opts []kgo.Opt) *transactions {
@@ -143,6 +149,32 @@ func (t *transactions) commit(end pglogrepl.LSN, tx eoscheckpoint.Last) {
 // own), zero when not (a slot's position).
 func (t *transactions) restart(at pglogrepl.LSN, s replication.Session, last eoscheckpoint.Last) {
 	t.push(txItem{end: at, last: last, reset: true, session: s})
+}
+
+// drained waits until the loop committed everything queued before the
+// call, checkpoint included, and has no Kafka transaction open: the heal
+// waits for it before the stream's first session fences and reads the
+// checkpoint with the same producer.
+func (t *transactions) drained(ctx context.Context) error {
+	ch := make(chan struct{})
+	t.push(txItem{synced: ch})
+	select {
+	case <-ch:
+		return nil
+	case <-t.r.fail.done:
+		return t.r.fail.err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// release closes the drained waiters (loop goroutine, no transaction
+// open).
+func (t *transactions) release() {
+	for _, ch := range t.syncs {
+		close(ch)
+	}
+	t.syncs = t.syncs[:0]
 }
 
 func (t *transactions) push(it txItem) {
@@ -277,6 +309,7 @@ func (t *transactions) run(ctx context.Context) {
 			t.inTxn = true
 		}
 		if !t.inTxn {
+			t.release()
 			continue // only Postgres transactions without outbox rows: nothing to commit
 		}
 		if err := t.finish(ctx); err != nil {
@@ -284,6 +317,9 @@ func (t *transactions) run(ctx context.Context) {
 				t.r.fail.set(err)
 			}
 			return
+		}
+		if !t.openCommitted {
+			t.release()
 		}
 	}
 }
@@ -293,6 +329,9 @@ func (t *transactions) run(ctx context.Context) {
 func (t *transactions) produceItems(items []txItem) bool {
 	for _, it := range items {
 		switch {
+		case it.synced != nil:
+			t.syncs = append(t.syncs, it.synced)
+			continue
 		case it.reset:
 			t.last, t.lastTx, t.open, t.session = it.end, it.last, nil, it.session
 			continue
