@@ -200,6 +200,27 @@ type State struct {
 // Read reads slot's state on q.
 func Read(ctx context.Context, q Querier, t Table, slot string) (State, error) {
 	s := State{Slot: slot}
+	// Decoding from a standby, the slot is read there FIRST and the record
+	// on the primary after it: the relay records a position before it
+	// confirms it, so a record read after the slot is at or past the
+	// slot's position unless someone else moved the slot. (Read the other
+	// way round, the slot may move on between the two reads and pass for
+	// jumped.)
+	var (
+		system, standbyConfirmed   *string
+		standbyExists, standbyLost bool
+	)
+	if t.Slots != nil {
+		var sys string
+		err := t.Slots.QueryRow(ctx, `SELECT (SELECT system_identifier::text FROM pg_control_system()),
+				s.slot_name IS NOT NULL, coalesce(s.wal_status = 'lost', false), s.confirmed_flush_lsn::text
+			FROM (SELECT 1) one LEFT JOIN pg_replication_slots s ON s.slot_name = $1`, slot).
+			Scan(&sys, &standbyExists, &standbyLost, &standbyConfirmed)
+		if err != nil {
+			return s, fmt.Errorf("reading replication slot %q on the standby: %w", slot, err)
+		}
+		system = &sys
+	}
 	var err error
 	if s.Table, err = t.Exists(ctx, q); err != nil {
 		return s, err
@@ -262,17 +283,10 @@ func Read(ctx context.Context, q Querier, t Table, slot string) (State, error) {
 		return s, fmt.Errorf("reading replication slot %q and its record in %s: %w", slot, t, err)
 	}
 	if t.Slots != nil {
-		var system string
-		err = t.Slots.QueryRow(ctx, `SELECT (SELECT system_identifier::text FROM pg_control_system()),
-				s.slot_name IS NOT NULL, coalesce(s.wal_status = 'lost', false), s.confirmed_flush_lsn::text
-			FROM (SELECT 1) one LEFT JOIN pg_replication_slots s ON s.slot_name = $1`, slot).
-			Scan(&system, &s.SlotExists, &s.SlotLost, &confirmed)
-		if err != nil {
-			return s, fmt.Errorf("reading replication slot %q on the standby: %w", slot, err)
+		if *system != s.System {
+			return s, fmt.Errorf("%w: slot %q is on a server of system %s, its record in %s on system %s: point postgres.dsn at a standby of postgres.primary_dsn", ErrNotStandby, slot, *system, t, s.System)
 		}
-		if system != s.System {
-			return s, fmt.Errorf("%w: slot %q is on a server of system %s, its record in %s on system %s: point postgres.dsn at a standby of postgres.primary_dsn", ErrNotStandby, slot, system, t, s.System)
-		}
+		s.SlotExists, s.SlotLost, confirmed = standbyExists, standbyLost, standbyConfirmed
 	}
 	if confirmed != nil {
 		if s.SlotConfirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {
