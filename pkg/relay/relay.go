@@ -454,34 +454,30 @@ func (r *Relay) run(ctx context.Context) error {
 			return nil
 		})
 	}
+	// failedBefore stops what runs and returns what ended a step before
+	// streaming (the initial snapshot, the heal): the pipeline's own
+	// failure first, nil for a stop (saying so), else err.
+	failedBefore := func(err error, stopped string) error {
+		stopDLQ()
+		stopTxns()
+		_ = g.Wait()
+		if ferr := r.fail.err(); ferr != nil {
+			return ferr
+		}
+		if ctx.Err() != nil {
+			r.log.Info(stopped)
+			return nil
+		}
+		return err
+	}
 	if r.snap.needed {
 		if err := r.initialSnapshot(ctx); err != nil {
-			stopDLQ()
-			stopTxns()
-			_ = g.Wait()
-			if ferr := r.fail.err(); ferr != nil {
-				return ferr
-			}
-			if ctx.Err() != nil {
-				r.log.Info("stopped during the initial snapshot; no slot was created, the next start snapshots again")
-				return nil
-			}
-			return err
+			return failedBefore(err, "stopped during the initial snapshot; no slot was created, the next start snapshots again")
 		}
 	}
 	if r.heal != nil {
 		if _, err := r.healSlot(ctx); err != nil {
-			stopDLQ()
-			stopTxns()
-			_ = g.Wait()
-			if ferr := r.fail.err(); ferr != nil {
-				return ferr
-			}
-			if ctx.Err() != nil {
-				r.log.Info("stopped during the heal of the slot; the next start heals again")
-				return nil
-			}
-			return err
+			return failedBefore(err, "stopped during the heal of the slot; the next start heals again")
 		}
 	}
 	if r.started != nil {
