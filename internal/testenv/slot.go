@@ -145,3 +145,23 @@ func readSlot(ctx context.Context, dsn, slot string) (slotState, error) {
 	}
 	return s, nil
 }
+
+// WaitSlotFree waits, up to timeout, until no process holds the slot
+// (pg_replication_slots.active_pid is null): a walsender outlives the
+// client that stopped streaming by a moment, and moving or dropping the
+// slot meanwhile fails with "is active for PID". It fails the test when
+// the slot is still held then.
+func WaitSlotFree(tb testing.TB, dsn, slot string, timeout time.Duration) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		held := QueryValue[bool](tb, dsn, `SELECT EXISTS (SELECT FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL)`, slot)
+		if !held {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("testenv: slot %s still held by a process after %s", slot, timeout)
+		}
+		time.Sleep(slotPoll)
+	}
+}

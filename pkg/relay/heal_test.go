@@ -148,6 +148,7 @@ func TestJumpedSlotStopsRunOrIsHealed(t *testing.T) {
 		t.Fatal(err)
 	}
 	skipped, _ := insertRow(t, f.dsn, "order", "skipped", `{}`)
+	testenv.WaitSlotFree(t, f.dsn, "walrelay", 10*time.Second)
 	testenv.Exec(t, f.dsn, `SELECT pg_replication_slot_advance('walrelay', pg_current_wal_lsn())`)
 
 	for i := range 2 { // found at the first start, marked at the second
@@ -480,6 +481,7 @@ func TestJumpedSlotHealedExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	skipped, _ := insertRow(t, f.dsn, "order", "skipped", `{}`)
+	testenv.WaitSlotFree(t, f.dsn, "walrelay", 10*time.Second)
 	testenv.Exec(t, f.dsn, `SELECT pg_replication_slot_advance('walrelay', pg_current_wal_lsn())`)
 	run = f.start(t)
 	if err := run.wait(30 * time.Second); !errors.Is(err, slotrecord.ErrJumped) {
@@ -531,6 +533,7 @@ func TestHealDedupWaitsForAnOpenTransaction(t *testing.T) {
 	if err := run.stop(); err != nil {
 		t.Fatal(err)
 	}
+	testenv.WaitSlotFree(t, f.dsn, "walrelay", 10*time.Second)
 	testenv.Exec(t, f.dsn, `SELECT pg_drop_replication_slot('walrelay')`)
 	f.cfg.Outbox.OnSlotLoss = config.SlotLossHeal
 	f.start(t)
