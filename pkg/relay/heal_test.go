@@ -15,7 +15,6 @@ import (
 	"github.com/walrelay/walrelay/pkg/config"
 	"github.com/walrelay/walrelay/pkg/localpg"
 	"github.com/walrelay/walrelay/pkg/relay"
-	"github.com/walrelay/walrelay/pkg/setup"
 	"github.com/walrelay/walrelay/pkg/slotrecord"
 )
 
@@ -31,30 +30,7 @@ func fixtureOnCluster(t *testing.T, settings map[string]string, mutate func(*con
 func fixtureCluster(t *testing.T, settings map[string]string, mutate func(*config.Config)) (*fixture, *localpg.Cluster) {
 	t.Helper()
 	c := testenv.PrivateCluster(t, localpg.Options{Settings: settings})
-	dsn := c.DSN("postgres")
-	conn := testenv.Connect(t, dsn)
-	if _, err := setup.Run(t.Context(), conn, setup.Names{Schema: "public", Table: "outbox", Publication: "walrelay_outbox", Slot: "walrelay"}); err != nil {
-		t.Fatalf("setup: %v", err)
-	}
-	cfg := config.Default()
-	cfg.Postgres.DSN = dsn
-	cfg.Postgres.StatusInterval = 100 * time.Millisecond
-	cfg.Postgres.MinBackoff = 50 * time.Millisecond
-	cfg.Postgres.MaxBackoff = time.Second
-	cfg.Metrics.SlotPollInterval = 200 * time.Millisecond
-	f := &fixture{dsn: dsn, broker: testenv.Kafka(t), cfg: cfg, logs: &logBuffer{}}
-	f.cfg.Kafka.Brokers = f.broker.Addrs()
-	f.cfg.Kafka.TopicPartitions = 4
-	f.cfg.Relay.ShutdownTimeout = 10 * time.Second
-	if mutate != nil {
-		mutate(&f.cfg)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("relay log:\n%s", f.logs.String())
-		}
-	})
-	return f, c
+	return newFixtureOn(t, c.DSN("postgres"), nil, mutate), c
 }
 
 // loadWriters inserts rows, one per transaction, for keys k0..k3, from n

@@ -52,7 +52,13 @@ func newFixture(t *testing.T, mutate func(*config.Config), kafkaOpts ...kfake.Op
 // a plain table).
 func newFixtureWith(t *testing.T, parts *setup.Partitions, mutate func(*config.Config), kafkaOpts ...kfake.Opt) *fixture {
 	t.Helper()
-	dsn := testenv.Postgres(t).NewDatabase(t)
+	return newFixtureOn(t, testenv.Postgres(t).NewDatabase(t), parts, mutate, kafkaOpts...)
+}
+
+// newFixtureOn is newFixtureWith on the database dsn (a private
+// cluster's, for tests that restart or configure the server).
+func newFixtureOn(t *testing.T, dsn string, parts *setup.Partitions, mutate func(*config.Config), kafkaOpts ...kfake.Opt) *fixture {
+	t.Helper()
 	conn := testenv.Connect(t, dsn)
 	if _, err := setup.Run(t.Context(), conn, setup.Names{Schema: "public", Table: "outbox", Publication: "walrelay_outbox", Slot: "walrelay", Partitions: parts}); err != nil {
 		t.Fatalf("setup: %v", err)
