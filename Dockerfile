@@ -14,6 +14,9 @@
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
+# The app libraries' modules, which go.mod replaces with these directories.
+COPY outbox/go.mod outbox/go.sum outbox/
+COPY inbox/go.mod inbox/go.sum inbox/
 RUN go mod download
 COPY . .
 # The version printed by `walrelay version` and exported as

@@ -14,7 +14,7 @@ GO       ?= go
 # commit even where GOFLAGS turns it off (a tree without .git builds all
 # the same, reporting "commit unknown").
 BUILD    := CGO_ENABLED=0 $(GO) build -buildvcs=auto
-# Where the Postgres server binaries live; found by pkg/localpg when unset.
+# Where the Postgres server binaries live; found by internal/localpg when unset.
 PG_BIN   ?= $(firstword $(wildcard /usr/lib/postgresql/*/bin))
 
 .PHONY: all build demo test test-short pg-majors pg-matrix soak bench bench-go vet fmt-check deps clean
@@ -37,6 +37,7 @@ demo: build
 test: deps pg-majors vet fmt-check
 	@mkdir -p bin; .ci/pg-matrix >bin/pg-matrix.txt 2>&1 & matrix=$$!; \
 	WALRELAY_TEST_REQUIRE_MAJORS=1 WALRELAY_PG13_BIN=$(PG13_BIN) $(GO) test -race -count=1 -timeout 20m ./...; suite=$$?; \
+	for m in $(APP_MODULES); do (cd $$m && $(GO) test -race -count=1 ./...) || suite=1; done; \
 	wait $$matrix; matrixrc=$$?; \
 	echo "--- compatibility suite per Postgres major (.ci/pg-matrix):"; cat bin/pg-matrix.txt; \
 	[ $$suite = 0 ] && [ $$matrixrc = 0 ]
@@ -55,12 +56,20 @@ pg-majors:
 pg-matrix: deps pg-majors
 	.ci/pg-matrix $(MAJORS)
 
+# The application libraries are modules of their own (outbox, inbox: see
+# docs/DESIGN.md): built, vetted and unit-tested here on their own go line
+# and minimum versions; their tests against Postgres and Kafka run in the
+# daemon's module (internal/apptest), which uses them through replace.
+APP_MODULES := outbox inbox
+
 # Without -race, for a quick local loop.
 test-short: deps
 	$(GO) test -count=1 ./...
+	for m in $(APP_MODULES); do (cd $$m && $(GO) test -count=1 ./...) || exit 1; done
 
 vet:
 	$(GO) vet ./...
+	for m in $(APP_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
 fmt-check:
 	@out="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
@@ -105,8 +114,8 @@ deps:
 # while writers insert (docs/DESIGN.md, "Initial snapshot"). WALRELAY_FAULT_REPORT=FILE writes its table.
 soak: deps
 	WALRELAY_SOAK=1 $(GO) test -count=1 -timeout 60m -v -run TestFaultSuite ./internal/faultsuite/
-	$(GO) test -tags soak -count=1 -timeout 30m -v -run TestVerifyMillionRows ./pkg/reconcile/
-	$(GO) test -tags soak -count=1 -timeout 30m -v -run TestInitialSnapshotWhileWriting ./pkg/relay/
+	$(GO) test -tags soak -count=1 -timeout 30m -v -run TestVerifyMillionRows ./internal/reconcile/
+	$(GO) test -tags soak -count=1 -timeout 30m -v -run TestInitialSnapshotWhileWriting ./internal/relay/
 
 # bench runs the benchmark harness's default set (about 4 minutes on 2
 # cores; docs/benchmarks.md): a table on stdout, JSON in BENCH_JSON, one file
@@ -125,7 +134,7 @@ bench: deps
 # BenchmarkProduce, franz-go alone producing to kfake in its own process.
 bench-go:
 	@$(MAKE) --no-print-directory deps DEPS=postgresql
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./pkg/... ./internal/bench
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./internal/...
 
 clean:
 	rm -rf bin

@@ -2,6 +2,14 @@ module github.com/walrelay/walrelay
 
 go 1.26.8
 
+// The application libraries are modules of their own (outbox/, inbox/) so
+// that applications do not inherit the daemon's dependencies; the daemon's
+// tests and example use them from this tree.
+replace (
+	github.com/walrelay/walrelay/inbox => ./inbox
+	github.com/walrelay/walrelay/outbox => ./outbox
+)
+
 require (
 	github.com/jackc/pglogrepl v0.0.0-20251213150135-2e8d0df862c1 // logical replication protocol and pgoutput decoding (untagged: pinned pseudo-version)
 	github.com/jackc/pgx/v5 v5.12.0 // Postgres driver; pgconn carries the replication connection
@@ -19,6 +27,8 @@ require (
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // Kafka protocol messages (fault selectors in tests)
 	github.com/twmb/franz-go/plugin/kprom v1.5.0 // franz-go client metrics on walrelay's registry
 	github.com/twmb/franz-go/plugin/kslog v1.0.0 // franz-go's own log (warnings, errors) through walrelay's slog logger: franz-go's adapter, not a hand-made one
+	github.com/walrelay/walrelay/inbox v0.0.0-00010101000000-000000000000 // the app library for idempotent consumers (examples/inbox, its tests)
+	github.com/walrelay/walrelay/outbox v0.0.0-00010101000000-000000000000 // the app library that writes outbox events (its tests, the demo)
 	golang.org/x/sync v0.24.0 // errgroup: owned goroutines
 	golang.org/x/sys v0.48.0 // Linux socket ioctls (bytes queued on the replication socket)
 	gopkg.in/yaml.v3 v3.0.1 // the YAML config file (strict: unknown keys rejected)

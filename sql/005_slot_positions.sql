@@ -20,7 +20,7 @@ CREATE TABLE IF NOT EXISTS public.walrelay_slot_positions (
     adopted_at        timestamptz,          -- walrelay slot adopt cleared the jump (after walrelay verify)
     adopted_by        text,
     timeline          bigint,               -- the WAL timeline the relay last recorded on (a promotion since is a failover)
-    fence_xmin        bigint,               -- a fence (pkg/txfence) taken while relaying, not yet covered by confirmed_lsn
+    fence_xmin        bigint,               -- a fence (internal/txfence) taken while relaying, not yet covered by confirmed_lsn
     fence_lsn         pg_lsn,
     covered_xmin      bigint,               -- the newest fence confirmed_lsn passed: every row whose xmin precedes it is on Kafka
     covered_lsn       pg_lsn,               -- (walrelay heal republishes the outbox rows that do not precede it)

@@ -45,10 +45,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/cli"
-	"github.com/walrelay/walrelay/pkg/admin"
-	"github.com/walrelay/walrelay/pkg/localpg"
-	"github.com/walrelay/walrelay/pkg/outbox"
+	"github.com/walrelay/walrelay/internal/localpg"
+	"github.com/walrelay/walrelay/outbox"
 	sqlfiles "github.com/walrelay/walrelay/sql"
 )
 

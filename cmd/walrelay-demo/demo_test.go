@@ -94,7 +94,7 @@ func TestDemoRunsTheBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, pkg := range []string{"github.com/walrelay/walrelay/pkg/relay", "github.com/walrelay/walrelay/pkg/setup", "github.com/walrelay/walrelay/pkg/config"} {
+	for _, pkg := range []string{"github.com/walrelay/walrelay/internal/relay", "github.com/walrelay/walrelay/internal/setup", "github.com/walrelay/walrelay/internal/config"} {
 		if slices.Contains(p.Imports, pkg) {
 			t.Errorf("walrelay-demo imports %s: it must run the walrelay binary instead", pkg)
 		}

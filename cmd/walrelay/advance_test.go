@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/pkg/admin"
 )
 
 // The incident the operator commands exist for: a row the relay cannot

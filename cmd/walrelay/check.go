@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/walrelay/walrelay/pkg/admin"
-	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/internal/admin"
+	"github.com/walrelay/walrelay/internal/config"
 )
 
 // errCheckFailed is returned when a check item failed (exit status 1); the

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/setup"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/pkg/setup"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")

@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/cli"
-	"github.com/walrelay/walrelay/pkg/admin"
-	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/internal/config"
 )
 
 func configCommand(stdout io.Writer) *cobra.Command {

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/walrelay/walrelay/internal/cli"
-	"github.com/walrelay/walrelay/pkg/dbzimport"
+	"github.com/walrelay/walrelay/internal/dbzimport"
 )
 
 // debeziumCommand is the group of commands for switching from Debezium.

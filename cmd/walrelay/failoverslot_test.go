@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/admin"
+	"github.com/walrelay/walrelay/internal/localpg"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/pkg/admin"
-	"github.com/walrelay/walrelay/pkg/localpg"
 )
 
 // Failover slots (postgres.slot_failover, PostgreSQL 17+) in setup, slot

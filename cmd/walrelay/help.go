@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/walrelay/walrelay/internal/cli"
-	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/internal/config"
 )
 
 // exitCodesHelpNoConfirm is exitCodesHelp for a command that asks no

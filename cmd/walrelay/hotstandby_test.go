@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/localpg"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/pkg/localpg"
 )
 
 // Decoding from a hot standby: `walrelay setup` and `walrelay check` with

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/walrelay/walrelay/internal/cli"
+	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/pkg/config"
 )
 
 // envChild makes the test binary act as walrelay: with it set, TestMain

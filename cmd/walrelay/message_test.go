@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/pkg/admin"
 )
 
 // slot peek shows the table-less outbox's logical messages among the

@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/walrelay/walrelay/internal/cli"
-	"github.com/walrelay/walrelay/pkg/config"
-	"github.com/walrelay/walrelay/pkg/partition"
-	"github.com/walrelay/walrelay/pkg/retention"
+	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/partition"
+	"github.com/walrelay/walrelay/internal/retention"
 )
 
 func outboxCommand(stdout, stderr io.Writer) *cobra.Command {

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/pkg/admin"
 )
 
 // slot peek shows a row the router refuses (a NULL aggregatetype) with

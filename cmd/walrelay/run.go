@@ -16,14 +16,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/cli"
-	"github.com/walrelay/walrelay/pkg/admin"
-	"github.com/walrelay/walrelay/pkg/config"
-	"github.com/walrelay/walrelay/pkg/metrics"
-	"github.com/walrelay/walrelay/pkg/partition"
-	"github.com/walrelay/walrelay/pkg/relay"
-	"github.com/walrelay/walrelay/pkg/retention"
-	"github.com/walrelay/walrelay/pkg/server"
+	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/metrics"
+	"github.com/walrelay/walrelay/internal/partition"
+	"github.com/walrelay/walrelay/internal/relay"
+	"github.com/walrelay/walrelay/internal/retention"
+	"github.com/walrelay/walrelay/internal/server"
 )
 
 func runCommand(stderr io.Writer) *cobra.Command {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/walrelay/walrelay/pkg/admin"
-	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/internal/admin"
+	"github.com/walrelay/walrelay/internal/config"
 )
 
 // startupCheck refuses to run what `walrelay check` rejects about run's

@@ -5,7 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/pkg/replication"
+	"github.com/walrelay/walrelay/internal/replication"
 )
 
 // refuseOldServer returns an error when conn's server is older than

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/walrelay/walrelay/internal/localpg"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/pkg/localpg"
 )
 
 // envPG13Bin names the directory of PostgreSQL 13 server binaries for

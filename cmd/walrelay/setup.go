@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
-	"github.com/walrelay/walrelay/pkg/admin"
-	"github.com/walrelay/walrelay/pkg/config"
-	"github.com/walrelay/walrelay/pkg/setup"
+	"github.com/walrelay/walrelay/internal/admin"
+	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/setup"
 )
 
 func setupCommand(stdout, stderr io.Writer) *cobra.Command {

@@ -13,12 +13,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
+	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/cli"
-	"github.com/walrelay/walrelay/pkg/admin"
-	"github.com/walrelay/walrelay/pkg/config"
-	"github.com/walrelay/walrelay/pkg/relay"
-	"github.com/walrelay/walrelay/pkg/router"
-	"github.com/walrelay/walrelay/pkg/slotrecord"
+	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/relay"
+	"github.com/walrelay/walrelay/internal/router"
+	"github.com/walrelay/walrelay/internal/slotrecord"
 )
 
 func slotCommand(stdout, stderr io.Writer) *cobra.Command {

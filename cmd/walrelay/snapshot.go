@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/walrelay/walrelay/pkg/config"
-	"github.com/walrelay/walrelay/pkg/relay"
-	"github.com/walrelay/walrelay/pkg/snapshot"
+	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/relay"
+	"github.com/walrelay/walrelay/internal/snapshot"
 )
 
 func snapshotCommand(stdout, stderr io.Writer) *cobra.Command {

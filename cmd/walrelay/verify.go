@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/walrelay/walrelay/internal/cli"
-	"github.com/walrelay/walrelay/pkg/config"
-	"github.com/walrelay/walrelay/pkg/reconcile"
+	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/reconcile"
 )
 
 // verify's soft memory limit (unless GOMEMLIMIT is set): a base for the

@@ -13,12 +13,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/metrics"
+	"github.com/walrelay/walrelay/internal/relay"
+	"github.com/walrelay/walrelay/internal/setup"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/pkg/config"
-	"github.com/walrelay/walrelay/pkg/metrics"
-	"github.com/walrelay/walrelay/pkg/outbox"
-	"github.com/walrelay/walrelay/pkg/relay"
-	"github.com/walrelay/walrelay/pkg/setup"
+	"github.com/walrelay/walrelay/outbox"
 )
 
 // TestOutboxToInbox is the whole path: an application writes orders and

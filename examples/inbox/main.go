@@ -33,7 +33,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walrelay/walrelay/pkg/inbox"
+	"github.com/walrelay/walrelay/inbox"
 )
 
 func main() {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/internal/config"
 )
 
 // Config configures a harness run. Default returns the default set; the

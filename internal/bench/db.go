@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/walrelay/walrelay/pkg/setup"
+	"github.com/walrelay/walrelay/internal/setup"
 )
 
 // Names of what the harness creates in Postgres. It works in its own schema

@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/internal/config"
 )
 
 // Drain is one consumer draining a backlog.

@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walrelay/walrelay/pkg/localpg"
+	"github.com/walrelay/walrelay/internal/localpg"
 )
 
 // walrelayPkg is the package `go build` builds when no binary is given.

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/internal/config"
 )
 
 // progress prints one line on cfg.Progress.

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/walrelay/walrelay/pkg/localpg"
+	"github.com/walrelay/walrelay/internal/localpg"
 )
 
 // proc is a child process in its own process group. It is killed (the

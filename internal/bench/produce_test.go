@@ -12,8 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walrelay/walrelay/pkg/config"
-	"github.com/walrelay/walrelay/pkg/publisher"
+	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/publisher"
 )
 
 // BenchmarkProduce is the Kafka half of walrelay's drain without walrelay:

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/walrelay/walrelay/pkg/config"
+	"github.com/walrelay/walrelay/internal/config"
 )
 
 // Shape is how a workload groups outbox events into transactions, and in

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walrelay/walrelay/pkg/config"
-	"github.com/walrelay/walrelay/pkg/slotrecord"
+	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/slotrecord"
 )
 
 // fencedBlocks returns the bodies of the ```lang blocks of a Markdown text.

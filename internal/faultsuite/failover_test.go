@@ -14,10 +14,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/walrelay/walrelay/internal/localpg"
+	"github.com/walrelay/walrelay/internal/slotrecord"
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/internal/verify"
-	"github.com/walrelay/walrelay/pkg/localpg"
-	"github.com/walrelay/walrelay/pkg/slotrecord"
 )
 
 // This file is issue 33's item 3: a failover of an HA pair (Postgres 17+

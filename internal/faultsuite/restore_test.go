@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/localpg"
 	"github.com/walrelay/walrelay/internal/testenv"
 	"github.com/walrelay/walrelay/internal/verify"
-	"github.com/walrelay/walrelay/pkg/localpg"
 )
 
 // testSameTimelineRestore restores the database from a crash-consistent

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/localpg"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/pkg/localpg"
 )
 
 // testSlotLossHeal drops walrelay's slot under load (its walsender

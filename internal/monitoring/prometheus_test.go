@@ -28,12 +28,12 @@ import (
 	"golang.org/x/sync/errgroup"
 	"gopkg.in/yaml.v3"
 
+	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/metrics"
+	"github.com/walrelay/walrelay/internal/relay"
+	"github.com/walrelay/walrelay/internal/server"
+	"github.com/walrelay/walrelay/internal/setup"
 	"github.com/walrelay/walrelay/internal/testenv"
-	"github.com/walrelay/walrelay/pkg/config"
-	"github.com/walrelay/walrelay/pkg/metrics"
-	"github.com/walrelay/walrelay/pkg/relay"
-	"github.com/walrelay/walrelay/pkg/server"
-	"github.com/walrelay/walrelay/pkg/setup"
 )
 
 // Rule durations in the Prometheus the test runs are divided by

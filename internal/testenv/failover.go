@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walrelay/walrelay/pkg/localpg"
+	"github.com/walrelay/walrelay/internal/localpg"
 )
 
 // ServerMajor returns the major version of the server at dsn (14, 17...).

@@ -9,7 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walrelay/walrelay/pkg/localpg"
+	"github.com/walrelay/walrelay/internal/localpg"
 )
 
 // newTestEnvironment is a fresh environment (as Main would make) whose

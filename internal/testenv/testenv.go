@@ -55,7 +55,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/walrelay/walrelay/pkg/localpg"
+	"github.com/walrelay/walrelay/internal/localpg"
 )
 
 // Environment variables read by this package.

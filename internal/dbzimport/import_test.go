@@ -1,0 +1,511 @@
+package dbzimport
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"flag"
+	"fmt"
+	"maps"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/walrelay/walrelay/internal/config"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+// The connector configurations published by Debezium, imported as they
+// are. Their sources:
+//   - testdata/docs-postgresql-connector.json: the "Connector configuration
+//     example" of Debezium's Postgres connector documentation,
+//     documentation/modules/ROOT/pages/connectors/postgresql.adoc in
+//     debezium/debezium (commit aad5519902997a3627fe296f77ea6d3452e9acce).
+//   - testdata/examples-outbox-register-postgres.json: outbox/register-postgres.json
+//     in debezium/debezium-examples (commit 90c3e426465f0e87ce792dfc1514e0ba71a4068e).
+//
+// The golden files hold the YAML and the report; cmd/walrelay's
+// TestDebeziumImportThenConfig feeds the same files through the binary and
+// `walrelay config`.
+func TestImportPublishedExamples(t *testing.T) {
+	for _, name := range []string{"docs-postgresql-connector", "examples-outbox-register-postgres"} {
+		t.Run(name, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join("testdata", name+".json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := Parse(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := Import(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got bytes.Buffer
+			got.Write(res.YAML)
+			got.WriteString("\n# ---- report ----\n")
+			for _, f := range res.Findings {
+				fmt.Fprintf(&got, "# %s: %s\n", f.Kind, f)
+			}
+			golden := filepath.Join("testdata", name+".golden")
+			if *update {
+				if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if got.String() != string(want) {
+				t.Errorf("import of %s differs from %s (run with -update if intended):\n%s", name, golden, got.String())
+			}
+			// The docs' password is also their user's and database's name:
+			// look for it only where nothing else could put it.
+			pw := c.Config["database.password"]
+			for k, v := range c.Config {
+				if v == pw && k != "database.password" {
+					pw = ""
+				}
+			}
+			if pw != "" && strings.Contains(got.String(), pw) {
+				t.Errorf("the password %q is in the output", pw)
+			}
+			if dsn := load(t, res.YAML).Postgres.DSN; strings.Contains(dsn, "password") || strings.Contains(dsn, "@") {
+				t.Errorf("the DSN holds a password: %s", dsn)
+			}
+		})
+	}
+}
+
+// connector is a Postgres connector config with pgoutput, an outbox
+// router and every converter set, which imports without a finding but
+// the ones each case adds; opts are added over it ("-key" removes key).
+func connector(opts ...string) Connector {
+	c := map[string]string{
+		"connector.class":                PostgresConnectorClass,
+		"name":                           "orders-outbox",
+		"tasks.max":                      "1",
+		"database.hostname":              "db.internal",
+		"database.port":                  "5433",
+		"database.user":                  "dbz",
+		"database.dbname":                "orders",
+		"topic.prefix":                   "orders",
+		"plugin.name":                    "pgoutput",
+		"slot.name":                      "orders_slot",
+		"publication.name":               "orders_pub",
+		"publication.autocreate.mode":    "filtered",
+		"table.include.list":             "public.outbox",
+		"transforms":                     "outbox",
+		"transforms.outbox.type":         "io.debezium.transforms.outbox.EventRouter",
+		"key.converter":                  "org.apache.kafka.connect.storage.StringConverter",
+		"value.converter":                "org.apache.kafka.connect.json.JsonConverter",
+		"value.converter.schemas.enable": "false",
+		"header.converter":               "org.apache.kafka.connect.storage.SimpleHeaderConverter",
+	}
+	for _, o := range opts {
+		if k, ok := strings.CutPrefix(o, "-"); ok {
+			delete(c, k)
+			continue
+		}
+		k, v, _ := strings.Cut(o, "=")
+		c[k] = v
+	}
+	return Connector{Name: c["name"], Config: c}
+}
+
+// load decodes an import's YAML as `walrelay config` does.
+func load(t *testing.T, out []byte) config.Config {
+	t.Helper()
+	c := config.Default()
+	dec := yaml.NewDecoder(bytes.NewReader(out))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		t.Fatalf("decoding the YAML: %v\n%s", err, out)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("the YAML does not validate: %v\n%s", err, out)
+	}
+	return c
+}
+
+func TestImport(t *testing.T) {
+	ca := writeCA(t)
+	for _, tc := range []struct {
+		name string
+		in   Connector
+		// check inspects the loaded configuration.
+		check func(t *testing.T, c config.Config)
+		// findings are the findings expected, option → kind; every other
+		// finding fails the test.
+		findings map[string]Kind
+		// absent are strings neither the YAML nor the findings may hold.
+		absent []string
+	}{
+		{
+			name: "everything mapped",
+			in:   connector(),
+			check: func(t *testing.T, c config.Config) {
+				want := config.Default()
+				want.Postgres.DSN = "host=db.internal port=5433 user=dbz dbname=orders"
+				want.Postgres.Slot, want.Postgres.Publications, want.Postgres.Table = "orders_slot", []string{"orders_pub"}, "public.outbox"
+				want.Converter.Key, want.Converter.Value, want.Converter.ValueSchemasEnable, want.Converter.Header = "string", "json", false, "simple"
+				want.Converter.TopicPrefix = "orders"
+				want.Router.Type = "io.debezium.transforms.outbox.EventRouter"
+				if got := c.String(); got != want.String() {
+					t.Errorf("got\n%s\nwant\n%s", got, want.String())
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored},
+		},
+		{
+			name: "Debezium's defaults: slot, publication, all_tables, worker converters",
+			in: connector("-slot.name", "-publication.name", "-publication.autocreate.mode",
+				"-key.converter", "-value.converter", "-value.converter.schemas.enable", "-header.converter"),
+			check: func(t *testing.T, c config.Config) {
+				if c.Postgres.Slot != "debezium" || c.Postgres.Publications[0] != "dbz_publication" {
+					t.Errorf("slot %q publications %q, want Debezium's debezium and dbz_publication", c.Postgres.Slot, c.Postgres.Publications)
+				}
+				conv := c.Converter
+				if conv.Key != "json" || !conv.KeySchemasEnable || conv.Value != "json" || !conv.ValueSchemasEnable || conv.Header != "simple" {
+					t.Errorf("converters %+v, want the Connect worker defaults: json with schemas, simple headers", conv)
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Check,
+				"key.converter": Check, "value.converter": Check, "header.converter": Check},
+		},
+		{
+			name:     "all_tables set explicitly is dropped",
+			in:       connector("publication.autocreate.mode=all_tables"),
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Dropped},
+		},
+		{
+			name: "decoderbufs: walrelay's own slot and publication",
+			in:   connector("-plugin.name"),
+			check: func(t *testing.T, c config.Config) {
+				if c.Postgres.Slot != "walrelay" || c.Postgres.Publications[0] != "walrelay_outbox" {
+					t.Errorf("slot %q publications %q, want walrelay's own", c.Postgres.Slot, c.Postgres.Publications)
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "plugin.name": Dropped, "publication.autocreate.mode": Ignored, "publication.name": Ignored},
+		},
+		{
+			name: "password, sslpassword and a provider reference are never printed",
+			in: connector("database.password=${file:/opt/secrets/pg.properties:password}", "database.sslpassword=KeyPassw0rd",
+				"database.sslmode=VERIFY-FULL", "database.user=${env:PGUSER_SECRET}"),
+			check: func(t *testing.T, c config.Config) {
+				if c.Postgres.DSN != "host=db.internal port=5433 dbname=orders sslmode=verify-full" {
+					t.Errorf("dsn %q", c.Postgres.DSN)
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored,
+				"database.password": Check, "database.sslpassword": Check, "database.user": Dropped},
+			absent: []string{"/opt/secrets", "KeyPassw0rd", "file:"},
+		},
+		{
+			name: "a plain password and TLS files",
+			in:   connector("database.password=S3cret pw", "database.sslrootcert="+ca, "database.sslmode=verify-ca"),
+			check: func(t *testing.T, c config.Config) {
+				if want := "host=db.internal port=5433 user=dbz dbname=orders sslmode=verify-ca sslrootcert=" + ca; c.Postgres.DSN != want {
+					t.Errorf("dsn %q, want %q", c.Postgres.DSN, want)
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored, "database.password": Check},
+			absent:   []string{"S3cret"},
+		},
+		{
+			name: "the router under another name, other transforms and predicates dropped",
+			in: connector("transforms=unwrap,events", "-transforms.outbox.type",
+				"transforms.unwrap.type=io.debezium.transforms.ExtractNewRecordState",
+				"transforms.events.type=io.debezium.transforms.outbox.EventRouter",
+				"transforms.events.route.by.field=kind",
+				"transforms.events.route.topic.regex=(?<kind>.*)",
+				"transforms.events.route.topic.replacement=events.${kind}",
+				"transforms.events.table.expand.json.payload=TRUE",
+				"transforms.events.predicate=isOutbox",
+				"transforms.events.no.such.option=1",
+				"predicates=isOutbox",
+				"predicates.isOutbox.type=org.apache.kafka.connect.transforms.predicates.TopicNameMatches"),
+			check: func(t *testing.T, c config.Config) {
+				r := c.Router
+				if r.RouteByField != "kind" || r.RouteTopicRegex != "(?<kind>.*)" || r.RouteTopicReplacement != "events.${kind}" || !r.ExpandJSONPayload {
+					t.Errorf("router %+v", r)
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored,
+				"transforms.unwrap.type": Dropped, "transforms.events.predicate": Dropped, "transforms.events.no.such.option": Dropped,
+				"predicates": Dropped, "predicates.isOutbox.type": Dropped},
+		},
+		{
+			name: "a router option walrelay refuses is dropped, the rest kept",
+			in: connector("transforms.outbox.route.topic.regex=(?<x>a)*+", "transforms.outbox.route.topic.replacement=t.${x}",
+				"transforms.outbox.table.field.event.key=aggregate_id"),
+			check: func(t *testing.T, c config.Config) {
+				if c.Router.RouteTopicRegex != "(?<routedByValue>.*)" || c.Router.FieldEventKey != "aggregate_id" {
+					t.Errorf("router %+v", c.Router)
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored,
+				"transforms.outbox.route.topic.regex": Dropped, "transforms.outbox.route.topic.replacement": Dropped},
+		},
+		{
+			name:     "no EventRouter",
+			in:       connector("-transforms", "-transforms.outbox.type"),
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored, "transforms": Dropped},
+		},
+		{
+			name: "binary with a json delegate, an Avro key converter",
+			in: connector("key.converter=io.confluent.connect.avro.AvroConverter", "key.converter.schema.registry.url=http://sr:8081",
+				"value.converter=io.debezium.converters.BinaryDataConverter",
+				"value.converter.delegate.converter.type=org.apache.kafka.connect.json.JsonConverter",
+				"value.converter.delegate.converter.type.schemas.enable=false"),
+			check: func(t *testing.T, c config.Config) {
+				conv := c.Converter
+				if conv.Key != "raw" || conv.Value != "binary" || conv.ValueDelegate != "json" || conv.ValueSchemasEnable {
+					t.Errorf("converters %+v", conv)
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored,
+				"key.converter": Dropped, "key.converter.schema.registry.url": Dropped, "value.converter.schemas.enable": Ignored},
+		},
+		{
+			name: "topic creation, heartbeat, status interval, producer overrides",
+			in: connector("topic.creation.default.partitions=6", "topic.creation.default.replication.factor=3",
+				"topic.creation.default.cleanup.policy=compact", "topic.creation.default.retention.ms=-1",
+				"topic.creation.groups=big", "topic.creation.big.include=big\\..*", "topic.creation.enable=true",
+				"heartbeat.interval.ms=10000", "status.update.interval.ms=500",
+				"producer.override.bootstrap.servers=k1:9092, k2:9092", "producer.override.linger.ms=20",
+				"producer.override.acks=all", "producer.override.compression.type=zstd"),
+			check: func(t *testing.T, c config.Config) {
+				k := c.Kafka
+				if k.TopicPartitions != 6 || k.TopicReplicationFactor != 3 || !maps.Equal(k.TopicConfigs, config.StringMap{"cleanup.policy": "compact", "retention.ms": "-1"}) {
+					t.Errorf("topic settings %d %d %v", k.TopicPartitions, k.TopicReplicationFactor, k.TopicConfigs)
+				}
+				if strings.Join(k.Brokers, ",") != "k1:9092,k2:9092" || k.Linger != 20*time.Millisecond {
+					t.Errorf("brokers %v linger %v", k.Brokers, k.Linger)
+				}
+				if c.Relay.HeartbeatInterval != 10*time.Second || c.Postgres.StatusInterval != 500*time.Millisecond {
+					t.Errorf("heartbeat %v status %v", c.Relay.HeartbeatInterval, c.Postgres.StatusInterval)
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored,
+				"topic.creation.groups": Dropped, "topic.creation.big.include": Dropped, "topic.creation.enable": Dropped,
+				"producer.override.acks": Ignored, "producer.override.compression.type": Dropped},
+		},
+		{
+			name: "values walrelay's ranges refuse are dropped",
+			in:   connector("heartbeat.interval.ms=50", "status.update.interval.ms=120000", "topic.creation.default.partitions=0"),
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored,
+				"heartbeat.interval.ms": Dropped, "status.update.interval.ms": Dropped, "topic.creation.default.partitions": Dropped},
+		},
+		{
+			name: "an escaped table name, matching schema filter",
+			in:   connector(`table.include.list=inventory\.outboxevent`, "schema.include.list=inv.*", "table.exclude.list=public\\.audit"),
+			check: func(t *testing.T, c config.Config) {
+				if c.Postgres.Table != "inventory.outboxevent" {
+					t.Errorf("table %q", c.Postgres.Table)
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored,
+				"schema.include.list": Ignored, "table.exclude.list": Ignored},
+		},
+		{
+			name:     "several tables",
+			in:       connector("table.include.list=public.outbox,public.orders"),
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored, "table.include.list": Dropped},
+		},
+		{
+			name:     "a table regex",
+			in:       connector("table.include.list=public.outbox_.*"),
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored, "table.include.list": Dropped},
+		},
+		{
+			name: "snapshot, slot and error options",
+			in: connector("snapshot.mode=initial", "snapshot.fetch.size=1000", "slot.drop.on.stop=true",
+				"errors.tolerance=all", "time.precision.mode=adaptive", "decimal.handling.mode=double", "some.unknown.option=x"),
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored,
+				"snapshot.mode": Dropped, "snapshot.fetch.size": Ignored, "slot.drop.on.stop": Dropped, "errors.tolerance": Dropped,
+				"time.precision.mode": Ignored, "decimal.handling.mode": Dropped, "some.unknown.option": Dropped},
+		},
+		{
+			name: "slot.failover maps to postgres.slot_failover",
+			in:   connector("slot.failover=true"),
+			check: func(t *testing.T, c config.Config) {
+				if c.Postgres.SlotFailover != config.FailoverTrue {
+					t.Errorf("postgres.slot_failover %q, want true", c.Postgres.SlotFailover)
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored},
+		},
+		{
+			name: "slot.failover=false (Debezium's default) is kept",
+			in:   connector("slot.failover=false"),
+			check: func(t *testing.T, c config.Config) {
+				if c.Postgres.SlotFailover != config.FailoverFalse {
+					t.Errorf("postgres.slot_failover %q, want false", c.Postgres.SlotFailover)
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored},
+		},
+		{
+			name:     "snapshot no_data",
+			in:       connector("snapshot.mode=no_data", "database.server.name=old"),
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored, "snapshot.mode": Ignored, "database.server.name": Ignored},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Import(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := load(t, res.YAML)
+			if tc.check != nil {
+				tc.check(t, c)
+			}
+			got := map[string]Kind{}
+			for _, f := range res.Findings {
+				got[f.Option] = f.Kind
+			}
+			if !maps.Equal(got, tc.findings) {
+				t.Errorf("findings:\n%s\nwant %v", findingsText(res.Findings), tc.findings)
+			}
+			wantDropped := false
+			for _, k := range tc.findings {
+				wantDropped = wantDropped || k == Dropped
+			}
+			if res.Dropped() != wantDropped {
+				t.Errorf("Dropped() = %t, want %t", res.Dropped(), wantDropped)
+			}
+			all := string(res.YAML) + findingsText(res.Findings)
+			for _, s := range append(tc.absent, secrets(tc.in)...) {
+				if strings.Contains(all, s) {
+					t.Errorf("the output holds %q:\n%s", s, all)
+				}
+			}
+		})
+	}
+}
+
+// writeCA writes a self-signed CA certificate for a DSN's sslrootcert,
+// which walrelay's validation reads.
+func writeCA(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, IsCA: true,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// secrets returns the password options' values.
+func secrets(c Connector) []string {
+	var out []string
+	for k, v := range c.Config {
+		if strings.Contains(k, "password") && v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func findingsText(fs []Finding) string {
+	var b strings.Builder
+	for _, f := range fs {
+		fmt.Fprintf(&b, "  %s: %s\n", f.Kind, f)
+	}
+	return b.String()
+}
+
+func TestImportBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   Connector
+		want string
+	}{
+		{"no connector.class", Connector{Config: map[string]string{"database.hostname": "db"}}, "no connector.class"},
+		{"another connector", Connector{Config: map[string]string{"connector.class": "io.debezium.connector.mysql.MySqlConnector"}}, `connector.class "io.debezium.connector.mysql.MySqlConnector"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Import(tc.in)
+			if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want ErrBadInput naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		in      string
+		want    Connector
+		wantErr string
+	}{
+		{
+			name: "REST body with wrapper",
+			in:   `{"name": "c1", "config": {"connector.class": "X", "tasks.max": 1, "slot.drop.on.stop": false}}`,
+			want: Connector{Name: "c1", Config: map[string]string{"connector.class": "X", "tasks.max": "1", "slot.drop.on.stop": "false"}},
+		},
+		{
+			name: "GET /connectors/NAME with tasks and type",
+			in:   "\ufeff" + `{"name": "c1", "config": {"name": "c1", "a": "b"}, "tasks": [], "type": "source"}`,
+			want: Connector{Name: "c1", Config: map[string]string{"name": "c1", "a": "b"}},
+		},
+		{
+			name: "config alone, name inside",
+			in:   `  {"name": "c2", "connector.class": "X"}`,
+			want: Connector{Name: "c2", Config: map[string]string{"name": "c2", "connector.class": "X"}},
+		},
+		{
+			name: "properties",
+			in: "# a comment\n! another\nname=c3\nconnector.class : X\ntasks.max 1\n" +
+				"transforms.outbox.route.topic.replacement=${routedByValue}.events\n" +
+				"long=a,\\\n    b\nkey\\=with\\:colon=v\\u00e9\\t\n\n   \nempty=\n",
+			want: Connector{Name: "c3", Config: map[string]string{"name": "c3", "connector.class": "X", "tasks.max": "1",
+				"transforms.outbox.route.topic.replacement": "${routedByValue}.events", "long": "a,b", "key=with:colon": "vé\t", "empty": ""}},
+		},
+		{name: "bad JSON", in: `{"name": "c1", "config": {`, wantErr: "parsing JSON"},
+		{name: "a list value", in: `{"transforms": ["outbox"]}`, wantErr: `option "transforms": want a string, number or boolean`},
+		{name: "two objects", in: `{"a": "b"} {"c": "d"}`, wantErr: "text after the top-level object"},
+		{name: "names differ", in: `{"name": "a", "config": {"name": "b"}}`, wantErr: `names the connector "a" and its config "b"`},
+		{name: "bad unicode escape", in: `key=\u12`, wantErr: "line 1: malformed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Parse([]byte(tc.in))
+			if tc.wantErr != "" {
+				if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want ErrBadInput with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Name != tc.want.Name || !maps.Equal(got.Config, tc.want.Config) {
+				t.Errorf("got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,636 @@
+package reconcile
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/internal/admin"
+	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/router"
+	"github.com/walrelay/walrelay/internal/slotrecord"
+	"github.com/walrelay/walrelay/internal/txfence"
+)
+
+// HeaderRepublished is the header a republished record carries, with the
+// value "true", so consumers and a later verify can tell it from the
+// relay's own.
+const HeaderRepublished = "walrelay.republished"
+
+// headerEventID is the header that carries the event id: Debezium's
+// EventRouter always adds it first, and so does pkg/router.
+const headerEventID = "id"
+
+// Defaults of Options.
+const (
+	DefaultMargin           = 5 * time.Minute
+	DefaultMaxIDs           = 2_000_000
+	DefaultPageRows         = 5000
+	DefaultStatementTimeout = 30 * time.Second
+)
+
+// Options says which window to verify and how.
+type Options struct {
+	// Since and Until bound the window of outbox.time_column: rows with
+	// Since <= time < Until are verified. Required, Since before Until.
+	Since, Until time.Time
+	// Margin widens the record timestamps read on both sides of the
+	// window: a record's timestamp is its transaction's commit time, later
+	// than the row's time column by the transaction's duration (default
+	// DefaultMargin).
+	Margin time.Duration
+	// Republish produces every missing row again.
+	Republish bool
+	// Wait is how long verify waits for postgres.slot to confirm the fence
+	// it takes before reading (0: it looks once). Rows are called missing
+	// only when the slot confirmed it.
+	Wait time.Duration
+	// MaxIDs bounds the records held at once (32 bytes each); more are
+	// split into passes (default DefaultMaxIDs).
+	MaxIDs int
+	// PageRows is the rows fetched per statement (default DefaultPageRows).
+	PageRows int
+	// StatementTimeout is the statement_timeout of every statement verify
+	// runs (default DefaultStatementTimeout).
+	StatementTimeout time.Duration
+	// ProgressEvery is how many rows or records pass between progress
+	// lines (0: 100000).
+	ProgressEvery int64
+}
+
+// Report is what verify found. The id lists are sorted; they are never
+// nil, so that JSON shows [] for none.
+type Report struct {
+	Since      time.Time `json:"since"`
+	Until      time.Time `json:"until"`
+	Margin     string    `json:"margin"`
+	Table      string    `json:"table"`
+	TimeColumn string    `json:"time_column"`
+	// Topics are the topics the window's rows route to.
+	Topics []string `json:"topics"`
+	// Rows is the rows in the window.
+	Rows int64 `json:"rows"`
+	// Records is the records read whose timestamp is within the window
+	// widened by the margin on both sides.
+	Records int64 `json:"records"`
+	// Unparsed counts records read without an event id header.
+	Unparsed int64 `json:"unparsed_records"`
+	// Passes is how many times the topics and the rows were read (see
+	// Options.MaxIDs), and MaxHeld the most records one pass held.
+	Passes  int `json:"passes"`
+	MaxHeld int `json:"max_held"`
+	// Slot is postgres.slot. FenceLSN is the WAL position of the fence
+	// verify took before reading (pkg/txfence), ConfirmedLSN the slot's
+	// confirmed_flush_lsn when verify last looked.
+	Slot         string `json:"slot"`
+	FenceLSN     string `json:"fence_lsn"`
+	ConfirmedLSN string `json:"confirmed_flush_lsn"`
+	// FenceConfirmed is whether the slot confirmed the fence within
+	// Options.Wait. Without it nothing is called missing (nothing proves
+	// any row's transaction reached Kafka), and NotConfirmed says why:
+	// where the slot and the fence are, and what to look at.
+	FenceConfirmed bool   `json:"fence_confirmed"`
+	NotConfirmed   string `json:"not_confirmed,omitempty"`
+	// SlotState is what walrelay's record of the slot (pkg/slotrecord)
+	// says of its position: "ok" (a position walrelay confirmed),
+	// "slot_jumped" (replaced or moved past the record), "slot_lost",
+	// "slot_missing" (lost or missing with a record: nothing streams from
+	// it, so nothing is in flight and the fence counts as confirmed: every
+	// row before it not on its topic is missing) or "no_record".
+	// SlotProblem says what was found and what to run; RecordedLSN is the
+	// record's position ("" without one).
+	SlotState   string `json:"slot_state"`
+	SlotProblem string `json:"slot_problem,omitempty"`
+	RecordedLSN string `json:"recorded_lsn,omitempty"`
+	// Missing are the event ids of rows in the window with no record on
+	// their topic whose transactions the slot confirmed (Kafka
+	// acknowledged them).
+	Missing []string `json:"missing"`
+	// Unconfirmed are the event ids of rows in the window with no record
+	// on their topic whose transactions the slot had not confirmed when
+	// verify read: the relay may not have published them yet
+	// (informational; never republished).
+	Unconfirmed []string `json:"unconfirmed"`
+	// Unknown are the event ids of records with a timestamp in the window
+	// and no row in the table (informational: e.g. rows deleted by
+	// retention, or produced by something else).
+	Unknown []string `json:"unknown"`
+	// Duplicates are the event ids, of rows in the window or unknown, with
+	// more than one record (informational: at-least-once delivery).
+	Duplicates []string `json:"duplicates"`
+	// Unroutable are the event ids of rows the router refuses (or whose
+	// topic relay.topic_pattern refuses): the relay dead-letters, logs or
+	// stops on them per relay.on_error, so they are not looked for.
+	Unroutable []string `json:"unroutable"`
+	// DeadLetterTopic is relay.dead_letter_topic, and DeadLettered the
+	// rows of the window not on their topic (or unroutable) with a dead
+	// letter there: the relay did not publish them, by design
+	// (relay.on_error dlq). They are not missing and never republished:
+	// the dead letter holds the row, to be fixed and inserted again.
+	DeadLetterTopic   string         `json:"dead_letter_topic"`
+	DeadLettered      []DeadLettered `json:"dead_lettered"`
+	DeadLetteredCount int            `json:"dead_lettered_count"`
+	// Skipped are the rows of the window the relay skipped by policy:
+	// relay.on_error.record_too_large=log and a record over
+	// kafka.batch_max_bytes (the relay's own check, which verify repeats).
+	// Not missing, never republished.
+	Skipped []DeadLettered `json:"skipped"`
+	// DeadLettersUnread says why the dead-letter topic could not be read
+	// ("" when it was): its rows are then reported missing.
+	DeadLettersUnread string `json:"dead_letters_unread,omitempty"`
+	// SkippedByLogClasses are the error classes whose relay.on_error
+	// policy is log and that verify cannot foresee by routing a row: a row
+	// skipped under them cannot be told from a missing one (see
+	// LogPolicyNote).
+	SkippedByLogClasses []string `json:"skipped_by_log_classes,omitempty"`
+	// RowsWithoutID counts rows whose event id is NULL.
+	RowsWithoutID int64 `json:"rows_without_id"`
+	// Republished is what --republish sent; nil without it.
+	Republished *Republished `json:"republished,omitempty"`
+}
+
+// Republished is the outcome of republishing the missing rows.
+type Republished struct {
+	// Sent is the records produced; Acknowledged those the brokers
+	// acknowledged.
+	Sent         int `json:"sent"`
+	Acknowledged int `json:"acknowledged"`
+	// Failed are "id: error" for each record not acknowledged.
+	Failed []string `json:"failed"`
+}
+
+// entry is a record held for matching: 32 bytes.
+type entry struct {
+	k    key
+	ms   int64 // record timestamp, Unix milliseconds
+	text int32 // 1 + index of the id's text when it is not a UUID; 0 for a UUID
+	seen bool  // a row of the window has this id
+}
+
+// verifier holds one run's state.
+type verifier struct {
+	cfg     config.Config
+	opts    Options
+	log     *slog.Logger
+	plan    *router.Plan
+	msg     router.Message
+	pattern interface{ MatchString(string) bool }
+	table   *outbox
+	kopts   []kgo.Opt
+	rep     *Report
+	repub   *republisher
+	fw      *fenceWindow // nil when no fence is confirmed
+	// slots is the connection the slot is read on: the one the outbox is
+	// read and the fence taken on, or when decoding from a standby
+	// (postgres.primary_dsn) a connection to the standby (postgres.dsn),
+	// while the rest goes to the primary: a fence needs an xid and the
+	// WAL insert position, which only a primary has, and its position is
+	// in the WAL the standby replays and its slot confirms.
+	slots *pgx.Conn
+	// dead maps the event ids on the dead-letter topic to their class.
+	dead map[string]string
+}
+
+// Run verifies the window in opts against the topics and returns the
+// report. An error means verify could not finish (nothing is reported).
+func Run(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger) (*Report, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	rt, err := router.New(cfg.Router, cfg.Converter)
+	if err != nil {
+		return nil, fmt.Errorf("configuring router: %w", err)
+	}
+	v := &verifier{cfg: cfg, opts: opts, log: log}
+	if re, err := cfg.Relay.TopicRegexp(); err != nil {
+		return nil, fmt.Errorf("relay.topic_pattern: %w", err)
+	} else if re != nil {
+		v.pattern = re
+	}
+	if v.kopts, err = admin.KafkaOpts(cfg.Kafka); err != nil {
+		return nil, err
+	}
+	conn, err := connectReadOnly(ctx, cfg.Postgres.Primary(), opts.StatementTimeout)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	v.slots = conn
+	if cfg.Postgres.PrimaryDSN != "" {
+		if v.slots, err = connectReadOnly(ctx, cfg.Postgres.DSN, opts.StatementTimeout); err != nil {
+			return nil, err
+		}
+		defer v.slots.Close(context.WithoutCancel(ctx))
+	}
+	if v.table, err = describe(ctx, conn, cfg); err != nil {
+		return nil, err
+	}
+	if v.plan, err = rt.Bind(v.table.rel); err != nil {
+		return nil, fmt.Errorf("checking outbox table against the router config: %w", err)
+	}
+	v.rep = &Report{
+		Since: opts.Since.UTC(), Until: opts.Until.UTC(), Margin: opts.Margin.String(),
+		Table: v.table.quoted, TimeColumn: cfg.Outbox.TimeColumn, Slot: cfg.Postgres.Slot,
+		Topics: []string{}, Missing: []string{}, Unconfirmed: []string{}, Unknown: []string{}, Duplicates: []string{}, Unroutable: []string{},
+		DeadLetterTopic: cfg.Relay.DeadLetterTopic, DeadLettered: []DeadLettered{}, Skipped: []DeadLettered{}, SkippedByLogClasses: logPolicyClasses(cfg.Relay.OnError),
+	}
+	// The fence first, and the slot's confirmation of it: the rows'
+	// snapshot and the topics are read after it.
+	fence, err := v.fence(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	// One snapshot for every pass: the passes see the same rows, and the
+	// topics' end offsets are listed after it was taken, so a row it
+	// holds that the relay had published is in the records read.
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("starting a read-only transaction: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if v.rep.FenceConfirmed {
+		x32, window, err := txfence.Window(ctx, tx, fence)
+		if err != nil {
+			return nil, err
+		}
+		v.fw = &fenceWindow{x32: x32, window: window}
+	}
+	candidates, err := v.verify(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		return nil, fmt.Errorf("ending the read-only transaction: %w", err)
+	}
+	if err := v.unknown(ctx, conn, candidates); err != nil {
+		return nil, err
+	}
+	if v.repub != nil {
+		r, err := v.repub.finish(ctx)
+		if err != nil {
+			return nil, err
+		}
+		v.rep.Republished = r
+	} else if opts.Republish {
+		v.rep.Republished = &Republished{Failed: []string{}}
+	}
+	for _, l := range [][]string{v.rep.Missing, v.rep.Unconfirmed, v.rep.Unknown, v.rep.Duplicates, v.rep.Unroutable} {
+		slices.Sort(l)
+	}
+	sortDeadLettered(v.rep.DeadLettered)
+	sortDeadLettered(v.rep.Skipped)
+	v.rep.DeadLetteredCount = len(v.rep.DeadLettered)
+	return v.rep, nil
+}
+
+// fence takes a fence on conn and waits up to Options.Wait for
+// postgres.slot to confirm it, noting both in the report. A fence the slot
+// does not confirm in time is no error: the report says why, and every
+// row not found on its topic is unconfirmed. A slot that is missing, not
+// walrelay's, of another database or invalidated is an error.
+func (v *verifier) fence(ctx context.Context, conn *pgx.Conn) (txfence.Fence, error) {
+	slot := v.cfg.Postgres.Slot
+	gone, err := v.slotState(ctx, conn)
+	if err != nil {
+		return txfence.Fence{}, err
+	}
+	f, err := txfence.TakeFence(ctx, conn)
+	if err != nil {
+		return txfence.Fence{}, err
+	}
+	v.rep.FenceLSN = f.LSN.String()
+	if gone {
+		// Nothing streams from a lost or missing slot: nothing is in
+		// flight, so every row committed before the fence that is not on
+		// its topic was never published.
+		v.rep.FenceConfirmed = true
+		v.log.Warn("verify: the slot is "+strings.TrimPrefix(v.rep.SlotState, "slot_")+", so nothing is in flight: every row before the fence not on its topic is missing",
+			"slot", slot, "recorded_lsn", v.rep.RecordedLSN, "fence_lsn", f.LSN.String(), "problem", v.rep.SlotProblem)
+		return f, nil
+	}
+	s, err := txfence.Wait(ctx, v.slots, slot, f, time.Now().Add(v.opts.Wait))
+	switch {
+	case err == nil:
+		v.rep.FenceConfirmed = true
+	case errors.Is(err, txfence.ErrNotConfirmed):
+		v.rep.NotConfirmed = err.Error()
+		v.log.Warn("verify: the slot did not confirm the fence in time, so no row can be called missing: rows not on their topics are reported unconfirmed",
+			"waited", v.opts.Wait, "slot", slot, "confirmed_flush_lsn", s.Confirmed.String(), "fence_lsn", f.LSN.String(), "error", err)
+	default:
+		return txfence.Fence{}, err
+	}
+	v.rep.ConfirmedLSN = s.Confirmed.String()
+	return f, nil
+}
+
+// slotState notes in the report what walrelay's record says of the slot
+// (pkg/slotrecord), and reports whether the slot is gone: lost, or
+// missing while a record says walrelay confirmed through it. A slot
+// missing without a record, not walrelay's, or of another database is
+// an error, as is a record that cannot be read when the slot is lost.
+func (v *verifier) slotState(ctx context.Context, conn *pgx.Conn) (gone bool, err error) {
+	slot := v.cfg.Postgres.Slot
+	schema, _, _ := config.SplitTable(v.cfg.Postgres.Table) // validated
+	records := slotrecord.Table{Schema: schema}
+	if v.slots != conn {
+		records.Slots = v.slots
+	}
+	st, rerr := slotrecord.Read(ctx, conn, records, slot)
+	if rerr != nil {
+		v.log.Warn("verify: cannot read walrelay's record of the slot; judging by the slot alone", "slot", slot, "err", rerr)
+	}
+	_, serr := txfence.ReadSlot(ctx, v.slots, slot)
+	switch {
+	case serr == nil:
+	case errors.Is(serr, txfence.ErrSlotInvalidated):
+		gone = true
+	case errors.Is(serr, txfence.ErrSlotMissing) && rerr == nil && st.Record != nil:
+		gone = true
+	default:
+		return false, serr
+	}
+	v.rep.SlotState = "ok"
+	if rerr != nil {
+		v.rep.SlotState, v.rep.SlotProblem = slotrecord.ReasonNoRecord, rerr.Error()
+		if gone {
+			v.rep.SlotState, v.rep.SlotProblem = slotrecord.ReasonSlotLost, serr.Error()
+		}
+		return gone, nil
+	}
+	if st.Record != nil {
+		v.rep.RecordedLSN = st.Record.Confirmed.String()
+	}
+	if reason, err := st.Unproven(); err != nil {
+		v.rep.SlotState, v.rep.SlotProblem = reason, err.Error()
+	}
+	if gone && st.Record == nil { // lost, no record
+		v.rep.SlotState, v.rep.SlotProblem = slotrecord.ReasonSlotLost, serr.Error()
+	}
+	return gone, nil
+}
+
+// fill defaults and checks the options.
+func (o *Options) fill() error {
+	if o.Since.IsZero() || o.Until.IsZero() || !o.Since.Before(o.Until) {
+		return fmt.Errorf("the window [%s, %s) is empty: since must be before until", o.Since.Format(time.RFC3339), o.Until.Format(time.RFC3339))
+	}
+	if o.Wait < 0 {
+		return fmt.Errorf("wait %s: must not be negative", o.Wait)
+	}
+	if o.Margin < 0 {
+		return fmt.Errorf("margin %s: must not be negative", o.Margin)
+	}
+	if o.Margin == 0 {
+		o.Margin = DefaultMargin
+	}
+	if o.MaxIDs <= 0 {
+		o.MaxIDs = DefaultMaxIDs
+	}
+	if o.PageRows <= 0 {
+		o.PageRows = DefaultPageRows
+	}
+	if o.StatementTimeout <= 0 {
+		o.StatementTimeout = DefaultStatementTimeout
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = 100_000
+	}
+	return nil
+}
+
+// route routes a row as the relay would. The message is v.msg, valid
+// until the next call; why says what stops a row from being looked for:
+// the router refuses it or relay.topic_pattern its topic ("unroutable"),
+// or its event id is NULL ("no id").
+func (v *verifier) route(r *row) (msg *router.Message, id []byte, why string) {
+	if err := v.plan.RouteTo(&v.msg, r.cols, r.at); err != nil {
+		return nil, nil, "unroutable"
+	}
+	if v.pattern != nil && !v.pattern.MatchString(v.msg.Topic) {
+		return nil, nil, "unroutable"
+	}
+	if len(v.msg.Headers) == 0 || v.msg.Headers[0].Key != headerEventID || v.msg.Headers[0].Value == nil {
+		return nil, nil, "no id"
+	}
+	return &v.msg, v.msg.Headers[0].Value, ""
+}
+
+// verify runs the passes in tx and returns the candidates for unknown:
+// ids of records in the window no row of the window has, with their
+// record counts.
+func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error) {
+	o := v.opts
+	cl, err := kgo.NewClient(v.kopts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating kafka client: %w", err)
+	}
+	defer cl.Close()
+	lo, hi := o.Since.Add(-o.Margin).UnixMilli(), o.Until.Add(o.Margin).UnixMilli()
+	// The dead letters first: a row with one is dead-lettered, not
+	// missing or unroutable.
+	if v.dead, err = v.deadLetters(ctx, kadm.NewClient(cl), lo, o.MaxIDs); err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		// Not a reason to verify nothing (e.g. no READ on the topic):
+		// the rows it holds are reported missing, and the report says
+		// why.
+		v.rep.DeadLettersUnread = err.Error()
+		v.log.Warn("verify: cannot read the dead-letter topic; rows it holds are reported missing", "topic", v.cfg.Relay.DeadLetterTopic, "err", err)
+	}
+	// Pass 0: count the rows and learn their topics.
+	topics := map[string]bool{}
+	err = v.table.scanRows(ctx, tx, o.Since, o.Until, o.PageRows, v.fw, func(r *row) error {
+		v.rep.Rows++
+		switch msg, _, why := v.route(r); why {
+		case "":
+			topics[msg.Topic] = true
+		case "unroutable":
+			id := v.plan.EventID(r.cols)
+			if class, ok := v.dead[id]; ok {
+				v.rep.DeadLettered = append(v.rep.DeadLettered, DeadLettered{ID: id, Class: class})
+				break
+			}
+			v.rep.Unroutable = append(v.rep.Unroutable, id)
+		default:
+			v.rep.RowsWithoutID++
+		}
+		if v.rep.Rows%o.ProgressEvery == 0 {
+			v.log.Info("verify: counting the window's rows", "rows", v.rep.Rows)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for t := range topics {
+		v.rep.Topics = append(v.rep.Topics, t)
+	}
+	slices.Sort(v.rep.Topics)
+
+	spans, err := listRanges(ctx, kadm.NewClient(cl), v.rep.Topics, lo)
+	if err != nil {
+		return nil, err
+	}
+	total := spans.records()
+	passes := max(1, int((total+int64(o.MaxIDs)-1)/int64(o.MaxIDs)))
+	v.rep.Passes = passes
+	v.log.Debug("verify: window read", "rows", v.rep.Rows, "topics", len(v.rep.Topics), "records_to_read", total, "passes", passes)
+
+	candidates := map[string]int{}
+	for pass := range passes {
+		// Pass p holds the records whose id is in its share.
+		// Sized for this pass's share (plus a tenth for the hash's
+		// unevenness), so that the slice is not grown by doubling.
+		held := make([]entry, 0, min(int64(o.MaxIDs), total/int64(passes)+total/int64(passes)/10+16))
+		var texts []string
+		var read int64
+		err := spans.read(ctx, v.kopts, func(rec *kgo.Record) {
+			read++
+			if read%o.ProgressEvery == 0 {
+				v.log.Info("verify: reading topics", "pass", pass+1, "passes", passes, "records", read, "of_at_most", total)
+			}
+			ms := rec.Timestamp.UnixMilli()
+			if ms < lo || ms > hi {
+				return
+			}
+			id, ok := headerOf(rec, headerEventID)
+			if !ok {
+				if pass == 0 {
+					v.rep.Unparsed++
+				}
+				return
+			}
+			k, isUUID := keyOf(id)
+			if k.pass(passes) != pass {
+				return
+			}
+			e := entry{k: k, ms: ms}
+			if !isUUID {
+				texts = append(texts, string(id))
+				e.text = int32(len(texts))
+			}
+			held = append(held, e)
+		})
+		if err != nil {
+			return nil, err
+		}
+		v.rep.Records += int64(len(held))
+		v.rep.MaxHeld = max(v.rep.MaxHeld, len(held))
+		sort.Slice(held, func(i, j int) bool { return bytes.Compare(held[i].k[:], held[j].k[:]) < 0 })
+
+		// The rows of this share, looked up.
+		var rows int64
+		err = v.table.scanRows(ctx, tx, o.Since, o.Until, o.PageRows, v.fw, func(r *row) error {
+			rows++
+			if rows%o.ProgressEvery == 0 {
+				v.log.Info("verify: checking rows", "pass", pass+1, "passes", passes, "rows", rows, "of", v.rep.Rows)
+			}
+			msg, id, why := v.route(r)
+			if why != "" {
+				return nil // counted by pass 0
+			}
+			k, _ := keyOf(id)
+			if k.pass(passes) != pass {
+				return nil
+			}
+			i := sort.Search(len(held), func(i int) bool { return bytes.Compare(held[i].k[:], k[:]) >= 0 })
+			n := 0
+			for j := i; j < len(held) && held[j].k == k; j++ {
+				held[j].seen = true
+				n++
+			}
+			class, dead := v.dead[string(id)]
+			switch {
+			case n == 0 && dead:
+				// Not published by design: the dead letter holds it
+				// (and its broker ack is what confirmed it).
+				v.rep.DeadLettered = append(v.rep.DeadLettered, DeadLettered{ID: string(id), Class: class})
+			case n == 0 && v.skippedTooLarge(msg):
+				// Skipped by the relay's policy before it was produced.
+				v.rep.Skipped = append(v.rep.Skipped, DeadLettered{ID: string(id), Class: "record_too_large"})
+			case n == 0 && !r.confirmed:
+				// Its transaction may not be on Kafka yet.
+				v.rep.Unconfirmed = append(v.rep.Unconfirmed, string(id))
+			case n == 0:
+				v.rep.Missing = append(v.rep.Missing, string(id))
+				if o.Republish {
+					return v.republish(ctx, msg, r.at)
+				}
+			case n > 1:
+				v.rep.Duplicates = append(v.rep.Duplicates, string(id))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		// Records no row of the window has, with a timestamp in the window
+		// itself (the margins hold records of rows outside it).
+		since, until := o.Since.UnixMilli(), o.Until.UnixMilli()
+		for i := 0; i < len(held); {
+			j := i
+			inWindow := false
+			for ; j < len(held) && held[j].k == held[i].k; j++ {
+				inWindow = inWindow || (held[j].ms >= since && held[j].ms < until)
+			}
+			if !held[i].seen && inWindow {
+				id := held[i].k.uuid()
+				if t := held[i].text; t > 0 {
+					id = texts[t-1]
+				}
+				candidates[id] = j - i
+			}
+			i = j
+		}
+	}
+	return candidates, nil
+}
+
+// unknown looks the candidates up in the whole table, with a snapshot
+// taken after the topics were read: a record whose row is outside the
+// window, or was committed since, is not unknown.
+func (v *verifier) unknown(ctx context.Context, conn *pgx.Conn, candidates map[string]int) error {
+	ids := make([]string, 0, len(candidates))
+	for id := range candidates {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	found, err := v.table.existing(ctx, conn, ids)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if found[id] {
+			continue
+		}
+		v.rep.Unknown = append(v.rep.Unknown, id)
+		if candidates[id] > 1 {
+			v.rep.Duplicates = append(v.rep.Duplicates, id)
+		}
+	}
+	return nil
+}
+
+// headerOf returns the value of r's first header named name.
+func headerOf(r *kgo.Record, name string) ([]byte, bool) {
+	for _, h := range r.Headers {
+		if h.Key == name {
+			return h.Value, h.Value != nil
+		}
+	}
+	return nil, false
+}

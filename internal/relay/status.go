@@ -1,0 +1,204 @@
+// Status, readiness and the gauges read from live state: what the relay
+// reports about itself.
+
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/walrelay/walrelay/internal/admin"
+	"github.com/walrelay/walrelay/internal/publisher"
+	"github.com/walrelay/walrelay/internal/replication"
+	"github.com/walrelay/walrelay/internal/slotmon"
+	"github.com/walrelay/walrelay/internal/snapshot"
+)
+
+// registerGauges registers the metrics read from live state at scrape time:
+// the slot monitor's, and the stream's, the checkpoint's, the heartbeats'
+// and the publisher's.
+func (r *Relay) registerGauges() {
+	m, slot := r.metrics, prometheus.Labels{"slot": r.cfg.Postgres.Slot}
+	r.monitor.Register(m)
+	m.GaugeFunc("slot_held", "1 when this instance streams from the slot.", slot, func() float64 {
+		if r.stream.Streaming() {
+			return 1
+		}
+		return 0
+	})
+	m.GaugeFunc("confirmed_lsn_bytes", "The LSN confirmed to Postgres, as a byte position.", nil, func() float64 { return float64(r.tracker.Confirmed()) })
+	m.GaugeFunc("received_lsn_bytes", "The newest WAL position received from Postgres, as a byte position.", nil, func() float64 { return float64(r.stream.Received()) })
+	m.GaugeFunc("in_flight_records", "Records produced and not yet acknowledged by the broker.", nil, func() float64 {
+		n, _ := r.tracker.InFlight()
+		return float64(n)
+	})
+	m.GaugeFunc("in_flight_bytes", "Bytes of records produced and not yet acknowledged by the broker.", nil, func() float64 {
+		_, b := r.tracker.InFlight()
+		return float64(b)
+	})
+	m.GaugeFunc("oldest_unpublished_event_age_seconds", "Seconds since the commit (Postgres's timestamp) of the oldest transaction whose outbox events walrelay read and Kafka has not acknowledged (exactly_once: whose Kafka transaction has not committed); 0 when none. Blind to what walrelay has not read yet (docs/metrics.md).", nil, func() float64 {
+		return r.oldestUnpublishedAge(time.Now()).Seconds()
+	})
+	m.CounterFunc("heartbeats_sent_total", "Heartbeat messages emitted into the slot's database (relay.heartbeat_interval).", nil, func() float64 { return float64(r.hb.Sent()) })
+	m.CounterFunc("heartbeats_received_total", "Heartbeat messages that came back through the replication stream.", nil, func() float64 { return float64(r.hb.Received()) })
+	stats := func() publisher.Stats {
+		if p := r.pubShared.Load(); p != nil {
+			return p.Stats()
+		}
+		return publisher.Stats{} // exactly-once, before the startup built the producer
+	}
+	m.CounterFunc("kafka_admin_retries_total", "Transient failures (timeouts, NOT_CONTROLLER, lost connections) while preparing a topic (metadata, creation, configs), retried with backoff.", nil, func() float64 { return float64(stats().AdminRetries) })
+	m.CounterFunc("records_retried_alone_total", "Records sent again one at a time because the broker refused their batch as a whole (MESSAGE_TOO_LARGE for a batch, INVALID_TIMESTAMP, INVALID_RECORD).", nil, func() float64 { return float64(stats().RetriedAlone) })
+	m.GaugeFunc("kafka_topics_one_at_a_time", "Topics produced one record at a time because the broker refused batches of records that fit alone (their max.message.bytes is below what walrelay could learn).", nil, func() float64 { return float64(stats().OneAtATimeTopics) })
+	m.CounterFunc("order_at_risk_total", "Records that reached the broker ahead of an earlier record of their partition that was refused with its batch and retried: per-key order may be broken for their keys (each is logged).", nil, func() float64 { return float64(stats().OrderAtRisk) })
+	m.CounterFunc("kafka_data_loss_total", "Partitions where franz-go found the broker had lost records it had acknowledged (see the runbook).", nil, func() float64 { return float64(stats().DataLoss) })
+	m.GaugeFunc("delivery_mode", "1, labelled with relay.delivery: at_least_once or exactly_once.", prometheus.Labels{"mode": r.cfg.Relay.Delivery}, func() float64 { return 1 })
+	m.GaugeFunc("checkpoint_lsn_bytes", "Exactly-once delivery: the position the last committed Kafka transaction checkpointed (every Postgres transaction before it is on Kafka), as a byte position; 0 in at-least-once mode.", nil, func() float64 {
+		if r.txns == nil {
+			return 0
+		}
+		return float64(r.txns.lastLSN.Load())
+	})
+	if r.txns != nil {
+		for _, result := range []string{"committed", "aborted", "unknown"} {
+			m.KafkaTransactions.WithLabelValues(result) // at 0 from the start
+		}
+	}
+	snap := func() snapshot.Status { return r.snap.progress.Status(time.Now()) }
+	m.CounterFunc("snapshot_rows_total", "Outbox rows the snapshot (snapshot.mode=initial, or walrelay snapshot) has routed and handed on to Kafka.", nil, func() float64 { return float64(snap().Done) })
+	m.GaugeFunc("snapshot_rows_remaining", "Outbox rows the running snapshot has still to hand on (of the total counted in its Postgres snapshot); 0 when none runs.", nil, func() float64 {
+		if s := snap(); s.Running {
+			return float64(s.Remaining())
+		}
+		return 0
+	})
+	m.GaugeFunc("snapshot_rows_planned", "Outbox rows the last snapshot counted in its Postgres snapshot (with snapshot.where): the total it publishes.", nil, func() float64 { return float64(snap().Total) })
+	m.CounterFunc("reconnects_total", "Streaming sessions lost and re-established (a standby's attempts on a held slot do not count).", nil, func() float64 { return float64(r.stream.Reconnects()) })
+}
+
+// Status is what the relay reports about itself (GET /status).
+type Status struct {
+	Streaming          bool   `json:"streaming"`
+	Ready              bool   `json:"ready"`
+	NotReadyReason     string `json:"not_ready_reason,omitempty"`
+	ConfirmedLSN       string `json:"confirmed_lsn"`
+	ReceivedLSN        string `json:"received_lsn"`
+	InFlightRecords    int    `json:"in_flight_records"`
+	InFlightBytes      int64  `json:"in_flight_bytes"`
+	PendingTransaction int    `json:"pending_transactions"`
+	Reconnects         uint64 `json:"reconnects"`
+	Delivery           string `json:"delivery"`
+	// OldestUnpublishedAgeSeconds is
+	// walrelay_oldest_unpublished_event_age_seconds, and
+	// OldestUnpublishedCommitTime the commit time it is measured from
+	// (omitted when nothing is unpublished).
+	OldestUnpublishedAgeSeconds float64    `json:"oldest_unpublished_event_age_seconds"`
+	OldestUnpublishedCommitTime *time.Time `json:"oldest_unpublished_commit_time,omitempty"`
+	// Exactly-once delivery only.
+	KafkaTransactionsCommitted *uint64        `json:"kafka_transactions_committed,omitempty"`
+	KafkaTransactionsAborted   *uint64        `json:"kafka_transactions_aborted,omitempty"`
+	CheckpointLSN              string         `json:"checkpoint_lsn,omitempty"`
+	LastError                  string         `json:"last_error,omitempty"`
+	Slot                       slotmon.Status `json:"slot"`
+	// Snapshot is the initial snapshot's progress, when this process ran
+	// one.
+	Snapshot *snapshot.Status `json:"snapshot,omitempty"`
+
+	// TransactionalID is, with exactly-once delivery, the producer's
+	// transactional id and the checkpoint's key, once the startup derived
+	// it.
+	TransactionalID string `json:"transactional_id,omitempty"`
+}
+
+// Status reports the relay's state and the slot's last polled state.
+func (r *Relay) Status(ctx context.Context) Status {
+	r = r.current()
+	n, b := r.tracker.InFlight()
+	st := Status{
+		Streaming:          r.stream.Streaming(),
+		ConfirmedLSN:       r.tracker.Confirmed().String(),
+		ReceivedLSN:        r.stream.Received().String(),
+		InFlightRecords:    n,
+		InFlightBytes:      b,
+		PendingTransaction: r.tracker.Pending(),
+		Reconnects:         r.stream.Reconnects(),
+		Slot:               r.monitor.Current(),
+		Delivery:           r.cfg.Relay.Delivery,
+	}
+	if at, ok := r.tracker.Oldest(); ok {
+		at = at.UTC()
+		st.OldestUnpublishedCommitTime = &at
+		st.OldestUnpublishedAgeSeconds = max(time.Since(at), 0).Seconds()
+	}
+	if t := r.txns; t != nil {
+		c, a := t.committed.Load(), t.aborted.Load()
+		st.KafkaTransactionsCommitted, st.KafkaTransactionsAborted = &c, &a
+		st.CheckpointLSN = pglogrepl.LSN(t.lastLSN.Load()).String()
+		if r.pubShared.Load() != nil { // stored after the id was set (startTransactional)
+			st.TransactionalID = string(t.key)
+		}
+	}
+	if sn := r.SnapshotStatus(); sn.Total > 0 || sn.Running {
+		st.Snapshot = &sn
+	}
+	if err := r.stream.LastError(); err != nil {
+		st.LastError = err.Error()
+	}
+	if err := r.Ready(ctx); err != nil {
+		st.NotReadyReason = err.Error()
+	} else {
+		st.Ready = true
+	}
+	return st
+}
+
+// Ready returns nil when the relay streams from its slot and a Kafka
+// broker answers, and otherwise an error saying why not (for /readyz).
+func (r *Relay) Ready(ctx context.Context) error {
+	r = r.current()
+	if !r.stream.Streaming() {
+		st := r.monitor.Current()
+		switch sn, wait := r.SnapshotStatus(), r.standbyWait(); {
+		case wait != "":
+			return errors.New(wait)
+		case sn.Running:
+			return fmt.Errorf("not streaming: initial snapshot running, %d of %d rows handed on (eta %s)", sn.Done, sn.Total, sn.ETA)
+		case r.fslot.waiting.Load():
+			return fmt.Errorf("not streaming: %s; waiting", admin.SyncedCopyText(r.cfg.Postgres.Slot))
+		case errors.Is(r.stream.LastError(), replication.ErrSlotSynced):
+			// Before "held by another process": the slot sync worker
+			// holds the copy while it updates it.
+			return fmt.Errorf("not streaming: %w", r.stream.LastError())
+		case st.Active && st.ActivePID != 0:
+			return fmt.Errorf("not streaming: slot %q is held by another process (pid %d); waiting for it", r.cfg.Postgres.Slot, st.ActivePID)
+		case r.stream.LastError() != nil:
+			return fmt.Errorf("not streaming: %w", r.stream.LastError())
+		default:
+			return fmt.Errorf("not streaming from slot %q yet", r.cfg.Postgres.Slot)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	p := r.pubShared.Load()
+	if p == nil {
+		return fmt.Errorf("not streaming from slot %q yet", r.cfg.Postgres.Slot)
+	}
+	return p.Ping(ctx)
+}
+
+// oldestUnpublishedAge is how long before now the oldest transaction with
+// events walrelay read and Kafka has not acknowledged committed
+// (checkpoint.Tracker.Oldest): 0 when there is none, and 0 rather than
+// negative when Postgres's clock is ahead of this host's.
+func (r *Relay) oldestUnpublishedAge(now time.Time) time.Duration {
+	at, ok := r.tracker.Oldest()
+	if !ok {
+		return 0
+	}
+	return max(now.Sub(at), 0)
+}
