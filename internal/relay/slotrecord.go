@@ -281,24 +281,9 @@ func (c *recorder) session(ctx context.Context) error {
 			}
 			c.conn = conn
 		}
-		c.mu.Lock()
-		system := c.system
-		c.mu.Unlock()
 		check := func() (slotrecord.State, string, error) {
-			// After a failover (a multi-host DSN that followed a
-			// promotion) the new primary's slot, synced from the old one,
-			// can be past the record it replayed: the record of a
-			// position commits after the position, and the standby may
-			// have received the one and not the other. A position this
-			// process recorded itself on the same system is its own: the
-			// record is raised back to it.
-			s, back, err := slotrecord.Reclaim(ctx, c.conn, c.table, c.slot, system, pglogrepl.LSN(c.recorded.Load()))
-			if err != nil {
-				return s, "", err
-			}
-			if back {
-				c.log.Warn("the slot is past the record this server holds, at a position this process recorded itself before a failover: recorded it again",
-					"slot", c.slot, "slot_confirmed_lsn", s.SlotConfirmed.String(), "recorded_lsn", pglogrepl.LSN(c.recorded.Load()).String())
+			if err := c.reclaim(ctx); err != nil {
+				return slotrecord.State{}, "", err
 			}
 			return slotrecord.MarkJumped(ctx, c.conn, c.table, c.slot)
 		}
@@ -421,6 +406,29 @@ func (c *recorder) fence(ctx context.Context) {
 	}
 }
 
+// reclaim raises the record, on c.conn, back to the slot's position when
+// the slot is past it at a position this process recorded itself on the
+// same system (slotrecord.Reclaim). After a failover (a multi-host DSN
+// that followed a promotion) the new primary's slot, synced from the old
+// one, can be past the record it replayed: the record of a position
+// commits after the position, and the standby may have received the one
+// and not the other. Called with c.io held.
+func (c *recorder) reclaim(ctx context.Context) error {
+	c.mu.Lock()
+	system := c.system
+	c.mu.Unlock()
+	own := pglogrepl.LSN(c.recorded.Load())
+	s, back, err := slotrecord.Reclaim(ctx, c.conn, c.table, c.slot, system, own)
+	if err != nil {
+		return err
+	}
+	if back {
+		c.log.Warn("the slot is past the record this server holds, at a position this process recorded itself before a failover: recorded it again",
+			"slot", c.slot, "slot_confirmed_lsn", s.SlotConfirmed.String(), "recorded_lsn", own.String())
+	}
+	return nil
+}
+
 // raise records the tracker's confirmed position when it moved past the
 // record: always with force (a drained stop) or when transactions moved
 // it, and when only keepalives did unless that is the idle loop (see
@@ -455,6 +463,15 @@ func (c *recorder) raise(ctx context.Context, force bool) error {
 			return fmt.Errorf("connecting to record the slot's position: %w", err)
 		}
 		c.conn = conn
+		// A new connection may be to a new primary (a multi-host DSN
+		// that followed a promotion), found by this write before the
+		// next session's check: the same reclaim first, or Raise would
+		// take the synced slot for one moved by someone else.
+		if err := c.reclaim(ctx); err != nil {
+			_ = c.conn.Close(context.WithoutCancel(ctx))
+			c.conn = nil
+			return err
+		}
 	}
 	var start string
 	if err := c.conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&start); err != nil {
