@@ -176,7 +176,7 @@ func runFailover(t *testing.T, o failoverOpts) failoverResult {
 	w.stop()
 	committed, failed, rolledBack := w.stats()
 	t.Logf("writers: %d transactions committed, %d failed, %d rolled-back rows", committed, failed, len(rolledBack))
-	waitCaughtUp(t, dsn, time.Minute)
+	testenv.WaitCaughtUp(t, dsn, slotFor(dsn), time.Minute)
 	read := readKafka(t, f.broker.Addrs(), o.d == exactlyOnce)
 	ledger := readLedger(t, standby.DSN(""))
 	jumped := testenv.QueryValue[string](t, standby.DSN(""), `SELECT coalesce((SELECT coalesce(jump, '') FROM `+slotrecord.TableName+` WHERE slot_name = $1), 'no record')`, slot)
@@ -510,7 +510,7 @@ func TestSlotRecordCheckedAtEverySession(t *testing.T) {
 	w := startWorkload(t, f.dsn, workloadOpts{writers: 1, pause: 50 * time.Millisecond})
 	waitPublished(t, f.adm, 50, time.Minute)
 	w.stop()
-	waitCaughtUp(t, f.dsn, time.Minute)
+	testenv.WaitCaughtUp(t, f.dsn, slotFor(f.dsn), time.Minute)
 	time.Sleep(500 * time.Millisecond) // idle: the recorder has nothing to write
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -521,7 +521,7 @@ func TestSlotRecordCheckedAtEverySession(t *testing.T) {
 		t.Fatalf("restarting postgres: %v", err)
 	}
 	testenv.Exec(t, f.dsn, `SELECT pg_logical_emit_message(false, 'nudge', '')`)
-	waitCaughtUp(t, f.dsn, time.Minute)
+	testenv.WaitCaughtUp(t, f.dsn, slotFor(f.dsn), time.Minute)
 	requireRunning(t, p, "across the restart")
 	stopClean(t, p)
 	if p.logHas("reading walrelay's record of the slot at the session's start") {

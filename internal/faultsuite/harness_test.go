@@ -90,15 +90,6 @@ func waitConfirmed(t *testing.T, dsn string, target pglogrepl.LSN, since time.Ti
 	return time.Since(since)
 }
 
-// waitCaughtUp waits until confirmed_flush_lsn reaches the server's WAL
-// position read now, and returns how long it took.
-func waitCaughtUp(t *testing.T, dsn string, timeout time.Duration) time.Duration {
-	t.Helper()
-	start := time.Now()
-	testenv.WaitCaughtUp(t, dsn, slotFor(dsn), timeout)
-	return time.Since(start)
-}
-
 // kafkaTopics lists the outbox topics and the dead-letter topic.
 func kafkaTopics(ctx context.Context, adm *kadm.Client) ([]string, error) {
 	td, err := adm.ListTopics(ctx)
@@ -362,7 +353,7 @@ func verifyRun(t *testing.T, dsn string, brokers []string, w *workload, d delive
 			t.Error("writers rolled nothing back: the rollback check would be vacuous")
 		}
 	}
-	waitCaughtUp(t, dsn, 2*time.Minute)
+	testenv.WaitCaughtUp(t, dsn, slotFor(dsn), 2*time.Minute)
 	read := readKafka(t, brokers, d == exactlyOnce)
 	ledger := readLedger(t, dsn)
 	rep := verify.Check(ledger, rolledBack, read.records)

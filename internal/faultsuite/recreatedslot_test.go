@@ -35,7 +35,7 @@ func testRecreatedSlotRetention(t *testing.T, row *result, d delivery) {
 	p := startRelay(t, "before", env)
 	waitPublished(t, f.adm, 200, time.Minute)
 	before.stop()
-	waitCaughtUp(t, f.dsn, time.Minute)
+	testenv.WaitCaughtUp(t, f.dsn, slotFor(f.dsn), time.Minute)
 	stopClean(t, p)
 
 	// The gap: committed while no relay runs, first into the old slot,

@@ -60,7 +60,7 @@ func testSameTimelineRestore(t *testing.T, row *result, d delivery) {
 	// The relay publishes past the copy.
 	waitPublished(t, f.adm, published(t, f.adm)+300, time.Minute)
 	w1.stop()
-	waitCaughtUp(t, f.dsn, 2*time.Minute)
+	testenv.WaitCaughtUp(t, f.dsn, slotFor(f.dsn), 2*time.Minute)
 	stopClean(t, p)
 	_, _, rolledBack := w1.stats()
 	discarded := map[string]bool{} // the events the restore will discard, for now all of them
@@ -114,7 +114,7 @@ func testSameTimelineRestore(t *testing.T, row *result, d delivery) {
 	rec := recoverAfter(t, f.dsn, p.started)
 	waitPublished(t, f.adm, published(t, f.adm)+200, time.Minute)
 	w2.stop()
-	waitCaughtUp(t, f.dsn, 2*time.Minute)
+	testenv.WaitCaughtUp(t, f.dsn, slotFor(f.dsn), 2*time.Minute)
 	_, _, rb2 := w2.stats()
 	rolledBack = append(rolledBack, rb2...)
 	read := readKafka(t, f.broker.Addrs(), d == exactlyOnce)

@@ -611,7 +611,7 @@ func testPoisonRows(t *testing.T, row *result, d delivery) {
 	time.Sleep(pick(6*time.Second, 60*time.Second))
 	requireRunning(t, p, "with poison rows (policy dlq)")
 	w.stop()
-	rec := waitCaughtUp(t, f.dsn, 2*time.Minute)
+	rec := testenv.WaitCaughtUp(t, f.dsn, slotFor(f.dsn), 2*time.Minute)
 	rep, read := f.verify(t, w)
 	stopClean(t, p)
 	if fault.Hits() == 0 {

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -183,18 +182,7 @@ func TestRelayFollowsServerWithAnotherHistory(t *testing.T) {
 	}
 	f.broker.ReadAll(t, []string{"outbox.event.one"}, 3, 30*time.Second)
 	// The second server's slot catches up with its WAL, and never passes it.
-	deadline = time.Now().Add(30 * time.Second)
-	for {
-		c := testenv.QueryValue[string](t, dsn2, `SELECT confirmed_flush_lsn::text || ' ' || pg_current_wal_lsn()::text FROM pg_replication_slots WHERE slot_name = 'walrelay'`)
-		confirmed, cur, _ := strings.Cut(c, " ")
-		if mustLSN(t, confirmed) >= mustLSN(t, cur) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the second server's slot did not catch up: %s", c)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.WaitCaughtUp(t, dsn2, "walrelay", 30*time.Second)
 	time.Sleep(3 * cfg.Postgres.StatusInterval) // more status updates, watched
 	watch.end()
 	if len(watch.pastWAL) > 0 {

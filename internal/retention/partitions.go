@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/internal/partition"
+	"github.com/walrelay/walrelay/internal/txfence"
 )
 
 // Partition is one partition of a partitioned outbox, read from the
@@ -177,4 +178,89 @@ func quoteLiteral(s string) string {
 		out = append(out, s[i])
 	}
 	return string(append(out, '\''))
+}
+
+// observeDetached notes the detached partitions not seen yet: each may be
+// dropped once a fence taken after this moment is confirmed.
+func (p *Pruner) observeDetached(ctx context.Context, conn *pgx.Conn) error {
+	parts, err := detached(ctx, conn, p.marker)
+	if err != nil {
+		return err
+	}
+	for _, d := range parts {
+		if _, ok := p.detached[d.OID]; !ok {
+			p.detached[d.OID] = p.seq + 1
+		}
+	}
+	return nil
+}
+
+// dropDetached drops the detached partitions whose first fence taken after
+// their detach is f or older.
+func (p *Pruner) dropDetached(ctx context.Context, conn *pgx.Conn, f txfence.Fence, res *Result) error {
+	parts, err := detached(ctx, conn, p.marker)
+	if err != nil {
+		return err
+	}
+	for _, d := range parts {
+		after, ok := p.detached[d.OID]
+		if !ok || after > f.Seq {
+			continue
+		}
+		if !p.cfg.DryRun {
+			if err := drop(ctx, conn, d, p.marker); err != nil {
+				return err
+			}
+			delete(p.detached, d.OID)
+			if p.m.PartitionsDropped != nil {
+				p.m.PartitionsDropped.Inc()
+			}
+		}
+		res.Dropped = append(res.Dropped, d.String())
+	}
+	return nil
+}
+
+// detachOld detaches the partitions whose upper bound is older than both
+// the retention and the confirmed fence f (so their rows very likely are
+// confirmed; a fence after the detach decides), finishing interrupted
+// detaches first.
+func (p *Pruner) detachOld(ctx context.Context, conn *pgx.Conn, f txfence.Fence, res *Result) error {
+	parts, err := ListPartitions(ctx, conn, p.cfg.Schema+"."+p.cfg.Table)
+	if err != nil {
+		return err
+	}
+	var now time.Time
+	if err := conn.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return fmt.Errorf("reading the server's clock: %w", err)
+	}
+	limit := now.Add(-p.cfg.Retention)
+	if f.Taken.Before(limit) {
+		limit = f.Taken
+	}
+	concurrently := !hasDefault(parts)
+	for _, part := range parts {
+		if part.Default || part.Upper == nil {
+			continue
+		}
+		if part.DetachPending {
+			if !p.cfg.DryRun {
+				if err := finalize(ctx, conn, p.table, part); err != nil {
+					return err
+				}
+			}
+			res.Detached = append(res.Detached, part.String())
+			continue
+		}
+		if part.Upper.After(limit) {
+			continue
+		}
+		if !p.cfg.DryRun {
+			if err := detach(ctx, conn, p.table, part, p.marker, concurrently); err != nil {
+				return err
+			}
+		}
+		res.Detached = append(res.Detached, part.String())
+	}
+	return nil
 }

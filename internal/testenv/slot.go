@@ -97,11 +97,14 @@ func waitConfirmed(tb testing.TB, dsn, slot string, target pglogrepl.LSN, timeou
 // every 250ms (an empty transaction with an xid): on an idle database the
 // last WAL may be walrelay's own slot record, which a relay never confirms
 // until some later WAL brings a keepalive past it (docs/DESIGN.md,
-// "Retention", the slot record).
-func WaitCaughtUp(tb testing.TB, dsn, slot string, timeout time.Duration) {
+// "Retention", the slot record). It returns how long it waited, which the
+// fault suite reports as a recovery time.
+func WaitCaughtUp(tb testing.TB, dsn, slot string, timeout time.Duration) time.Duration {
 	tb.Helper()
+	start := time.Now()
 	target := ParseLSN(tb, QueryValue[string](tb, dsn, `SELECT pg_current_wal_lsn()::text`))
 	waitConfirmed(tb, dsn, slot, target, timeout, true)
+	return time.Since(start)
 }
 
 // slotState is what readSlot reads: confirmed is nil while the slot has no

@@ -99,7 +99,11 @@ func TestSlotHelpers(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 		})
-		testenv.WaitCaughtUp(t, dsn, "probe", 10*time.Second)
+		before := time.Now()
+		waited := testenv.WaitCaughtUp(t, dsn, "probe", 10*time.Second)
+		if around := time.Since(before); waited <= 0 || waited > around {
+			t.Errorf("WaitCaughtUp returned %s; want how long it waited, more than 0 and at most the %s around the call", waited, around)
+		}
 		cancel()
 		wg.Wait()
 	})

@@ -1,0 +1,239 @@
+package reconcile
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/walrelay/walrelay/internal/router"
+)
+
+// route routes a row as the relay would. The message is v.msg, valid
+// until the next call; why says what stops a row from being looked for:
+// the router refuses it or relay.topic_pattern its topic ("unroutable"),
+// or its event id is NULL ("no id").
+func (v *verifier) route(r *row) (msg *router.Message, id []byte, why string) {
+	if err := v.plan.RouteTo(&v.msg, r.cols, r.at); err != nil {
+		return nil, nil, "unroutable"
+	}
+	if v.pattern != nil && !v.pattern.MatchString(v.msg.Topic) {
+		return nil, nil, "unroutable"
+	}
+	if len(v.msg.Headers) == 0 || v.msg.Headers[0].Key != headerEventID || v.msg.Headers[0].Value == nil {
+		return nil, nil, "no id"
+	}
+	return &v.msg, v.msg.Headers[0].Value, ""
+}
+
+// verify runs the passes in tx and returns the candidates for unknown:
+// ids of records in the window no row of the window has, with their
+// record counts.
+func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error) {
+	o := v.opts
+	cl, err := kgo.NewClient(v.kopts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating kafka client: %w", err)
+	}
+	defer cl.Close()
+	lo, hi := o.Since.Add(-o.Margin).UnixMilli(), o.Until.Add(o.Margin).UnixMilli()
+	// The dead letters first: a row with one is dead-lettered, not
+	// missing or unroutable.
+	if v.dead, err = v.deadLetters(ctx, kadm.NewClient(cl), lo, o.MaxIDs); err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		// Not a reason to verify nothing (e.g. no READ on the topic):
+		// the rows it holds are reported missing, and the report says
+		// why.
+		v.rep.DeadLettersUnread = err.Error()
+		v.log.Warn("verify: cannot read the dead-letter topic; rows it holds are reported missing", "topic", v.cfg.Relay.DeadLetterTopic, "err", err)
+	}
+	// Pass 0: count the rows and learn their topics.
+	topics := map[string]bool{}
+	err = v.table.scanRows(ctx, tx, o.Since, o.Until, o.PageRows, v.fw, func(r *row) error {
+		v.rep.Rows++
+		switch msg, _, why := v.route(r); why {
+		case "":
+			topics[msg.Topic] = true
+		case "unroutable":
+			id := v.plan.EventID(r.cols)
+			if class, ok := v.dead[id]; ok {
+				v.rep.DeadLettered = append(v.rep.DeadLettered, DeadLettered{ID: id, Class: class})
+				break
+			}
+			v.rep.Unroutable = append(v.rep.Unroutable, id)
+		default:
+			v.rep.RowsWithoutID++
+		}
+		if v.rep.Rows%o.ProgressEvery == 0 {
+			v.log.Info("verify: counting the window's rows", "rows", v.rep.Rows)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for t := range topics {
+		v.rep.Topics = append(v.rep.Topics, t)
+	}
+	slices.Sort(v.rep.Topics)
+
+	spans, err := listRanges(ctx, kadm.NewClient(cl), v.rep.Topics, lo)
+	if err != nil {
+		return nil, err
+	}
+	total := spans.records()
+	passes := max(1, int((total+int64(o.MaxIDs)-1)/int64(o.MaxIDs)))
+	v.rep.Passes = passes
+	v.log.Debug("verify: window read", "rows", v.rep.Rows, "topics", len(v.rep.Topics), "records_to_read", total, "passes", passes)
+
+	candidates := map[string]int{}
+	for pass := range passes {
+		// Pass p holds the records whose id is in its share.
+		// Sized for this pass's share (plus a tenth for the hash's
+		// unevenness), so that the slice is not grown by doubling.
+		held := make([]entry, 0, min(int64(o.MaxIDs), total/int64(passes)+total/int64(passes)/10+16))
+		var texts []string
+		var read int64
+		err := spans.read(ctx, v.kopts, func(rec *kgo.Record) {
+			read++
+			if read%o.ProgressEvery == 0 {
+				v.log.Info("verify: reading topics", "pass", pass+1, "passes", passes, "records", read, "of_at_most", total)
+			}
+			ms := rec.Timestamp.UnixMilli()
+			if ms < lo || ms > hi {
+				return
+			}
+			id, ok := headerOf(rec, headerEventID)
+			if !ok {
+				if pass == 0 {
+					v.rep.Unparsed++
+				}
+				return
+			}
+			k, isUUID := keyOf(id)
+			if k.pass(passes) != pass {
+				return
+			}
+			e := entry{k: k, ms: ms}
+			if !isUUID {
+				texts = append(texts, string(id))
+				e.text = int32(len(texts))
+			}
+			held = append(held, e)
+		})
+		if err != nil {
+			return nil, err
+		}
+		v.rep.Records += int64(len(held))
+		v.rep.MaxHeld = max(v.rep.MaxHeld, len(held))
+		sort.Slice(held, func(i, j int) bool { return bytes.Compare(held[i].k[:], held[j].k[:]) < 0 })
+
+		// The rows of this share, looked up.
+		var rows int64
+		err = v.table.scanRows(ctx, tx, o.Since, o.Until, o.PageRows, v.fw, func(r *row) error {
+			rows++
+			if rows%o.ProgressEvery == 0 {
+				v.log.Info("verify: checking rows", "pass", pass+1, "passes", passes, "rows", rows, "of", v.rep.Rows)
+			}
+			msg, id, why := v.route(r)
+			if why != "" {
+				return nil // counted by pass 0
+			}
+			k, _ := keyOf(id)
+			if k.pass(passes) != pass {
+				return nil
+			}
+			i := sort.Search(len(held), func(i int) bool { return bytes.Compare(held[i].k[:], k[:]) >= 0 })
+			n := 0
+			for j := i; j < len(held) && held[j].k == k; j++ {
+				held[j].seen = true
+				n++
+			}
+			class, dead := v.dead[string(id)]
+			switch {
+			case n == 0 && dead:
+				// Not published by design: the dead letter holds it
+				// (and its broker ack is what confirmed it).
+				v.rep.DeadLettered = append(v.rep.DeadLettered, DeadLettered{ID: string(id), Class: class})
+			case n == 0 && v.skippedTooLarge(msg):
+				// Skipped by the relay's policy before it was produced.
+				v.rep.Skipped = append(v.rep.Skipped, DeadLettered{ID: string(id), Class: "record_too_large"})
+			case n == 0 && !r.confirmed:
+				// Its transaction may not be on Kafka yet.
+				v.rep.Unconfirmed = append(v.rep.Unconfirmed, string(id))
+			case n == 0:
+				v.rep.Missing = append(v.rep.Missing, string(id))
+				if o.Republish {
+					return v.republish(ctx, msg, r.at)
+				}
+			case n > 1:
+				v.rep.Duplicates = append(v.rep.Duplicates, string(id))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		// Records no row of the window has, with a timestamp in the window
+		// itself (the margins hold records of rows outside it).
+		since, until := o.Since.UnixMilli(), o.Until.UnixMilli()
+		for i := 0; i < len(held); {
+			j := i
+			inWindow := false
+			for ; j < len(held) && held[j].k == held[i].k; j++ {
+				inWindow = inWindow || (held[j].ms >= since && held[j].ms < until)
+			}
+			if !held[i].seen && inWindow {
+				id := held[i].k.uuid()
+				if t := held[i].text; t > 0 {
+					id = texts[t-1]
+				}
+				candidates[id] = j - i
+			}
+			i = j
+		}
+	}
+	return candidates, nil
+}
+
+// unknown looks the candidates up in the whole table, with a snapshot
+// taken after the topics were read: a record whose row is outside the
+// window, or was committed since, is not unknown.
+func (v *verifier) unknown(ctx context.Context, conn *pgx.Conn, candidates map[string]int) error {
+	ids := make([]string, 0, len(candidates))
+	for id := range candidates {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	found, err := v.table.existing(ctx, conn, ids)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if found[id] {
+			continue
+		}
+		v.rep.Unknown = append(v.rep.Unknown, id)
+		if candidates[id] > 1 {
+			v.rep.Duplicates = append(v.rep.Duplicates, id)
+		}
+	}
+	return nil
+}
+
+// headerOf returns the value of r's first header named name.
+func headerOf(r *kgo.Record, name string) ([]byte, bool) {
+	for _, h := range r.Headers {
+		if h.Key == name {
+			return h.Value, h.Value != nil
+		}
+	}
+	return nil, false
+}
