@@ -131,7 +131,7 @@ func runFailover(t *testing.T, o failoverOpts) failoverResult {
 	// The standby's copy of the slot: synced, persistent (a temporary one
 	// is dropped at promotion), and at a recent position.
 	recent := mustSlot(t, dsn).confirmed
-	waitSynced(t, standby.DSN(""), slot, recent)
+	waitSynced(t, primary.DSN(""), standby.DSN(""), slot, recent)
 
 	// A lagging standby: the primary's walsender to it frozen while the
 	// writers commit on the primary (frozen on the standby's side, the WAL
@@ -254,10 +254,16 @@ func requireFailoverSlot(t *testing.T, dsn, slot string) {
 
 // waitSynced waits until the standby holds a synced, persistent copy of
 // slot at or past at (the slot-sync worker of sync_replication_slots
-// copies it).
-func waitSynced(t *testing.T, standbyDSN, slot string, at pglogrepl.LSN) {
+// copies it). The copy stays temporary until the primary's slot has a
+// restart_lsn past what the copy reserved, which moves only at a
+// running-transactions record: the primary logs one every 15 seconds,
+// and the sync worker naps up to 30 seconds when nothing changed, so
+// on a loaded machine a minute was not always enough (CI). The wait asks
+// the primary for such a record every second (pg_log_standby_snapshot),
+// as walrelay does when it creates a slot on a standby.
+func waitSynced(t *testing.T, primaryDSN, standbyDSN, slot string, at pglogrepl.LSN) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(2 * time.Minute)
 	var last string
 	for {
 		var synced, temporary bool
@@ -273,9 +279,13 @@ func waitSynced(t *testing.T, standbyDSN, slot string, at pglogrepl.LSN) {
 			last = err.Error()
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the standby has no synced persistent copy of slot %s at %s or later within a minute: %s", slot, at, last)
+			t.Fatalf("the standby has no synced persistent copy of slot %s at %s or later within 2 minutes: %s", slot, at, last)
 		}
-		time.Sleep(100 * time.Millisecond)
+		var lsn string
+		if err := queryRow(t.Context(), primaryDSN, `SELECT pg_log_standby_snapshot()::text`, nil, &lsn); err != nil {
+			last += "; pg_log_standby_snapshot on the primary: " + err.Error()
+		}
+		time.Sleep(time.Second)
 	}
 }
 
