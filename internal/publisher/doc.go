@@ -68,5 +68,12 @@
 // loss it detects (the broker lost records it had acknowledged) is logged
 // and counted (Stats.DataLoss).
 //
+// The caller's own records and topics (own.go: exactly-once delivery's
+// fence record and checkpoint, produced in its Kafka transactions, and its
+// checkpoint topic) go straight to franz-go, without Config.Done: the
+// caller waits for their outcome (ProduceSync, ProduceAwait, CreateTopic).
+// With BeginTransaction and EndTransaction, they are all a transactional
+// caller needs: nothing reaches Kafka around the publisher.
+//
 // It does not route, track LSNs or decide what to do with a refused record.
 package publisher

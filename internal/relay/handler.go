@@ -15,6 +15,8 @@ import (
 	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/deadletter"
 	"github.com/walrelay/walrelay/internal/eoscheckpoint"
+	"github.com/walrelay/walrelay/internal/heartbeat"
+	"github.com/walrelay/walrelay/internal/metrics"
 	"github.com/walrelay/walrelay/internal/replication"
 	"github.com/walrelay/walrelay/internal/resume"
 	"github.com/walrelay/walrelay/internal/router"
@@ -28,8 +30,30 @@ var ErrStopped = errors.New("relay stopped by configured behaviour")
 // handler implements replication.Handler. Its methods run on the stream's
 // goroutine; only the produce callbacks run elsewhere.
 type handler struct {
-	r       *Relay
-	log     *slog.Logger
+	log      *slog.Logger
+	tracker  *checkpoint.Tracker
+	metrics  *metrics.Metrics
+	clock    monoClock
+	router   *router.Router
+	records  *recordPool
+	delivery delivery
+	rec      *recorder          // walrelay's record of the slot
+	hb       *heartbeat.Emitter // heartbeats seen come back through the stream
+	// relationOf completes a Relation message with the catalog
+	// (Relay.relationOf).
+	relationOf func(context.Context, *pglogrepl.RelationMessage) router.Relation
+	// reject logs and counts a row that cannot be published as routed
+	// and returns its policy (Relay.reject).
+	reject func(o deadletter.Origin, class string, err error, msg string) string
+	// deadLetter wraps a dead letter for the producer
+	// (Relay.deadLetterRecord).
+	deadLetter func(deadLetterJob) *outRecord
+	slot       string // postgres.slot
+	// topicPattern and maxTopics are relay.topic_pattern (pattern
+	// compiled) and relay.max_topics.
+	topicPattern string
+	maxTopics    int
+
 	plans   map[uint32]*router.Plan
 	topics  map[string]prometheus.Counter // events_published_total by admitted topic
 	pattern *regexp.Regexp                // relay.topic_pattern; nil: any
@@ -60,15 +84,17 @@ type handler struct {
 	// warnedNonTx: a non-transactional message with the outbox prefix
 	// was logged.
 	warnedNonTx bool
-	// reread: with exactly-once delivery, the WAL history changed (a
-	// promoted standby): the next session that streams reads the
-	// checkpoint again, as a first session does.
-	reread bool
 }
 
+// newHandler is the stream's handler for r, with the parts of it the
+// handler uses.
 func newHandler(r *Relay) *handler {
 	pattern, _ := r.cfg.Relay.TopicRegexp() // validated by config
-	return &handler{r: r, log: r.log, plans: make(map[uint32]*router.Plan), topics: make(map[string]prometheus.Counter), pattern: pattern}
+	return &handler{log: r.log, tracker: r.tracker, metrics: r.metrics, clock: r.clock, router: r.router,
+		records: &r.records, delivery: r.delivery, rec: r.rec, hb: r.hb,
+		relationOf: r.relationOf, reject: r.reject, deadLetter: r.deadLetterRecord,
+		slot: r.cfg.Postgres.Slot, topicPattern: r.cfg.Relay.TopicPattern, maxTopics: r.cfg.Relay.MaxTopics,
+		plans: make(map[uint32]*router.Plan), topics: make(map[string]prometheus.Counter), pattern: pattern}
 }
 
 func (h *handler) Begin(ctx context.Context, m *pglogrepl.BeginMessage) error {
@@ -98,19 +124,19 @@ func (h *handler) Begin(ctx context.Context, m *pglogrepl.BeginMessage) error {
 		// are dropped from the tracker as they are acked.
 		h.log.Warn("a transaction left open by a lost session was not re-sent first; its records may be published twice",
 			"commit_lsn", open.String(), "next_commit_lsn", m.FinalLSN.String())
-		h.r.tracker.Abort(h.tx)
+		h.tracker.Abort(h.tx)
 	}
 	if n := h.resume.Handled(); n > 0 {
 		h.log.Info("passing over the rows of a transaction the checkpoint says were published", "commit_lsn", m.FinalLSN.String(), "xid", m.Xid, "rows", n)
 	}
-	h.tx, h.commitTime = h.r.tracker.BeginAt(m.CommitTime), m.CommitTime
-	h.r.metrics.Transactions.Inc()
+	h.tx, h.commitTime = h.tracker.BeginAt(m.CommitTime), m.CommitTime
+	h.metrics.Transactions.Inc()
 	// pgoutput sends a transaction only after it committed, so this is how
 	// long it took Postgres to decode and send it and this process to read
 	// it (plus the age of any backlog ahead of it).
-	now := h.r.clock.now()
-	h.commitAt = h.anchor.place(h.r.clock, now, m.CommitTime)
-	h.r.metrics.CommitReadLatency.Observe((now - h.commitAt).Seconds())
+	now := h.clock.now()
+	h.commitAt = h.anchor.place(h.clock, now, m.CommitTime)
+	h.metrics.CommitReadLatency.Observe((now - h.commitAt).Seconds())
 	return nil
 }
 
@@ -130,10 +156,8 @@ func (h *handler) Commit(ctx context.Context, m *pglogrepl.CommitMessage) error 
 	case resume.CommitNone:
 		return fmt.Errorf("commit at %s without a begin", m.CommitLSN)
 	}
-	h.r.tracker.Commit(h.tx, m.TransactionEndLSN)
-	if h.r.txns != nil {
-		h.r.txns.commit(m.TransactionEndLSN, eoscheckpoint.Last{CommitLSN: h.final, Xid: h.xid, CommitTime: h.commitTime})
-	}
+	h.tracker.Commit(h.tx, m.TransactionEndLSN)
+	h.delivery.commit(m.TransactionEndLSN, eoscheckpoint.Last{CommitLSN: h.final, Xid: h.xid, CommitTime: h.commitTime})
 	h.tx = nil
 	h.skip.commit(h.log)
 	return nil
@@ -159,7 +183,7 @@ func (h *handler) SessionLost() {
 func (h *handler) SessionStart(ctx context.Context, s replication.Session) error {
 	prev := h.server
 	var why string
-	switch seen := max(h.resume.Through(), h.r.tracker.Confirmed()); {
+	switch seen := max(h.resume.Through(), h.tracker.Confirmed()); {
 	case prev.SystemID != "" && prev.SystemID != s.SystemID:
 		why = "another system"
 	case prev.SystemID != "" && prev.Timeline != s.Timeline:
@@ -167,161 +191,33 @@ func (h *handler) SessionStart(ctx context.Context, s replication.Session) error
 	case s.XLogPos < seen:
 		why = "the server's WAL ends before what this process handled: " + s.XLogPos.String() + " < " + seen.String()
 	}
-	if err := h.r.rec.session(ctx); err != nil { // the slot record's cap, as this session finds the slot
+	if err := h.rec.session(ctx); err != nil { // the slot record's cap, as this session finds the slot
 		return err
 	}
 	if why == "" {
-		h.r.tracker.SetStart(s.SlotConfirmed)
+		h.tracker.SetStart(s.SlotConfirmed)
 	} else if err := h.resetHistory(ctx, s, prev, why); err != nil {
 		return err
 	}
 	h.server = s
-	if t := h.r.txns; t != nil && t.fenced && why != "" {
-		t.restart(s.SlotConfirmed, s, eoscheckpoint.Last{})
-		// A promoted standby's history holds the old timeline up to the
-		// promotion: what the last checkpoint covers there is on Kafka
-		// and in this WAL, and stays skipped once proven.
-		h.reread = true
+	if why != "" {
+		h.delivery.historyChanged(s)
 	}
 	return nil
 }
 
 // SessionStreaming, with exactly-once delivery, starts from the checkpoint
-// at the first session that got the slot (startFromCheckpoint), and at the
-// first one after a change of WAL history (SessionStart). Other sessions
-// keep this process's own state, which is newer than any checkpoint. Only a process holding the slot fences: a standby that
-// found the slot free between two sessions of the active one, and lost
-// the race for it, never stops the active one.
+// at the first session that got the slot, and at the first one after a
+// change of WAL history (delivery.streaming).
 func (h *handler) SessionStreaming(ctx context.Context) error {
-	if t := h.r.txns; t != nil && (!t.fenced || h.reread) {
-		if err := h.startFromCheckpoint(ctx, h.server); err != nil {
-			return err
-		}
-		h.reread = false
-	}
-	return nil
-}
-
-// startFromCheckpoint, at the first session of exactly-once delivery
-// holding the slot, fences older producers of the transactional id and reads the last
-// committed checkpoint (transactions.start), then skips what it covers:
-// every transaction committed before its LSN, and the INSERTs of the
-// transaction it ended inside that were published. The slot may be
-// behind it (a process killed between its Kafka commit and its next
-// status update). Those skips are provisional until the slot proves the
-// checkpoint belongs to this WAL (pkg/resume, SeedFrom): a server restored
-// from a snapshot keeps its system id and timeline, and its new
-// transactions take the LSNs the checkpoint covers. Meanwhile nothing
-// past the slot's position is confirmed (the tracker is not raised, idle
-// keepalives and heartbeats are held back: WALEnd); once proven the
-// tracker is raised to the checkpoint, so it is confirmed too; disproved,
-// the checkpoint is forgotten and the session starts again from the slot
-// (disprove). A checkpoint of another WAL history (system id, a timeline
-// not in the server's history up to the checkpoint's LSN: a promoted
-// standby's history holds its old primary's timeline up to the promotion;
-// or beyond the server's WAL), or one that would skip something and
-// names no last transaction to prove it by, is not used: everything the
-// slot sends is published, duplicates rather than a loss. Kafka being
-// unreachable, or another producer's transaction holding the checkpoint
-// topic's end, is retried, reading nothing from the slot meanwhile; a
-// checkpoint that does not parse (eoscheckpoint.ErrUnreadable) stops the
-// relay.
-func (h *handler) startFromCheckpoint(ctx context.Context, s replication.Session) error {
-	t := h.r.txns
-	var cp eoscheckpoint.Checkpoint
-	var found bool
-	for attempt := 0; ; attempt++ {
-		var err error
-		if cp, found, err = t.start(ctx); err == nil {
-			break
-		} else if isFenced(err) || ctx.Err() != nil || errors.Is(err, eoscheckpoint.ErrUnreadable) {
-			return err
-		}
-		wait := retryBackoff(attempt)
-		attrs := []any{"topic", t.topic, "retry_in", wait.String(), "err", err}
-		if errors.Is(err, eoscheckpoint.ErrHeld) {
-			attrs = append(attrs, "why", "a transaction another producer left open on the checkpoint topic may hide newer checkpoints of this relay; nothing is read from the slot until it ends")
-		}
-		h.log.Warn("cannot read the checkpoint yet; retrying", attrs...)
-		if err := t.sleep(ctx, wait); err != nil {
-			return err
-		}
-	}
-	at := s.SlotConfirmed
-	var last *eoscheckpoint.Last // the transaction ending at at, when known
-	attrs := []any{"checkpoint_lsn", cp.LSN.String(), "checkpoint_system_id", cp.SystemID, "checkpoint_timeline", cp.Timeline, "server", s.String()}
-	switch {
-	case !found:
-		h.log.Info("no checkpoint yet: publishing from the slot's position", "slot_confirmed_flush_lsn", at.String(), "transactional_id", string(t.key))
-	case cp.SystemID != s.SystemID, !s.HasWAL(cp.Timeline, cp.LSN):
-		h.log.Warn("the checkpoint belongs to another WAL history; not using it: everything the slot sends is published, and events already on Kafka may be published again", attrs...)
-	default:
-		rc := resume.Checkpoint{Through: cp.LSN}
-		if l := cp.Last; l != nil {
-			rc.Last = &resume.Mark{CommitLSN: l.CommitLSN, Xid: l.Xid, CommitTime: l.CommitTime}
-			attrs = append(attrs, "last_commit_lsn", l.CommitLSN.String(), "last_xid", l.Xid)
-		}
-		if o := cp.Open; o != nil {
-			rc.Open, rc.Rows = &resume.Mark{CommitLSN: o.CommitLSN, Xid: o.Xid, CommitTime: o.CommitTime}, o.Rows
-			attrs = append(attrs, "open_commit_lsn", o.CommitLSN.String(), "open_xid", o.Xid, "open_rows", o.Rows)
-		}
-		attrs = append(attrs, "slot_confirmed_flush_lsn", s.SlotConfirmed.String())
-		if cp.LSN > s.SlotConfirmed && cp.Last != nil {
-			rc.Earlier = h.earlierCheckpoints(ctx, cp)
-		}
-		if why := h.resume.SeedFrom(rc, s.SlotConfirmed); why != "" {
-			h.log.Warn("the checkpoint is not proven on this server's WAL: "+why+"; publishing everything the slot sends, and events already on Kafka may be published again", attrs...)
-			break
-		}
-		if !h.resume.Proving() {
-			h.log.Info("the checkpoint skips nothing the slot sends: publishing from the slot's position", attrs...)
-			if cp.LSN == at {
-				last = cp.Last
-			}
-			break
-		}
-		// The txn loop's position: no checkpoint is written before the
-		// proof (everything before it is skipped), none after a disproof
-		// (disprove restarts it from the slot).
-		if cp.LSN >= at {
-			at, last = cp.LSN, cp.Last
-		}
-		h.log.Info("resuming from the checkpoint: transactions it covers are skipped once the slot proves it belongs to this WAL, and nothing past the slot's position is confirmed before", attrs...)
-	}
-	var lastTx eoscheckpoint.Last
-	if last != nil {
-		lastTx = *last
-	}
-	t.restart(at, s, lastTx)
-	return nil
-}
-
-// earlierCheckpoints reads the checkpoints of the transactional id written
-// before cp that the topic still holds (eoscheckpoint.History), as points
-// the stream may prove on the way to cp: if cp is disproved (a restored
-// server), the newest of them proven still says what was published. Best
-// effort: without them, a disproof publishes everything the slot sends.
-func (h *handler) earlierCheckpoints(ctx context.Context, cp eoscheckpoint.Checkpoint) []resume.Point {
-	t := h.r.txns
-	all, err := eoscheckpoint.History(ctx, t.topic, string(t.key), t.opts...)
-	if err != nil {
-		h.log.Warn("cannot read the earlier checkpoints; should the last one not be proven, everything the slot sends is published", "topic", t.topic, "err", err)
-		return nil
-	}
-	var points []resume.Point
-	for _, c := range all {
-		if c.Last != nil && c.SystemID == cp.SystemID && c.Timeline == cp.Timeline && c.LSN < cp.LSN {
-			points = append(points, resume.Point{Through: c.LSN, Last: resume.Mark{CommitLSN: c.Last.CommitLSN, Xid: c.Last.Xid, CommitTime: c.Last.CommitTime}})
-		}
-	}
-	return points
+	return h.delivery.streaming(ctx, h.server, &h.resume)
 }
 
 // proved raises the tracker to what a checkpoint covers once the slot
 // sent its last transaction again (Through), and says so once the whole
 // checkpoint is proven.
 func (h *handler) proved() {
-	h.r.tracker.SetStart(h.resume.Through())
+	h.tracker.SetStart(h.resume.Through())
 	if !h.resume.Proving() {
 		h.log.Info("the checkpoint is proven on this server's WAL: the slot sent again the transactions it names; what it covers stays skipped",
 			"checkpoint_lsn", h.resume.Through().String(), "server", h.server.String())
@@ -336,7 +232,7 @@ func (h *handler) proved() {
 func (h *handler) disprove(ctx context.Context, why string) error {
 	s := h.server
 	h.log.Warn("the checkpoint is not proven on this server's WAL: "+why+"; publishing everything the slot sends that no earlier checkpoint proven on this WAL covers",
-		"server", s.String(), "slot_confirmed_flush_lsn", s.SlotConfirmed.String(), "confirmed", h.r.tracker.Confirmed().String())
+		"server", s.String(), "slot_confirmed_flush_lsn", s.SlotConfirmed.String(), "confirmed", h.tracker.Confirmed().String())
 	earlier, ok := h.resume.Proven()
 	if err := h.resetHistory(ctx, s, s, "the checkpoint is not proven on this server's WAL"); err != nil {
 		return err
@@ -346,13 +242,11 @@ func (h *handler) disprove(ctx context.Context, why string) error {
 		// Proven on the way: what it covers is in this WAL and on Kafka.
 		at, last = earlier.Through, eoscheckpoint.Last{CommitLSN: earlier.Last.CommitLSN, Xid: earlier.Last.Xid, CommitTime: earlier.Last.CommitTime}
 		h.resume.Seed(at, 0, 0)
-		h.r.tracker.SetStart(at)
+		h.tracker.SetStart(at)
 		h.log.Info("an earlier checkpoint is proven on this server's WAL: the transactions it covers stay skipped, everything after it is published",
 			"checkpoint_lsn", at.String(), "last_commit_lsn", last.CommitLSN.String(), "last_xid", last.Xid)
 	}
-	if t := h.r.txns; t != nil {
-		t.restart(at, s, last)
-	}
+	h.delivery.restart(at, s, last)
 	return fmt.Errorf("reading again from %s: %w", at, replication.ErrRestartSession)
 }
 
@@ -383,30 +277,30 @@ func (h *handler) WALEnd(ctx context.Context, lsn pglogrepl.LSN) (confirm bool, 
 func (h *handler) resetHistory(ctx context.Context, s, prev replication.Session, why string) error {
 	h.log.Warn("the server's WAL history is not the one this process read so far; forgetting what it handled and starting from the slot",
 		"why", why, "server", s.String(), "previous", prev.String(),
-		"slot_confirmed_flush_lsn", s.SlotConfirmed.String(), "confirmed", h.r.tracker.Confirmed().String())
+		"slot_confirmed_flush_lsn", s.SlotConfirmed.String(), "confirmed", h.tracker.Confirmed().String())
 	if h.resume.Reset() {
 		h.log.Warn("aborting the transaction the lost session left open; its records may be published twice")
-		h.r.tracker.Abort(h.tx)
+		h.tracker.Abort(h.tx)
 		h.tx = nil
 	}
 	// Logged now and every 10s while it waits.
-	for records, bytes := h.r.tracker.InFlight(); records > 0; records, bytes = h.r.tracker.InFlight() {
+	for records, bytes := h.tracker.InFlight(); records > 0; records, bytes = h.tracker.InFlight() {
 		h.log.Warn("waiting for records of the previous WAL history to be acknowledged before reading the new one",
 			"records", records, "bytes", bytes)
 		step, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := h.r.tracker.WaitDrained(step)
+		err := h.tracker.WaitDrained(step)
 		cancel()
 		if err != nil && ctx.Err() != nil {
 			return fmt.Errorf("waiting for records of the previous WAL history: %w", ctx.Err())
 		}
 	}
-	h.r.tracker.Reset(s.SlotConfirmed)
+	h.tracker.Reset(s.SlotConfirmed)
 	h.skip.reset()
 	return nil
 }
 
 func (h *handler) Relation(ctx context.Context, rel *pglogrepl.RelationMessage) error {
-	plan, err := h.r.router.Bind(h.r.relationOf(ctx, rel))
+	plan, err := h.router.Bind(h.relationOf(ctx, rel))
 	if err != nil {
 		return fmt.Errorf("outbox table changed: %w", err)
 	}
@@ -453,14 +347,14 @@ func (h *handler) publishRow(rel *pglogrepl.RelationMessage, plan *router.Plan, 
 // the record on. It returns the router's or the admission's error, with
 // the topic when it was routed, for refuse.
 func (h *handler) publish(plan *router.Plan, cols []*pglogrepl.TupleDataColumn, lsn pglogrepl.LSN, in *replication.Buffer) (topic string, err error) {
-	out, err := h.r.records.route(plan, &h.msg, cols, h.commitTime, lsn, in)
+	out, err := h.records.route(plan, &h.msg, cols, h.commitTime, lsn, in)
 	if err != nil {
 		return "", err
 	}
 	topic = out.rec.Topic
 	published, err := h.admit(topic)
 	if err != nil {
-		h.r.records.put(out) // not produced (put clears it): its dead letter is built from the event
+		h.records.put(out) // not produced (put clears it): its dead letter is built from the event
 		return topic, err
 	}
 	h.produce(out, published)
@@ -472,9 +366,9 @@ func (h *handler) publish(plan *router.Plan, cols []*pglogrepl.TupleDataColumn, 
 // it, dlq produces the dead letter letter builds in its place.
 func (h *handler) refuse(o deadletter.Origin, err error, what string, letter func(class string) *deadletter.Letter) error {
 	class, _ := router.ClassOf(err)
-	switch h.r.reject(o, class.String(), err, "cannot route "+what) {
+	switch h.reject(o, class.String(), err, "cannot route "+what) {
 	case config.PolicyStop:
-		return fmt.Errorf("%w: %s %q at %s: %w: %s", ErrStopped, what, o.ID, o.LSN, err, stopFix(h.r.cfg.Postgres.Slot, o.ID))
+		return fmt.Errorf("%w: %s %q at %s: %w: %s", ErrStopped, what, o.ID, o.LSN, err, stopFix(h.slot, o.ID))
 	case config.PolicyLog:
 		return nil
 	}
@@ -493,12 +387,12 @@ func (h *handler) admit(topic string) (prometheus.Counter, error) {
 	switch {
 	case h.pattern != nil && !h.pattern.MatchString(topic):
 		return nil, &router.RowError{Class: router.ClassTopicInvalid, Value: topic,
-			Err: fmt.Errorf("topic %q does not match relay.topic_pattern %q", topic, h.r.cfg.Relay.TopicPattern)}
-	case len(h.topics) >= h.r.cfg.Relay.MaxTopics:
+			Err: fmt.Errorf("topic %q does not match relay.topic_pattern %q", topic, h.topicPattern)}
+	case len(h.topics) >= h.maxTopics:
 		return nil, &router.RowError{Class: router.ClassTopicInvalid, Value: topic,
 			Err: fmt.Errorf("topic %q would be the %d-th routed topic, past relay.max_topics", topic, len(h.topics)+1)}
 	}
-	published := h.r.metrics.Published(topic)
+	published := h.metrics.Published(topic)
 	h.topics[topic] = published
 	return published, nil
 }
@@ -518,21 +412,15 @@ func (h *handler) produce(out *outRecord, published prometheus.Counter) {
 // send tracks out in the current transaction and hands it on: to the
 // producer, or with exactly-once delivery to the transaction loop.
 func (h *handler) send(out *outRecord) {
-	h.r.tracker.Add(out.tx, out.size)
-	if h.r.txns != nil {
-		out.pos = rowPos{final: h.final, xid: h.xid, at: h.commitTime, row: h.resume.Handled()}
-		h.r.txns.add(out)
-		return
-	}
-	out.produced = h.r.clock.now()
-	h.r.pub.Produce(&out.rec)
+	h.tracker.Add(out.tx, out.size)
+	h.delivery.send(out, rowPos{final: h.final, xid: h.xid, at: h.commitTime, row: h.resume.Handled()})
 }
 
 // produceDeadLetter tracks the dead letter of a row the relay did not route
 // in the current transaction and hands it to the producer: it is that
 // row's record.
 func (h *handler) produceDeadLetter(letter *deadletter.Letter) {
-	out := h.r.deadLetterRecord(deadLetterJob{letter: letter, tx: h.tx, withValue: true, committed: h.commitAt})
+	out := h.deadLetter(deadLetterJob{letter: letter, tx: h.tx, withValue: true, committed: h.commitAt})
 	out.size = out.bytes()
 	h.send(out)
 }
@@ -545,12 +433,12 @@ func (h *handler) Update(_ context.Context, rel *pglogrepl.RelationMessage, m *p
 	if plan := h.plans[rel.RelationID]; plan != nil && m.NewTuple != nil {
 		id = plan.EventID(m.NewTuple.Columns)
 	}
-	attrs := []any{"lsn", lsn.String(), "outbox_id", id, "table", rel.Namespace + "." + rel.RelationName, "behavior", h.r.router.InvalidOpBehavior().String()}
+	attrs := []any{"lsn", lsn.String(), "outbox_id", id, "table", rel.Namespace + "." + rel.RelationName, "behavior", h.router.InvalidOpBehavior().String()}
 	const msg = "UPDATE on the outbox table ignored: outbox rows are insert-only"
-	switch h.r.router.InvalidOpBehavior() {
+	switch h.router.InvalidOpBehavior() {
 	case router.OpFatal:
 		h.log.Error("UPDATE on the outbox table; stopping (table.op.invalid.behavior=fatal)", attrs...)
-		return fmt.Errorf("%w: UPDATE of outbox row %q at %s: %s", ErrStopped, id, lsn, stopFix(h.r.cfg.Postgres.Slot, id))
+		return fmt.Errorf("%w: UPDATE of outbox row %q at %s: %s", ErrStopped, id, lsn, stopFix(h.slot, id))
 	case router.OpError:
 		h.log.Error(msg, attrs...)
 	default:

@@ -157,7 +157,7 @@ func (r *Relay) judgeSlot(walStatus string) error {
 		return nil
 	}
 	switch {
-	case st.Failover() && r.txns != nil:
+	case st.Failover() && r.delivery.noDuplicates():
 		// Not healed in place: the heal would publish again the
 		// transactions between the slot's position and its snapshot
 		// (the slot sends them too), duplicates read_committed
@@ -306,11 +306,8 @@ func (r *Relay) healSlot(ctx context.Context) (HealResult, error) {
 // deduplication's read_committed read sees every record of this relay
 // that Kafka will ever show.
 func (r *Relay) fenceForHeal(ctx context.Context) error {
-	if r.txns == nil {
-		return nil
-	}
-	if err := r.txns.fence(ctx); err != nil {
-		return fmt.Errorf("healing slot %q (nothing was recorded; the next start heals again): %w", r.cfg.Postgres.Slot, r.txns.fatal(err))
+	if err := r.delivery.fenceOlder(ctx); err != nil {
+		return fmt.Errorf("healing slot %q (nothing was recorded; the next start heals again): %w", r.cfg.Postgres.Slot, err)
 	}
 	return nil
 }
@@ -339,9 +336,7 @@ func orNone(s string) string {
 // skips nothing it sends), and it returns once the last of them
 // committed. A read_committed consumer sees the gap's rows only then.
 func (r *Relay) publishGap(ctx context.Context, conn *pgx.Conn, name string, lsn pglogrepl.LSN, fence *txfence.Fence, st slotrecord.State, onKafka *int64) (int64, error) {
-	if r.txns != nil {
-		r.txns.restart(lsn, replication.Session{SystemID: st.System, Timeline: int32(st.Timeline), SlotConfirmed: lsn}, eoscheckpoint.Last{})
-	}
+	r.delivery.restart(lsn, replication.Session{SystemID: st.System, Timeline: int32(st.Timeline), SlotConfirmed: lsn}, eoscheckpoint.Last{})
 	n, err := r.publishRead(ctx, conn, name, lsn, func(rd *snapshot.Reader) (readPlan, error) {
 		var s string
 		if err := rd.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).Scan(&s); err != nil {
@@ -379,10 +374,11 @@ func (r *Relay) publishGap(ctx context.Context, conn *pgx.Conn, name string, lsn
 		rp.skip = r.onKafka(ctx, rd, rp.where)
 		return rp, nil
 	})
-	if err == nil && r.txns != nil {
-		// The last checkpoint too (one of its own when the gap's last
-		// Kafka transaction ended inside it), before anything is recorded.
-		err = r.txns.drained(ctx)
+	if err == nil {
+		// With exactly-once delivery the last checkpoint too (one of its
+		// own when the gap's last Kafka transaction ended inside it),
+		// before anything is recorded.
+		err = r.delivery.drained(ctx)
 	}
 	return n, err
 }
@@ -409,12 +405,10 @@ func (r *Relay) Heal(ctx context.Context) (HealResult, error) {
 		return res, admin.ExplainConnectError(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if r.txns != nil && r.pub == nil {
-		// Exactly-once: the transactional producer, as walrelay run
-		// builds it (its id is derived from the server).
-		if err := r.startTransactional(ctx, conn); err != nil {
-			return res, err
-		}
+	// Exactly-once: the transactional producer, as walrelay run builds
+	// it (its id is derived from the server).
+	if err := r.delivery.connect(ctx, conn); err != nil {
+		return res, err
 	}
 	if _, err := r.rec.table.Ensure(ctx, conn); err != nil {
 		return res, err
@@ -447,17 +441,15 @@ func (r *Relay) Heal(ctx context.Context) (HealResult, error) {
 		r.runDeadLetters(dlqCtx)
 	}()
 	defer func() { stopDLQ(); <-dlqDone }()
-	if r.txns != nil {
-		if err := r.txns.ensureTopic(ctx); err != nil {
-			return res, err
-		}
-		txnCtx, stopTxns := context.WithCancel(context.WithoutCancel(ctx))
-		txnDone := make(chan struct{})
-		go func() {
-			defer close(txnDone)
-			r.txns.run(txnCtx)
-		}()
-		defer func() { stopTxns(); <-txnDone }()
+	if err := r.delivery.prepareKafka(ctx); err != nil {
+		return res, err
 	}
+	txnCtx, stopTxns := context.WithCancel(context.WithoutCancel(ctx))
+	txnDone := make(chan struct{})
+	go func() {
+		defer close(txnDone)
+		r.delivery.run(txnCtx)
+	}()
+	defer func() { stopTxns(); <-txnDone }()
 	return r.healSlot(ctx)
 }

@@ -19,14 +19,13 @@ import (
 // positioned, skipped on resume, dead-lettered and confirmed the same way
 // (docs/DESIGN.md, "A table-less outbox").
 
-// bindMessages binds the router to the messages of outbox.message_prefix,
-// when it is set.
-func (h *handler) bindMessages() error {
-	prefix := h.r.cfg.Outbox.MessagePrefix
+// bindMessages binds the router to the messages of outbox.message_prefix
+// (prefix), when it is set.
+func (h *handler) bindMessages(prefix string) error {
 	if prefix == "" {
 		return nil
 	}
-	mp, err := h.r.router.BindMessage(prefix)
+	mp, err := h.router.BindMessage(prefix)
 	if err != nil {
 		return fmt.Errorf("configuring outbox.message_prefix: %w", err)
 	}
@@ -38,14 +37,14 @@ func (h *handler) bindMessages() error {
 // event of the table-less outbox, or something else (ignored).
 func (h *handler) Message(ctx context.Context, m *pglogrepl.LogicalDecodingMessage, lsn pglogrepl.LSN) error {
 	if heartbeat.Is(m) {
-		h.r.hb.Seen(time.Now())
+		h.hb.Seen(time.Now())
 		// Everything committed before the heartbeat was sent before it:
 		// with nothing in flight, its position is safe to confirm (not
 		// while a checkpoint is being proven: WALEnd).
 		if confirm, err := h.WALEnd(ctx, m.LSN); err != nil || !confirm {
 			return err
 		}
-		h.r.tracker.ObserveWALEnd(m.LSN)
+		h.tracker.ObserveWALEnd(m.LSN)
 		return nil
 	}
 	if mp := h.messages; mp != nil && m.Prefix == mp.Prefix() {

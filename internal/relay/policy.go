@@ -75,8 +75,9 @@ func (r *Relay) reject(o deadletter.Origin, class string, err error, msg string)
 }
 
 // refused handles a record the publisher did not deliver and returns what
-// became of it (for exactly-once delivery, where the tracker hears of it
-// when its Kafka transaction commits). It may run in a franz-go promise or
+// became of it, for the delivery to settle (a record skipped by policy log
+// is acked then, or with exactly-once delivery when its Kafka transaction
+// commits). It may run in a franz-go promise or
 // in Produce, so it never blocks: a dead letter is queued for the worker.
 func (r *Relay) refused(out *outRecord, err error) disposition {
 	o := out.origin()
@@ -91,14 +92,7 @@ func (r *Relay) refused(out *outRecord, err error) disposition {
 	}
 	class, known := produceErrorClass(err)
 	if !known {
-		switch {
-		case r.txns != nil && isFenced(err):
-			r.fail.set(r.txns.fatal(err))
-			return dispRetry
-		case r.txns != nil:
-			// Not about the record: its Kafka transaction is aborted and
-			// the record produced again in the next one.
-			r.log.Warn("kafka failed a record of a transaction; the transaction is retried", "topic", out.rec.Topic, "lsn", o.LSN.String(), "outbox_id", o.ID, "err", err)
+		if r.delivery.failed(out, err) {
 			return dispRetry
 		}
 		r.metrics.PublishErrors.WithLabelValues("produce").Inc()
@@ -111,10 +105,7 @@ func (r *Relay) refused(out *outRecord, err error) disposition {
 		r.fail.set(fmt.Errorf("%w: outbox row %s at %s: %w: %s", ErrStopped, o.ID, o.LSN, err, stopFix(r.cfg.Postgres.Slot, o.ID)))
 		return dispRetry
 	case config.PolicyLog:
-		if r.txns == nil {
-			r.tracker.Ack(out.tx, out.size)
-		}
-		return dispSkipped
+		return dispSkipped // acked by the delivery (settle)
 	default:
 		r.queueDeadLetter(deadLetterJob{letter: deadletter.FromRefused(&out.rec, o, class, err), tx: out.tx, size: out.size, withValue: true, committed: out.committed, pos: out.pos})
 		return dispReplaced
@@ -135,8 +126,7 @@ func (r *Relay) deadLetterRefused(out *outRecord, err error) disposition {
 		r.queueDeadLetter(job)
 		return dispReplaced
 	}
-	if _, known := produceErrorClass(err); !known && r.txns != nil && !isFenced(err) {
-		r.log.Warn("kafka failed a dead letter of a transaction; the transaction is retried", "topic", out.rec.Topic, "lsn", o.LSN.String(), "outbox_id", o.ID, "err", err)
+	if _, known := produceErrorClass(err); !known && r.delivery.failed(out, err) {
 		return dispRetry
 	}
 	r.metrics.PublishErrors.WithLabelValues("produce").Inc()
@@ -163,15 +153,7 @@ func (r *Relay) runDeadLetters(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case job := <-r.deadLetters:
-			out := r.deadLetterRecord(job)
-			if r.txns != nil {
-				// Into the open Kafka transaction, which waits for it: the
-				// refused record it stands for kept its count.
-				r.txns.produce(out, true)
-				continue
-			}
-			out.produced = r.clock.now()
-			r.pub.Produce(&out.rec)
+			r.delivery.replace(r.deadLetterRecord(job))
 		}
 	}
 }

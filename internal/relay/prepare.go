@@ -37,8 +37,8 @@ var (
 // missing and allowed), the publications, and the columns the router needs
 // in every published table. It seeds the tracker with the slot's confirmed
 // position. With exactly-once delivery it first builds the transactional
-// producer (startTransactional), whose id needs the server's system
-// identifier.
+// producer (delivery.connect), whose id needs the server's system
+// identifier, and last creates the checkpoint topic.
 func (r *Relay) prepare(ctx context.Context) error {
 	conn, err := pgx.Connect(ctx, r.cfg.Postgres.DSN)
 	if err != nil {
@@ -54,10 +54,8 @@ func (r *Relay) prepare(ctx context.Context) error {
 	if err := r.checkStandby(ctx, conn); err != nil {
 		return err
 	}
-	if r.pub == nil {
-		if err := r.startTransactional(ctx, conn); err != nil {
-			return err
-		}
+	if err := r.delivery.connect(ctx, conn); err != nil {
+		return err
 	}
 
 	confirmed, err := r.ensureSlot(ctx, conn)
@@ -81,30 +79,7 @@ func (r *Relay) prepare(ctx context.Context) error {
 		}
 		r.log.Warn("kafka brokers not reachable yet; records will wait for them", "err", err)
 	}
-	if r.txns != nil {
-		if err := r.txns.ensureTopic(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// startTransactional builds the transactional producer of exactly-once
-// delivery, once the server tells what its id is derived from: the
-// database and the system identifier (admin.TransactionalID), so that
-// relays of two clusters whose databases and slots have the same names
-// neither fence each other nor share a checkpoint key.
-func (r *Relay) startTransactional(ctx context.Context, conn *pgx.Conn) error {
-	id, err := admin.TransactionalID(ctx, conn, r.cfg)
-	if err != nil {
-		return fmt.Errorf("deriving the transactional id: %w", err)
-	}
-	r.txns.setID(id)
-	if err := r.newPublisher(id.ID); err != nil {
-		return err
-	}
-	r.log.Info("exactly-once delivery: records go into kafka transactions with a checkpoint", "transactional_id", id.ID, "checkpoint_topic", r.cfg.Relay.CheckpointTopic)
-	return nil
+	return r.delivery.prepareKafka(ctx)
 }
 
 // ensureSlot reads the slot with pkg/admin's query (the one `walrelay slot

@@ -157,30 +157,18 @@ func (o *outRecord) Err() error                  { return nil }
 func (o *outRecord) Value(any) any               { return nil }
 func (o *outRecord) ManualPartition() bool       { return o.manual }
 
-// onProduced is every record's outcome (publisher.Config.Done). With
-// exactly-once delivery the broker's ack is not yet the record's: its
-// Kafka transaction must commit, and the transaction loop acks it then
-// (transactions.acked).
+// onProduced is every record's outcome (publisher.Config.Done): refused
+// decides what becomes of a record Kafka did not take, and the delivery
+// settles it (with exactly-once delivery the broker's ack is not yet the
+// record's: its Kafka transaction must commit, and the transaction loop
+// acks it then).
 func (r *Relay) onProduced(rec *kgo.Record, err error) {
 	out := rec.Context.(*outRecord)
+	disp := dispOK
 	if err != nil {
-		// refused keeps nothing of the record's bytes (a dead letter is a
-		// copy), so the receive buffer they are in can go, unless the
-		// record is to be produced again in another Kafka transaction.
-		disp := r.refused(out, err)
-		if disp != dispRetry || r.txns == nil {
-			out.release()
-		}
-		if r.txns != nil {
-			r.txns.settle(out, disp, err)
-		}
-		return
+		disp = r.refused(out, err)
 	}
-	if r.txns != nil {
-		r.txns.settle(out, dispOK, nil)
-		return
-	}
-	r.acked(out)
+	r.delivery.settle(out, disp, err)
 }
 
 // acked is a record on Kafka for good: acknowledged by the broker, and

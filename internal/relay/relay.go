@@ -13,7 +13,14 @@
 //     the goroutines (stream, slot monitor, heartbeats, dead-letter worker)
 //     until a stop or the first failure; with exactly-once delivery it
 //     starts again in-process after a commit of unknown outcome or a
-//     fence (restart).
+//     fence (restart). failure.go: the first error that stops it, and
+//     the tracker as the stream sees it then.
+//   - delivery.go: relay.delivery as a type (delivery), chosen once by
+//     New: how a record reaches Kafka and when the tracker hears of it;
+//     at-least-once there, exactly-once (transactions) in txn.go (the
+//     loop putting records into Kafka transactions with a checkpoint)
+//     and txnstart.go (the transactional producer, the fence, the
+//     checkpoint topic, where a session starts from).
 //   - prepare.go: the startup checks. The slot exists with plugin pgoutput
 //     in this database, or is created; the publications exist and publish
 //     partitioned tables through their root; every column the router needs
@@ -64,11 +71,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -116,9 +121,11 @@ type Relay struct {
 	records              recordPool
 	clock                monoClock   // stamps records handed to the producer
 	abandoned            abandonment // records a timed-out shutdown gave up on
-	// txns puts records into Kafka transactions (relay.delivery=
-	// exactly_once); nil for at-least-once delivery.
-	txns *transactions
+	// delivery is relay.delivery (delivery.go): atLeastOnce, or
+	// transactions (exactly_once), which puts records into Kafka
+	// transactions; kafkaTxns are their counts.
+	delivery  delivery
+	kafkaTxns txnCounts
 	// started is AfterStartup's function, or nil.
 	started func()
 	// columns holds the published tables' columns as the catalog describes
@@ -253,20 +260,24 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		if err != nil {
 			return nil, err
 		}
-		r.txns = newTransactions(r, opts)
-	} else if err := r.newPublisher(""); err != nil {
-		return nil, err
+		r.delivery = newTransactions(r, opts)
+	} else {
+		pub, err := r.newPublisher("")
+		if err != nil {
+			return nil, err
+		}
+		r.delivery = newAtLeastOnce(r, pub)
 	}
 	r.started = o.started
 	r.newOpts = opts
+	schema, _, _ := config.SplitTable(cfg.Postgres.Table) // validated
+	r.rec = newRecorder(r, slotrecord.Table{Schema: schema})
 	h := newHandler(r)
 	h.skip.p = o.published
-	if err := h.bindMessages(); err != nil {
+	if err := h.bindMessages(cfg.Outbox.MessagePrefix); err != nil {
 		return nil, err
 	}
 	r.handler = h
-	schema, _, _ := config.SplitTable(cfg.Postgres.Table) // validated
-	r.rec = newRecorder(r, slotrecord.Table{Schema: schema})
 	r.stream = replication.New(replication.Config{
 		DSN:             cfg.Postgres.DSN,
 		Slot:            cfg.Postgres.Slot,
@@ -294,16 +305,16 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 
 // newPublisher builds the Kafka producer, transactional with txnID when it
 // is not "".
-func (r *Relay) newPublisher(txnID string) error {
+func (r *Relay) newPublisher(txnID string) (*publisher.Publisher, error) {
 	cfg := r.pubCfg
 	cfg.TransactionalID = txnID
 	p, err := publisher.New(cfg, r.log)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r.pub = p
 	r.pubShared.Store(p)
-	return nil
+	return p, nil
 }
 
 // Tracker exposes the checkpoint (for status and metrics) of the relay
@@ -351,10 +362,7 @@ const fenceWindow = 5 * time.Minute
 func (r *Relay) Run(ctx context.Context) error {
 	cur, lastFence, failed := r, time.Time{}, 0
 	for {
-		var committed uint64 // before this start
-		if cur.txns != nil {
-			committed = cur.txns.committed.Load()
-		}
+		committed := cur.kafkaTxns.committed.Load() // before this start
 		err := cur.run(ctx)
 		var why string
 		switch {
@@ -382,7 +390,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		default:
 			return err
 		}
-		if cur.txns.committed.Load() > committed {
+		if cur.kafkaTxns.committed.Load() > committed {
 			failed = 0 // this start committed: not a restart loop
 		}
 		wait := min(time.Second<<min(failed, 5), 30*time.Second)
@@ -418,9 +426,7 @@ func (r *Relay) restart(prev *Relay) (*Relay, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the relay again: %w", err)
 	}
-	next.txns.committed.Store(prev.txns.committed.Load())
-	next.txns.aborted.Store(prev.txns.aborted.Load())
-	next.txns.lastLSN.Store(prev.txns.lastLSN.Load()) // walrelay_checkpoint_lsn_bytes until the next commit
+	next.kafkaTxns.carryOn(&prev.kafkaTxns)
 	r.live.Store(next)
 	return next, nil
 }
@@ -444,16 +450,15 @@ func (r *Relay) run(ctx context.Context) error {
 		r.runDeadLetters(dlqCtx)
 		return nil
 	})
-	// The transaction loop too: the drain waits for commits, and a heal
-	// publishes through it (exactly-once delivery).
+	// The delivery's own goroutine too (exactly-once delivery's
+	// transaction loop): the drain waits for commits, and a heal
+	// publishes through it.
 	txnCtx, stopTxns := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopTxns()
-	if r.txns != nil {
-		g.Go(func() error {
-			r.txns.run(txnCtx)
-			return nil
-		})
-	}
+	g.Go(func() error {
+		r.delivery.run(txnCtx)
+		return nil
+	})
 	// failedBefore stops what runs and returns what ended a step before
 	// streaming (the initial snapshot, the heal): the pipeline's own
 	// failure first, nil for a stop (saying so), else err.
@@ -547,85 +552,4 @@ func (r *Relay) closePublisher() {
 		r.log.Warn("closed the kafka client with records not yet acknowledged; they were not confirmed and Postgres sends them again to the next session",
 			"records", n, "first_lsn", first.String(), "last_lsn", last.String(), "confirmed_lsn", r.tracker.Confirmed().String())
 	}
-}
-
-// failure records the first error that must stop the relay.
-type failure struct {
-	once  sync.Once
-	mu    sync.Mutex
-	cause error
-	done  chan struct{}
-}
-
-func (f *failure) set(err error) {
-	f.once.Do(func() {
-		f.mu.Lock()
-		f.cause = err
-		f.mu.Unlock()
-		close(f.done)
-	})
-}
-
-func (f *failure) err() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.cause
-}
-
-// failureAware is the Tracker as the stream sees it: once a record has
-// failed, waiting for the rest to drain is pointless (the watermark cannot
-// pass the failed one), so WaitDrained returns at once. With rec, what it
-// confirms is capped by walrelay's record of the slot (write-ahead: the
-// recorder records a position before the stream may confirm it), and a
-// drained stop records the last position before the final status update.
-type failureAware struct {
-	*checkpoint.Tracker
-	fail *failure
-	rec  *recorder // nil: no cap (the initial snapshot's wait)
-}
-
-// Confirmed is the tracker's confirmed position, at most the record's.
-func (f failureAware) Confirmed() pglogrepl.LSN {
-	if f.rec == nil {
-		return f.Tracker.Confirmed()
-	}
-	return f.rec.limit(f.Tracker.Confirmed())
-}
-
-// ObserveWALEnd passes a keepalive's WAL end to the tracker and tells the
-// recorder when it moved the position (idle progress, recorded less often).
-func (f failureAware) ObserveWALEnd(lsn pglogrepl.LSN) {
-	before := f.Tracker.Confirmed()
-	f.Tracker.ObserveWALEnd(lsn)
-	if after := f.Tracker.Confirmed(); f.rec != nil && after > before {
-		f.rec.idle(before, after)
-	}
-}
-
-func (f failureAware) WaitDrained(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() { // ends when this call returns (cancel) at the latest
-		select {
-		case <-f.fail.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	if err := f.Tracker.WaitDrained(ctx); err != nil {
-		if ferr := f.fail.err(); ferr != nil {
-			return fmt.Errorf("not draining after a failed record: %w", errors.Join(ferr, err))
-		}
-		return err
-	}
-	if f.rec != nil {
-		// Drained: record the last position now, so that the final status
-		// update confirms it (a clean stop leaves nothing to send again).
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if err := f.rec.raise(rctx, true); err != nil {
-			f.rec.log.Warn("recording the slot's last position before stopping; the next start re-sends what it did not confirm", "err", err)
-		}
-	}
-	return nil
 }

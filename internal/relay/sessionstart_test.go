@@ -14,10 +14,10 @@ import (
 	"github.com/walrelay/walrelay/internal/resume"
 )
 
-// sessionHandler is a handler with only what SessionStart uses: a tracker
-// and a logger.
+// sessionHandler is a handler with only what SessionStart uses: a tracker,
+// a logger and at-least-once delivery.
 func sessionHandler() *handler {
-	return newHandler(&Relay{tracker: checkpoint.New(checkpoint.Limits{}), log: slog.New(slog.DiscardHandler)})
+	return newHandler(&Relay{tracker: checkpoint.New(checkpoint.Limits{}), log: slog.New(slog.DiscardHandler), delivery: &atLeastOnce{}})
 }
 
 // The rules of Handler.SessionStart: on the WAL history of the last
@@ -46,7 +46,7 @@ func TestHandlerSessionStart(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := sessionHandler()
-			tr := h.r.tracker
+			tr := h.tracker
 			if tc.prev != nil {
 				if err := h.SessionStart(t.Context(), *tc.prev); err != nil {
 					t.Fatal(err)
@@ -86,7 +86,7 @@ func TestHandlerSessionStartWaitsForOldHistory(t *testing.T) {
 	two := replication.Session{SystemID: "2", Timeline: 1, XLogPos: 0x300, SlotConfirmed: 0x200}
 	setup := func(t *testing.T) (h *handler, committed, open *checkpoint.Tx) {
 		h = sessionHandler()
-		tr := h.r.tracker
+		tr := h.tracker
 		if err := h.SessionStart(t.Context(), one); err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +105,7 @@ func TestHandlerSessionStartWaitsForOldHistory(t *testing.T) {
 
 	t.Run("waits, then resets", func(t *testing.T) {
 		h, committed, open := setup(t)
-		tr := h.r.tracker
+		tr := h.tracker
 		done := make(chan error, 1)
 		go func() { done <- h.SessionStart(context.Background(), two) }()
 		tr.Ack(committed, 1) // raises Confirmed to 0x700, of the old history
@@ -134,7 +134,7 @@ func TestHandlerSessionStartWaitsForOldHistory(t *testing.T) {
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("SessionStart = %v, want context.Canceled", err)
 		}
-		if got := h.r.tracker.Confirmed(); got != one.SlotConfirmed {
+		if got := h.tracker.Confirmed(); got != one.SlotConfirmed {
 			t.Errorf("Confirmed = %s after an interrupted wait, want it untouched (%s)", got, one.SlotConfirmed)
 		}
 	})
@@ -148,15 +148,16 @@ func TestHandlerSessionStartWaitsForOldHistory(t *testing.T) {
 // a Kafka call from SessionStart would panic.)
 func TestHandlerSessionStartDoesNotFence(t *testing.T) {
 	h := sessionHandler()
-	h.r.txns = &transactions{r: h.r, wake: make(chan struct{}, 1)}
+	tx := &transactions{tracker: h.tracker, log: h.log, wake: make(chan struct{}, 1)}
+	h.delivery = tx
 	s := replication.Session{SystemID: "1", Timeline: 1, XLogPos: 0x9000, SlotConfirmed: 0x800}
 	if err := h.SessionStart(t.Context(), s); err != nil {
 		t.Fatalf("SessionStart: %v", err)
 	}
-	if h.r.txns.fenced {
+	if tx.fenced {
 		t.Error("SessionStart fenced")
 	}
-	h.r.txns.fenced = true // as after the first SessionStreaming
+	tx.fenced = true // as after the first SessionStreaming
 	if err := h.SessionStreaming(t.Context()); err != nil {
 		t.Fatalf("SessionStreaming after the first: %v", err)
 	}

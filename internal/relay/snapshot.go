@@ -299,9 +299,7 @@ func (r *Relay) readRows(ctx context.Context, conn *pgx.Conn, name string, lsn p
 	}
 	r.tracker.Commit(tx, lsn)
 	h.tx = nil
-	if r.txns != nil {
-		r.txns.commit(lsn, eoscheckpoint.Last{}) // the checkpoint ends at lsn
-	}
+	r.delivery.commit(lsn, eoscheckpoint.Last{}) // with exactly-once delivery the checkpoint ends at lsn
 	if err := (failureAware{Tracker: r.tracker, fail: &r.fail}).WaitDrained(ctx); err != nil {
 		return rows, fmt.Errorf("waiting for kafka to acknowledge the snapshot's records: %w", err)
 	}
@@ -387,7 +385,7 @@ type BackfillResult struct {
 func (r *Relay) Backfill(ctx context.Context, where string, dryRun bool, report func(snapshot.Status)) (BackfillResult, error) {
 	defer r.closePublisher()
 	res := BackfillResult{Where: where, DryRun: dryRun}
-	if r.txns != nil {
+	if r.delivery.noDuplicates() {
 		return res, errors.New("walrelay snapshot publishes with at-least-once delivery: run it with relay.delivery=at_least_once (consumers dedupe on the id header)")
 	}
 	r.snap.report = report

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pglogrepl"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walrelay/walrelay/internal/admin"
@@ -59,16 +58,8 @@ func (r *Relay) registerGauges() {
 	m.CounterFunc("kafka_data_loss_total", "Partitions where franz-go found the broker had lost records it had acknowledged (see the runbook).", nil, func() float64 { return float64(stats().DataLoss) })
 	m.GaugeFunc("delivery_mode", "1, labelled with relay.delivery: at_least_once or exactly_once.", prometheus.Labels{"mode": r.cfg.Relay.Delivery}, func() float64 { return 1 })
 	m.GaugeFunc("checkpoint_lsn_bytes", "Exactly-once delivery: the position the last committed Kafka transaction checkpointed (every Postgres transaction before it is on Kafka), as a byte position; 0 in at-least-once mode.", nil, func() float64 {
-		if r.txns == nil {
-			return 0
-		}
-		return float64(r.txns.lastLSN.Load())
+		return float64(r.kafkaTxns.lastLSN.Load())
 	})
-	if r.txns != nil {
-		for _, result := range []string{"committed", "aborted", "unknown"} {
-			m.KafkaTransactions.WithLabelValues(result) // at 0 from the start
-		}
-	}
 	snap := func() snapshot.Status { return r.snap.progress.Status(time.Now()) }
 	m.CounterFunc("snapshot_rows_total", "Outbox rows the snapshot (snapshot.mode=initial, or walrelay snapshot) has routed and handed on to Kafka.", nil, func() float64 { return float64(snap().Done) })
 	m.GaugeFunc("snapshot_rows_remaining", "Outbox rows the running snapshot has still to hand on (of the total counted in its Postgres snapshot); 0 when none runs.", nil, func() float64 {
@@ -135,14 +126,7 @@ func (r *Relay) Status(ctx context.Context) Status {
 		st.OldestUnpublishedCommitTime = &at
 		st.OldestUnpublishedAgeSeconds = max(time.Since(at), 0).Seconds()
 	}
-	if t := r.txns; t != nil {
-		c, a := t.committed.Load(), t.aborted.Load()
-		st.KafkaTransactionsCommitted, st.KafkaTransactionsAborted = &c, &a
-		st.CheckpointLSN = pglogrepl.LSN(t.lastLSN.Load()).String()
-		if r.pubShared.Load() != nil { // stored after the id was set (startTransactional)
-			st.TransactionalID = string(t.key)
-		}
-	}
+	r.delivery.report(&st)
 	if sn := r.SnapshotStatus(); sn.Total > 0 || sn.Running {
 		st.Snapshot = &sn
 	}

@@ -8,17 +8,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walrelay/walrelay/internal/admin"
+	"github.com/walrelay/walrelay/internal/checkpoint"
+	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/eoscheckpoint"
+	"github.com/walrelay/walrelay/internal/metrics"
+	"github.com/walrelay/walrelay/internal/publisher"
 	"github.com/walrelay/walrelay/internal/replication"
 )
 
@@ -71,12 +73,25 @@ type txItem struct {
 // the relay reads it (after fencing older producers) and skips what it
 // covers (Handler.SessionStart).
 type transactions struct {
-	r     *Relay
-	topic string    // relay.checkpoint_topic
-	opts  []kgo.Opt // to read the checkpoint topic
-	// Set at startup (setID), before anything else uses them.
-	key []byte // the transactional id
-	db  string
+	cfg     config.Config
+	topic   string    // relay.checkpoint_topic
+	opts    []kgo.Opt // to read the checkpoint topic
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	tracker *checkpoint.Tracker
+	clock   monoClock
+	fail    *failure
+	// ack is a record on Kafka for good (Relay.acked).
+	ack func(*outRecord)
+	// build builds the transactional producer (Relay.newPublisher).
+	build func(txnID string) (*publisher.Publisher, error)
+	// Set at startup (use), before anything else uses them: the
+	// producer, the transactional id and the database it was derived
+	// from. idSet is set after them, for /status.
+	pub   *publisher.Publisher
+	key   []byte
+	db    string
+	idSet atomic.Bool
 
 	// Queued by the stream, taken by the loop.
 	qmu   sync.Mutex
@@ -105,12 +120,16 @@ type transactions struct {
 	// Postgres transaction.
 	openCommitted bool
 
-	// Read at scrape time and by /status.
-	committed, aborted, lastLSN atomic.Uint64
+	// Read at scrape time and by /status (Relay.kafkaTxns).
+	counts *txnCounts
 	// fenced is set once the first session fenced older producers (stream
 	// goroutine); fenceLogged once this process was fenced and said so.
 	fenced      bool
 	fenceLogged atomic.Bool
+	// reread: the WAL history changed (a promoted standby): the next
+	// session that streams reads the checkpoint again, as a first session
+	// does (stream goroutine).
+	reread bool
 	// fenceOpen: a fence attempt left its transaction open (stream
 	// goroutine).
 	fenceOpen bool
@@ -119,14 +138,15 @@ type transactions struct {
 	syncs []chan struct{}
 }
 
+// newTransactions is exactly-once delivery for r, whose checkpoint topic
+// is read with opts; its producer is built at startup (connect).
 func newTransactions(r *Relay, opts []kgo.Opt) *transactions {
-	return &transactions{r: r, topic: r.cfg.Relay.CheckpointTopic, opts: opts, wake: make(chan struct{}, 1)}
-}
-
-// setID sets the transactional id and what it was derived from (prepare,
-// before the producer is built).
-func (t *transactions) setID(id admin.TxnID) {
-	t.key, t.db = []byte(id.ID), id.Database
+	for _, result := range []string{"committed", "aborted", "unknown"} {
+		r.metrics.KafkaTransactions.WithLabelValues(result) // at 0 from the start
+	}
+	return &transactions{cfg: r.cfg, topic: r.cfg.Relay.CheckpointTopic, opts: opts, log: r.log, metrics: r.metrics,
+		tracker: r.tracker, clock: r.clock, fail: &r.fail, ack: r.acked, build: r.newPublisher, counts: &r.kafkaTxns,
+		wake: make(chan struct{}, 1)}
 }
 
 // add queues a record of the transaction being read (stream goroutine).
@@ -161,8 +181,8 @@ func (t *transactions) drained(ctx context.Context) error {
 	select {
 	case <-ch:
 		return nil
-	case <-t.r.fail.done:
-		return t.r.fail.err()
+	case <-t.fail.done:
+		return t.fail.err()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -230,13 +250,31 @@ func (t *transactions) produce(out *outRecord, counted bool) {
 	}
 	t.mu.Unlock()
 	out.disp = dispPending
-	out.produced = t.r.clock.now()
-	t.r.pub.Produce(&out.rec)
+	out.produced = t.clock.now()
+	t.pub.Produce(&out.rec)
 }
+
+// send queues a record of the transaction being read for the loop
+// (stream goroutine).
+func (t *transactions) send(out *outRecord, pos rowPos) {
+	out.pos = pos
+	t.add(out)
+}
+
+// replace produces a dead letter into the open Kafka transaction, which
+// waits for it: the refused record it stands for kept its count.
+func (t *transactions) replace(out *outRecord) { t.produce(out, true) }
 
 // settle records a record's outcome: disp, and whether a dead letter now
 // stands for it (replaced: pending stays counted for the dead letter).
+// The broker's ack is not yet the record's: its Kafka transaction must
+// commit, and the loop acks it then (acked). A refused record lets go of
+// its receive buffer (refused keeps nothing of its bytes: a dead letter
+// is a copy) unless it is to be produced again in another transaction.
 func (t *transactions) settle(out *outRecord, disp disposition, err error) {
+	if err != nil && disp != dispRetry {
+		out.release()
+	}
 	t.mu.Lock()
 	out.disp = disp
 	if disp == dispRetry && t.retry == nil {
@@ -268,8 +306,8 @@ func (t *transactions) waitSettled(ctx context.Context) error {
 	select {
 	case <-ch:
 		return nil
-	case <-t.r.fail.done:
-		return t.r.fail.err()
+	case <-t.fail.done:
+		return t.fail.err()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -289,7 +327,7 @@ func (t *transactions) run(ctx context.Context) {
 		if !t.produceItems(items) {
 			return
 		}
-		for linger := time.After(endLinger); t.open != nil && t.r.tracker.HasRoom(); {
+		for linger := time.After(endLinger); t.open != nil && t.tracker.HasRoom(); {
 			more := t.take(ctx, items, linger)
 			if more == nil {
 				break
@@ -302,8 +340,8 @@ func (t *transactions) run(ctx context.Context) {
 			// The Commit of a Postgres transaction the last checkpoint
 			// ended inside: a transaction of the checkpoint alone says
 			// so (the slot confirms it anyway; the checkpoint follows).
-			if err := t.r.pub.BeginTransaction(); err != nil {
-				t.r.fail.set(t.fatal(err))
+			if err := t.pub.BeginTransaction(); err != nil {
+				t.fail.set(t.fatal(err))
 				return
 			}
 			t.inTxn = true
@@ -313,8 +351,8 @@ func (t *transactions) run(ctx context.Context) {
 			continue // only Postgres transactions without outbox rows: nothing to commit
 		}
 		if err := t.finish(ctx); err != nil {
-			if ctx.Err() == nil && t.r.fail.err() == nil {
-				t.r.fail.set(err)
+			if ctx.Err() == nil && t.fail.err() == nil {
+				t.fail.set(err)
 			}
 			return
 		}
@@ -343,8 +381,8 @@ func (t *transactions) produceItems(items []txItem) bool {
 			continue
 		}
 		if !t.inTxn {
-			if err := t.r.pub.BeginTransaction(); err != nil {
-				t.r.fail.set(t.fatal(err))
+			if err := t.pub.BeginTransaction(); err != nil {
+				t.fail.set(t.fatal(err))
 				return false
 			}
 			t.inTxn = true
@@ -386,18 +424,18 @@ func (t *transactions) finish(ctx context.Context) error {
 			// applied, and the next producer's InitProducerID completes
 			// or aborts whatever this one left (abortOpen skips it).
 			t.inTxn = false
-			t.r.metrics.KafkaTransactions.WithLabelValues("unknown").Inc()
-			t.r.log.Warn("the outcome of the kafka transaction's commit is unknown; acknowledging none of its records and producing none of them again with this producer: the exactly-once pipeline starts again and reads the checkpoint to learn whether it committed",
+			t.metrics.KafkaTransactions.WithLabelValues("unknown").Inc()
+			t.log.Warn("the outcome of the kafka transaction's commit is unknown; acknowledging none of its records and producing none of them again with this producer: the exactly-once pipeline starts again and reads the checkpoint to learn whether it committed",
 				"records", len(t.cur), "checkpoint_lsn", t.last.String(), "err", err)
 			return err
 		}
-		if ctx.Err() != nil || t.r.fail.err() != nil || isFenced(err) {
+		if ctx.Err() != nil || t.fail.err() != nil || isFenced(err) {
 			return t.fatal(err)
 		}
-		t.aborted.Add(1)
-		t.r.metrics.KafkaTransactions.WithLabelValues("aborted").Inc()
+		t.counts.aborted.Add(1)
+		t.metrics.KafkaTransactions.WithLabelValues("aborted").Inc()
 		wait := retryBackoff(attempt)
-		t.r.log.Warn("kafka transaction failed; aborting it and producing its records again in a new one",
+		t.log.Warn("kafka transaction failed; aborting it and producing its records again in a new one",
 			"records", len(t.cur), "checkpoint_lsn", t.last.String(), "attempt", attempt+1, "retry_in", wait.String(), "err", err)
 		if err := t.abort(ctx); err != nil {
 			return err
@@ -405,7 +443,7 @@ func (t *transactions) finish(ctx context.Context) error {
 		if err := t.sleep(ctx, wait); err != nil {
 			return err
 		}
-		if err := t.r.pub.BeginTransaction(); err != nil {
+		if err := t.pub.BeginTransaction(); err != nil {
 			// franz-go made the producer id unusable (the failed commit's
 			// answer was final): only a new process, fencing this one and
 			// resuming from the checkpoint, can go on.
@@ -435,7 +473,7 @@ func (t *transactions) finish(ctx context.Context) error {
 // could not end, and nothing can begin before it is.
 func (t *transactions) abort(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
-		err := t.r.pub.EndTransaction(context.WithoutCancel(ctx), false)
+		err := t.pub.EndTransaction(context.WithoutCancel(ctx), false)
 		if err == nil {
 			t.inTxn = false
 			return nil
@@ -444,7 +482,7 @@ func (t *transactions) abort(ctx context.Context) error {
 			return t.fatal(err)
 		}
 		wait := retryBackoff(attempt)
-		t.r.log.Warn("cannot abort the kafka transaction yet; retrying", "retry_in", wait.String(), "err", err)
+		t.log.Warn("cannot abort the kafka transaction yet; retrying", "retry_in", wait.String(), "err", err)
 		if err := t.sleep(ctx, wait); err != nil {
 			return err
 		}
@@ -457,8 +495,8 @@ func (t *transactions) sleep(ctx context.Context, d time.Duration) error {
 	select {
 	case <-ctx.Done():
 		return t.fatal(ctx.Err())
-	case <-t.r.fail.done:
-		return t.r.fail.err()
+	case <-t.fail.done:
+		return t.fail.err()
 	case <-time.After(d):
 		return nil
 	}
@@ -478,26 +516,15 @@ func partitionOf(out *outRecord) int32 {
 func (t *transactions) commitCheckpoint(ctx context.Context) error {
 	s := t.session
 	cp := eoscheckpoint.Checkpoint{LSN: t.last, SystemID: s.SystemID, Timeline: s.Timeline,
-		Database: t.db, Slot: t.r.cfg.Postgres.Slot, Open: t.open, Written: time.Now()}
+		Database: t.db, Slot: t.cfg.Postgres.Slot, Open: t.open, Written: time.Now()}
 	if last := t.lastTx; last.CommitLSN != 0 {
 		cp.Last = &last
 	}
 	rec := &kgo.Record{Topic: t.topic, Key: t.key, Value: cp.Marshal()}
-	var perr error
-	done := make(chan struct{})
-	t.r.pub.Client().Produce(context.WithoutCancel(ctx), rec, func(_ *kgo.Record, err error) {
-		perr = err
-		close(done)
-	})
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := t.pub.ProduceAwait(ctx, rec); err != nil {
+		return fmt.Errorf("producing the checkpoint to %q: %w", t.topic, err)
 	}
-	if perr != nil {
-		return fmt.Errorf("producing the checkpoint to %q: %w", t.topic, perr)
-	}
-	if err := t.r.pub.EndTransaction(context.WithoutCancel(ctx), true); err != nil {
+	if err := t.pub.EndTransaction(context.WithoutCancel(ctx), true); err != nil {
 		// Whatever the error, the broker may have applied the commit (an
 		// answer lost with its connection, UNKNOWN_SERVER_ERROR after the
 		// markers were written, a retry franz-go gave up on): only a
@@ -510,9 +537,9 @@ func (t *transactions) commitCheckpoint(ctx context.Context) error {
 	}
 	t.inTxn = false
 	t.openCommitted = cp.Open != nil
-	t.committed.Add(1)
-	t.lastLSN.Store(uint64(cp.LSN))
-	t.r.metrics.KafkaTransactions.WithLabelValues("committed").Inc()
+	t.counts.committed.Add(1)
+	t.counts.lastLSN.Store(uint64(cp.LSN))
+	t.metrics.KafkaTransactions.WithLabelValues("committed").Inc()
 	return nil
 }
 
@@ -526,9 +553,9 @@ func (t *transactions) acked() {
 	for _, out := range cur {
 		switch out.disp {
 		case dispOK:
-			t.r.acked(out)
+			t.ack(out)
 		case dispSkipped:
-			t.r.tracker.Ack(out.tx, out.size)
+			t.tracker.Ack(out.tx, out.size)
 		}
 	}
 }
@@ -540,159 +567,12 @@ func (t *transactions) abortOpen() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = t.r.pub.Client().AbortBufferedRecords(ctx)
-	if err := t.r.pub.EndTransaction(ctx, false); err != nil {
-		t.r.log.Warn("could not abort the open kafka transaction; the broker aborts it after kafka.transaction_timeout", "err", err)
+	_ = t.pub.AbortBuffered(ctx)
+	if err := t.pub.EndTransaction(ctx, false); err != nil {
+		t.log.Warn("could not abort the open kafka transaction; the broker aborts it after kafka.transaction_timeout", "err", err)
 	} else {
-		t.aborted.Add(1)
-		t.r.metrics.KafkaTransactions.WithLabelValues("aborted").Inc()
+		t.counts.aborted.Add(1)
+		t.metrics.KafkaTransactions.WithLabelValues("aborted").Inc()
 	}
 	t.inTxn = false
-}
-
-// fatal wraps an error that stops the relay, naming a fence as such.
-func (t *transactions) fatal(err error) error {
-	if isFenced(err) && !errors.Is(err, ErrFenced) {
-		if t.fenceLogged.Swap(true) {
-			return fmt.Errorf("%w: transactional id %q: %w", ErrFenced, t.key, err)
-		}
-		t.r.log.Error("fenced: another walrelay process now produces with this transactional id; stopping without confirming anything more",
-			"transactional_id", string(t.key), "err", err)
-		return fmt.Errorf("%w: transactional id %q: %w", ErrFenced, t.key, err)
-	}
-	return err
-}
-
-// ErrFenced is returned (wrapped) by Run when a newer process took over
-// the transactional id twice within fenceWindow: two processes are live
-// and this one may never commit again. A first fence starts the
-// exactly-once pipeline again in-process (see Run).
-var ErrFenced = errors.New("fenced by a newer walrelay process")
-
-// errCommitUnknown is returned (wrapped) by the transaction loop when
-// EndTxn(commit) failed: the broker may or may not have applied it. Run
-// never returns it: it starts the exactly-once pipeline again in-process,
-// whose fence and checkpoint read resolve the outcome.
-var errCommitUnknown = errors.New("kafka transaction commit outcome unknown")
-
-// isFenced reports whether err means the producer may never commit again.
-func isFenced(err error) bool {
-	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(err, ErrFenced)
-}
-
-// start runs at the first session (stream goroutine, before anything is
-// read): it fences older producers with the transactional id (their open
-// transaction is aborted; they can commit nothing after this), then reads
-// the last committed checkpoint. Fencing first makes the checkpoint final:
-// nobody else can commit after it is read.
-//
-// The read (eoscheckpoint.Read) waits until every transaction with records
-// on the checkpoint topic when it began has ended, because another
-// deployment's transaction left open there (a process killed or frozen
-// before its commit, on a topic deployments share) would otherwise hide
-// this relay's newer checkpoints. It waits at most kafka.transaction_timeout:
-// a walrelay transaction ends within its transaction timeout, aborted by
-// the broker at the latest, so a longer wait is a producer with a longer
-// timeout or a hanging transaction, which the error names (the caller
-// logs it and reads again).
-func (t *transactions) start(ctx context.Context) (eoscheckpoint.Checkpoint, bool, error) {
-	if !t.fenced {
-		if err := t.fence(ctx); err != nil {
-			return eoscheckpoint.Checkpoint{}, false, t.fatal(err)
-		}
-		t.fenced = true
-	}
-	rctx, cancel := context.WithTimeout(ctx, t.r.cfg.Kafka.TransactionTimeout)
-	defer cancel()
-	cp, found, err := eoscheckpoint.Read(rctx, t.topic, string(t.key), t.opts...)
-	if err != nil {
-		return eoscheckpoint.Checkpoint{}, false, err
-	}
-	return cp, found, nil
-}
-
-// fence initializes the producer id (InitProducerID bumps the epoch of the
-// transactional id, which aborts what an older process left open and
-// fences it) with a transaction that is aborted: its one record, keyed
-// apart from the checkpoints, is never visible.
-func (t *transactions) fence(ctx context.Context) error {
-	if t.fenceOpen {
-		// An earlier attempt could not end its transaction (the broker
-		// went away): franz-go is still in it, so end it first.
-		if err := t.r.pub.EndTransaction(ctx, false); err != nil {
-			return fmt.Errorf("fencing older producers of transactional id %q: %w", t.key, err)
-		}
-		t.fenceOpen = false
-	}
-	if err := t.r.pub.BeginTransaction(); err != nil {
-		return err
-	}
-	t.fenceOpen = true
-	rec := &kgo.Record{Topic: t.topic, Key: append(append([]byte(nil), t.key...), ".fence"...)}
-	if err := t.r.pub.Client().ProduceSync(ctx, rec).FirstErr(); err != nil {
-		// The abort's error is returned too: PRODUCER_FENCED there means
-		// another process fenced this one while it was fencing (their
-		// first sessions started at the same moment, the record came
-		// back INVALID_PRODUCER_EPOCH), and this one must stop as any
-		// fenced process does, not retry with a client left inside the
-		// transaction it could not abort.
-		if aerr := t.r.pub.EndTransaction(context.WithoutCancel(ctx), false); aerr != nil {
-			return fmt.Errorf("fencing older producers of transactional id %q: %w (%w)", t.key, err, aerr)
-		}
-		t.fenceOpen = false
-		return fmt.Errorf("fencing older producers of transactional id %q: %w", t.key, err)
-	}
-	if err := t.r.pub.EndTransaction(ctx, false); err != nil {
-		return err
-	}
-	t.fenceOpen = false
-	return nil
-}
-
-// ensureTopic creates the checkpoint topic when missing (whatever
-// kafka.create_topics says: it is walrelay's own, as Connect's internal
-// topics are Connect's): one partition, compacted, since only the last
-// checkpoint of each key matters. A broker not reachable yet is waited
-// for; a refusal fails.
-func (t *transactions) ensureTopic(ctx context.Context) error {
-	adm := kadm.NewClient(t.r.pub.Client())
-	for attempt := 0; ; attempt++ {
-		resp, err := adm.CreateTopic(ctx, 1, t.r.cfg.Kafka.TopicReplicationFactor, map[string]*string{"cleanup.policy": ptr("compact")}, t.topic)
-		if err == nil {
-			err = resp.Err
-		}
-		switch {
-		case err == nil:
-			t.r.log.Info("created the checkpoint topic", "topic", t.topic)
-		case errors.Is(err, kerr.TopicAlreadyExists):
-		case errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
-			// As for routed topics: it may exist; preparing it says.
-			t.r.log.Warn("not allowed to create the checkpoint topic; it must exist", "topic", t.topic, "err", err)
-		case ctx.Err() != nil:
-			return fmt.Errorf("creating checkpoint topic %q: %w", t.topic, ctx.Err())
-		default:
-			var ke *kerr.Error
-			if errors.As(err, &ke) && !ke.Retriable {
-				return fmt.Errorf("creating checkpoint topic %q: %w", t.topic, err)
-			}
-			wait := retryBackoff(attempt)
-			t.r.log.Warn("cannot create the checkpoint topic yet; retrying", "topic", t.topic, "retry_in", wait.String(), "err", err)
-			if err := t.sleep(ctx, wait); err != nil {
-				return fmt.Errorf("creating checkpoint topic %q: %w", t.topic, err)
-			}
-			continue
-		}
-		if err := t.r.pub.Prepare(ctx, t.topic); err != nil {
-			return fmt.Errorf("checkpoint topic: %w", err)
-		}
-		return nil
-	}
-}
-
-func ptr[T any](v T) *T { return &v }
-
-// retryBackoff is the wait before attempt (0-based) of something
-// exactly-once delivery retries against Kafka: 250ms, doubling to 30s.
-func retryBackoff(attempt int) time.Duration {
-	return min(250*time.Millisecond<<min(attempt, 7), 30*time.Second)
 }

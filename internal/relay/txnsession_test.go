@@ -33,12 +33,11 @@ func TestTransactionsRestartKeepsTheOldHistoryForWhatIsQueued(t *testing.T) {
 	// What prepare does with the server's identity, which this test has
 	// no server for.
 	id := admin.TxnID{ID: "walrelay-app-walrelay-7000000000000000001", Database: "app", SystemID: "7000000000000000001"}
-	r.txns.setID(id)
-	if err := r.newPublisher(id.ID); err != nil {
+	tx := r.delivery.(*transactions)
+	if err := tx.use(id); err != nil {
 		t.Fatal(err)
 	}
 	defer r.pub.Close()
-	tx := r.txns
 	ctx := t.Context()
 	if err := tx.ensureTopic(ctx); err != nil {
 		t.Fatal(err)
