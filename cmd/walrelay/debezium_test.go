@@ -21,7 +21,7 @@ func TestDebeziumImportThenConfig(t *testing.T) {
 		t.Run(tc.file, func(t *testing.T) {
 			t.Parallel()
 			out := filepath.Join(t.TempDir(), "walrelay.yaml")
-			stdout, stderr, code := walrelay(t, childEnv(), "debezium", "import", filepath.Join("../../pkg/dbzimport/testdata", tc.file), "--out", out)
+			stdout, stderr, code := walrelay(t, childEnv(), "debezium", "import", filepath.Join("../../internal/dbzimport/testdata", tc.file), "--out", out)
 			// Both omit plugin.name: Debezium's default decoderbufs is
 			// reported as not mapped.
 			if code != 1 || !strings.Contains(stderr, "plugin.name (not set)") || !strings.HasSuffix(stderr, "walrelay: some connector options were not mapped (listed above)\n") {

@@ -15,7 +15,7 @@ import (
 // connecting to anything, and nothing on stdout (issue 34: ports, --max-ids,
 // --url, -o).
 func TestUsageErrorsExit2(t *testing.T) {
-	connector, err := filepath.Abs(filepath.Join("..", "..", "pkg", "dbzimport", "testdata", "examples-outbox-register-postgres.json"))
+	connector, err := filepath.Abs(filepath.Join("..", "..", "internal", "dbzimport", "testdata", "examples-outbox-register-postgres.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 // -o is the output format everywhere; debezium import writes its file with
 // --out, and takes -o yaml, its one format.
 func TestDebeziumImportOutAndFormat(t *testing.T) {
-	connector := filepath.Join("..", "..", "pkg", "dbzimport", "testdata", "examples-outbox-register-postgres.json")
+	connector := filepath.Join("..", "..", "internal", "dbzimport", "testdata", "examples-outbox-register-postgres.json")
 	toStdout, _, code := walrelay(t, childEnv(), "debezium", "import", connector, "-o", "yaml")
 	if code != 1 || !strings.Contains(toStdout, "postgres:") { // 1: plugin.name is not mapped
 		t.Fatalf("debezium import -o yaml: exit %d, stdout:\n%s", code, toStdout)

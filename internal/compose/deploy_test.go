@@ -99,8 +99,8 @@ func TestDeployDoc(t *testing.T) {
 
 	// Quoted messages and tests exist.
 	quotes := map[string]string{
-		"is held by another process (pid %d); waiting for it":      filepath.Join(repoRoot, "pkg", "relay", "status.go"),
-		"emitting heartbeat (pg_logical_emit_message); will retry": filepath.Join(repoRoot, "pkg", "heartbeat", "heartbeat.go"),
+		"is held by another process (pid %d); waiting for it":      filepath.Join(repoRoot, "internal", "relay", "status.go"),
+		"emitting heartbeat (pg_logical_emit_message); will retry": filepath.Join(repoRoot, "internal", "heartbeat", "heartbeat.go"),
 	}
 	for q, file := range quotes {
 		if !strings.Contains(readFile(t, file), q) {
@@ -123,13 +123,13 @@ func TestDeployDoc(t *testing.T) {
 			t.Errorf("docs/deploy.md names alert %s, which docs/prometheus/alerts.yml lacks", m[1])
 		}
 	}
-	metrics := readFile(t, filepath.Join(repoRoot, "pkg", "metrics", "metrics.go"))
+	metrics := readFile(t, filepath.Join(repoRoot, "internal", "metrics", "metrics.go"))
 	for _, m := range regexp.MustCompile("`walrelay_([a-z_]+)`").FindAllStringSubmatch(doc, -1) {
 		if "walrelay_"+m[1] == slotrecord.TableName { // a table, not a metric
 			continue
 		}
 		if !regexp.MustCompile(`(?m)^//\s+.*\b` + m[1] + `\b`).MatchString(metrics) {
-			t.Errorf("docs/deploy.md names metric walrelay_%s, which pkg/metrics does not list", m[1])
+			t.Errorf("docs/deploy.md names metric walrelay_%s, which internal/metrics does not list", m[1])
 		}
 	}
 }

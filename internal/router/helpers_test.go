@@ -207,7 +207,7 @@ func checkGolden(t *testing.T, name, got string) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("reading golden file (run go test ./pkg/router -update to create it): %v", err)
+		t.Fatalf("reading golden file (run go test ./internal/router -update to create it): %v", err)
 	}
 	if got != string(want) {
 		t.Errorf("output differs from %s (rerun with -update if the change is intended)\n--- got\n%s--- want\n%s", path, got, want)
