@@ -59,7 +59,7 @@ func (rs *results) err(r *kgo.Record) error {
 // cleanup.
 func newPublisher(t *testing.T, broker *testenv.Broker, rs *results, mutate func(*Config)) *Publisher {
 	t.Helper()
-	cfg := Config{Brokers: broker.Addrs(), Done: rs.done, CreateTopics: true, TopicPartitions: 5, TopicReplicationFactor: 1, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
+	cfg := Config{Client: []kgo.Opt{kgo.SeedBrokers(broker.Addrs()...)}, Done: rs.done, CreateTopics: true, TopicPartitions: 5, TopicReplicationFactor: 1, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
 	if mutate != nil {
 		mutate(&cfg)
 	}

@@ -102,7 +102,7 @@ func TestClientMetricsOffByDefault(t *testing.T) {
 // (no lingering), rather than 0 falling back to a default.
 func TestLinger(t *testing.T) {
 	for _, linger := range []time.Duration{0, 7 * time.Millisecond} {
-		p, err := New(Config{Brokers: []string{"127.0.0.1:1"}, Linger: linger, Done: func(*kgo.Record, error) {}}, nil)
+		p, err := New(Config{Client: []kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, Linger: linger, Done: func(*kgo.Record, error) {}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
