@@ -472,7 +472,7 @@ func (h *handler) publish(plan *router.Plan, cols []*pglogrepl.TupleDataColumn, 
 // it, dlq produces the dead letter letter builds in its place.
 func (h *handler) refuse(o deadletter.Origin, err error, what string, letter func(class string) *deadletter.Letter) error {
 	class, _ := router.ClassOf(err)
-	switch h.r.reject(o, class.String(), err, "cannot route "+what) {
+	switch h.r.reject(o, class, err, "cannot route "+what) {
 	case config.PolicyStop:
 		return fmt.Errorf("%w: %s %q at %s: %w: %s", ErrStopped, what, o.ID, o.LSN, err, stopFix(h.r.cfg.Postgres.Slot, o.ID))
 	case config.PolicyLog:

@@ -259,10 +259,10 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 	r.registerGauges()
 	// Create the error series now, at 0, so that increase() sees the
 	// first error of each kind.
-	for _, class := range []string{"routing_value_missing", "topic_invalid", "payload_invalid", classRecordTooLarge, classTopicRejected} {
+	for _, class := range router.OnErrorClasses() {
 		policy, _ := cfg.Relay.OnError.Policy(class)
-		m.RowsRejected.WithLabelValues(class, policy)
-		m.PublishErrors.WithLabelValues(class)
+		m.RowsRejected.WithLabelValues(class.String(), policy)
+		m.PublishErrors.WithLabelValues(class.String())
 	}
 	m.PublishErrors.WithLabelValues("produce")
 	return r, nil
