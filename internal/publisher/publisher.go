@@ -46,9 +46,9 @@ type Config struct {
 	// MaxBufferedRecords bounds franz-go's own buffer; keep it at or above
 	// the records the caller can have in flight so franz-go never blocks.
 	MaxBufferedRecords int
-	// BatchMaxBytes is the largest batch sent (default 1 MiB, Kafka's
-	// default max.message.bytes); lower for a topic whose max.message.bytes
-	// is lower.
+	// BatchMaxBytes is the largest batch sent (walrelay's kafka.batch_max_bytes,
+	// 1 MiB by default, Kafka's default max.message.bytes); lower for a
+	// topic whose max.message.bytes is lower. Required.
 	BatchMaxBytes int32
 	// ClientMetrics lets franz-go push client metrics to brokers that
 	// subscribe to them (KIP-714). Off, no client telemetry is collected:
@@ -57,11 +57,12 @@ type Config struct {
 	// "Profile findings").
 	ClientMetrics bool
 	// MinBackoff and MaxBackoff bound the wait between attempts to prepare
-	// a topic after a transient error (defaults 250ms and 30s).
+	// a topic after a transient error (walrelay's: 250ms and 30s, set by
+	// internal/kafkaconf). Required, MaxBackoff at least MinBackoff.
 	MinBackoff, MaxBackoff time.Duration
 	// RejectedTopicRetry is how long a topic Kafka refused stays refused
-	// before the next record for it prepares it again (default 30s), so
-	// an ACL granted later is noticed without a restart.
+	// before the next record for it prepares it again (walrelay's: 30s), so
+	// an ACL granted later is noticed without a restart. Required.
 	RejectedTopicRetry time.Duration
 	// TransactionalID, when set, makes the producer transactional
 	// (exactly-once delivery): every record must be produced between
@@ -127,26 +128,14 @@ type Publisher struct {
 	inFranz atomic.Int64
 }
 
-// New creates the franz-go client and starts the publisher's worker. It
-// does not contact the brokers; the first produce or Ping does.
+// New validates cfg, creates the franz-go client and starts the
+// publisher's worker. It does not contact the brokers; the first produce
+// or Ping does. A Config with a required field unset is an error: the
+// publisher has no defaults of its own (internal/kafkaconf's
+// PublisherConfig fills every field from config.Kafka).
 func New(cfg Config, log *slog.Logger) (*Publisher, error) {
-	if len(cfg.Client) == 0 {
-		return nil, errors.New("creating kafka client: Config.Client is required (the seed brokers at least)")
-	}
-	if cfg.Done == nil {
-		return nil, errors.New("creating kafka client: Config.Done is required")
-	}
-	if cfg.BatchMaxBytes <= 0 {
-		cfg.BatchMaxBytes = 1 << 20
-	}
-	if cfg.MinBackoff <= 0 {
-		cfg.MinBackoff = 250 * time.Millisecond
-	}
-	if cfg.MaxBackoff < cfg.MinBackoff {
-		cfg.MaxBackoff = max(30*time.Second, cfg.MinBackoff)
-	}
-	if cfg.RejectedTopicRetry <= 0 {
-		cfg.RejectedTopicRetry = 30 * time.Second
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("creating kafka client: %w", err)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -186,6 +175,26 @@ func New(cfg Config, log *slog.Logger) (*Publisher, error) {
 	p.wg.Add(1)
 	go p.run()
 	return p, nil
+}
+
+// validate reports the first required field of c that is unset or out of
+// range.
+func (c *Config) validate() error {
+	switch {
+	case len(c.Client) == 0:
+		return errors.New("Config.Client is required (the seed brokers at least)")
+	case c.Done == nil:
+		return errors.New("Config.Done is required")
+	case c.BatchMaxBytes <= 0:
+		return fmt.Errorf("Config.BatchMaxBytes %d must be positive", c.BatchMaxBytes)
+	case c.MinBackoff <= 0:
+		return fmt.Errorf("Config.MinBackoff %s must be positive", c.MinBackoff)
+	case c.MaxBackoff < c.MinBackoff:
+		return fmt.Errorf("Config.MaxBackoff %s must be at least Config.MinBackoff %s", c.MaxBackoff, c.MinBackoff)
+	case c.RejectedTopicRetry <= 0:
+		return fmt.Errorf("Config.RejectedTopicRetry %s must be positive", c.RejectedTopicRetry)
+	}
+	return nil
 }
 
 // Client is the underlying franz-go client (for metrics and admin).

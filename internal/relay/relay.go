@@ -243,7 +243,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 	r.handler = h
 	schema, _, _ := config.SplitTable(cfg.Postgres.Table) // validated
 	r.rec = newRecorder(r, slotrecord.Table{Schema: schema})
-	r.stream = replication.New(replication.Config{
+	r.stream, err = replication.New(replication.Config{
 		DSN:             cfg.Postgres.DSN,
 		Slot:            cfg.Postgres.Slot,
 		Publications:    cfg.Postgres.Publications,
@@ -254,6 +254,9 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		ReadWait:        cfg.Postgres.ReadWait,
 		LargeMessage:    o.largeMessage,
 	}, h, failureAware{Tracker: r.tracker, fail: &r.fail, rec: r.rec}, log)
+	if err != nil {
+		return nil, err
+	}
 	r.monitor = slotmon.New(cfg.Postgres.DSN, cfg.Postgres.Slot, cfg.Metrics.SlotPollInterval, m, log)
 	r.monitor.OwnWAL(r.rec.ownTail) // an idle slot behind only its own record is not stalled
 	r.registerGauges()
