@@ -15,6 +15,7 @@ import (
 	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/dbzoffset"
+	"github.com/walrelay/walrelay/internal/kafkaconf"
 	"github.com/walrelay/walrelay/internal/relay"
 )
 
@@ -93,7 +94,7 @@ type takeover struct {
 // planTakeover reads the connector's offset and checks the slot: it
 // exists, is walrelay's (pgoutput, this database) and nobody holds it.
 func planTakeover(ctx context.Context, cfg config.Config, topic, connector, prefix string) (*takeover, error) {
-	opts, err := admin.KafkaOpts(cfg.Kafka)
+	opts, err := kafkaconf.ClientOpts(cfg.Kafka, kafkaconf.Options{DialTimeout: kafkaconf.ShortDial})
 	if err != nil {
 		return nil, cli.UsageError{Err: err}
 	}

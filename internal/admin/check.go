@@ -78,7 +78,7 @@ func Failed(items []Item) bool {
 }
 
 func dlq(p config.ErrorPolicies) bool {
-	for _, c := range []string{"routing_value_missing", "topic_invalid", "payload_invalid", "record_too_large", "topic_rejected"} {
+	for _, c := range router.OnErrorClasses() {
 		if v, _ := p.Policy(c); v == config.PolicyDLQ {
 			return true
 		}

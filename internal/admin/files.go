@@ -8,6 +8,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/kafkaconf"
 )
 
 // CheckFiles loads every file cfg names, as run and check do before they
@@ -16,7 +17,7 @@ import (
 // sslkey. It connects to nothing, so `walrelay config` refuses what run
 // would refuse for a file. The error never holds a password.
 func CheckFiles(cfg config.Config) error {
-	if _, err := KafkaOpts(cfg.Kafka); err != nil {
+	if _, err := kafkaconf.ClientOpts(cfg.Kafka, kafkaconf.Options{}); err != nil {
 		return err
 	}
 	if _, err := pgconn.ParseConfig(cfg.Postgres.DSN); err != nil {

@@ -286,7 +286,7 @@ func routed(ev Event, msg router.Message, err error, pol config.ErrorPolicies) E
 	if err != nil {
 		if class, ok := router.ClassOf(err); ok {
 			ev.ErrorClass = class.String()
-			ev.OnError, _ = pol.Policy(ev.ErrorClass)
+			ev.OnError, _ = pol.Policy(class)
 		}
 		ev.Error = err.Error()
 		return ev

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/kafkaconf"
 	"github.com/walrelay/walrelay/internal/publisher"
 )
 
@@ -65,16 +66,16 @@ func BenchmarkProduce(b *testing.B) {
 		}
 		free <- r
 	}
-	pub, err := publisher.New(publisher.Config{
-		Done:                   done,
-		Brokers:                brk.addrs,
-		CreateTopics:           true,
-		TopicPartitions:        topicPartitions,
-		TopicReplicationFactor: -1,
-		Linger:                 defaults.Kafka.Linger,
-		BatchMaxBytes:          defaults.Kafka.BatchMaxBytes,
-		MaxBufferedRecords:     2*maxInFlight + 1, // as walrelay sets it
-	}, nil)
+	k := defaults.Kafka
+	k.Brokers = brk.addrs
+	cfg, err := kafkaconf.PublisherConfig(k, kafkaconf.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.Done = done
+	cfg.TopicPartitions = topicPartitions
+	cfg.MaxBufferedRecords = 2*maxInFlight + 1 // as walrelay sets it
+	pub, err := publisher.New(cfg, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -128,19 +128,20 @@ type ErrorPolicies struct {
 	TopicRejected       string `yaml:"topic_rejected" help:"the broker refuses the topic (a missing ACL, a policy, a topic that does not exist and cannot be created): dlq, stop or log"`
 }
 
-// Policy returns the policy for an error class name (router and relay
-// class names), and false for an unknown class.
-func (p ErrorPolicies) Policy(class string) (string, bool) {
+// Policy returns the policy for an error class (one of
+// router.OnErrorClasses, whose names are the YAML keys), and false for a
+// class relay.on_error has no policy for.
+func (p ErrorPolicies) Policy(class router.ErrorClass) (string, bool) {
 	switch class {
-	case "routing_value_missing":
+	case router.ClassRoutingValueMissing:
 		return p.RoutingValueMissing, true
-	case "topic_invalid":
+	case router.ClassTopicInvalid:
 		return p.TopicInvalid, true
-	case "payload_invalid":
+	case router.ClassPayloadInvalid:
 		return p.PayloadInvalid, true
-	case "record_too_large":
+	case router.ClassRecordTooLarge:
 		return p.RecordTooLarge, true
-	case "topic_rejected":
+	case router.ClassTopicRejected:
 		return p.TopicRejected, true
 	}
 	return "", false

@@ -166,13 +166,13 @@ func (c *Config) validate(sources map[string]string) error {
 		bad("relay.shutdown_timeout", c.Relay.ShutdownTimeout.String(), "must not be negative")
 	}
 	dlq := false
-	for _, class := range []string{"routing_value_missing", "topic_invalid", "payload_invalid", "record_too_large", "topic_rejected"} {
+	for _, class := range router.OnErrorClasses() {
 		switch p, _ := c.Relay.OnError.Policy(class); p {
 		case PolicyDLQ:
 			dlq = true
 		case PolicyStop, PolicyLog:
 		default:
-			bad("relay.on_error."+class, p, "must be dlq, stop or log")
+			bad("relay.on_error."+class.String(), p, "must be dlq, stop or log")
 		}
 	}
 	if dlq && !validTopic(c.Relay.DeadLetterTopic) {

@@ -60,13 +60,13 @@
 // the retried ones: that is logged with its key and counted
 // (Stats.OrderAtRisk), since per-key order may then be broken.
 //
-// TLS (with an optional client certificate) and SASL PLAIN or SCRAM are
-// franz-go's own; CheckAccess tells authentication and certificate
+// How the client reaches the brokers (seed brokers, TLS, SASL, franz-go's
+// log and metric hooks) comes in Config.Client, built from config.Kafka by
+// internal/kafkaconf; CheckAccess tells authentication and certificate
 // failures, which retrying cannot fix, from a broker that is down.
 //
-// franz-go logs through the injected logger at warn and above, and data
-// loss it detects (the broker lost records it had acknowledged) is logged
-// and counted (Stats.DataLoss).
+// Data loss franz-go detects (the broker lost records it had acknowledged)
+// is logged through the injected logger and counted (Stats.DataLoss).
 //
 // The caller's own records and topics (own.go: exactly-once delivery's
 // fence record and checkpoint, produced in its Kafka transactions, and its

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/testenv"
 )
 
@@ -59,7 +60,10 @@ func (rs *results) err(r *kgo.Record) error {
 // cleanup.
 func newPublisher(t *testing.T, broker *testenv.Broker, rs *results, mutate func(*Config)) *Publisher {
 	t.Helper()
-	cfg := Config{Brokers: broker.Addrs(), Done: rs.done, CreateTopics: true, TopicPartitions: 5, TopicReplicationFactor: 1, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
+	cfg := testConfig(broker.Addrs()...)
+	cfg.Done, cfg.CreateTopics, cfg.TopicPartitions, cfg.TopicReplicationFactor = rs.done, true, 5, 1
+	cfg.MinBackoff, cfg.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
+	cfg.Linger = 0 // each batch sent at once, unless a test lingers
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -69,6 +73,26 @@ func newPublisher(t *testing.T, broker *testenv.Broker, rs *results, mutate func
 	}
 	t.Cleanup(p.Close)
 	return p
+}
+
+// testConfig is a publisher's config for brokers as walrelay builds it
+// (internal/kafkaconf, which imports this package): kafka.* from
+// config.Default, walrelay's fixed preparation timings, no Done.
+func testConfig(brokers ...string) Config {
+	k := config.Default().Kafka
+	return Config{
+		Client:                 []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID(k.ClientID)},
+		CreateTopics:           k.CreateTopics,
+		TopicPartitions:        k.TopicPartitions,
+		TopicReplicationFactor: k.TopicReplicationFactor,
+		TopicConfigs:           k.TopicConfigs,
+		Linger:                 k.Linger,
+		BatchMaxBytes:          k.BatchMaxBytes,
+		TransactionTimeout:     k.TransactionTimeout,
+		MinBackoff:             250 * time.Millisecond,
+		MaxBackoff:             30 * time.Second,
+		RejectedTopicRetry:     30 * time.Second,
+	}
 }
 
 // countRequests counts the requests of one kind the kfake broker sees.

@@ -115,7 +115,7 @@ func TestPrepareRetriesTransientErrors(t *testing.T) {
 			h := broker.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{tc.key}, Topic: topic, Err: tc.err, Count: -1})
 			rs := newResults()
 			p := newPublisher(t, broker, rs, func(c *Config) {
-				c.ExtraOpts = append(c.ExtraOpts, kgo.RetryTimeout(300*time.Millisecond), kgo.MetadataMinAge(10*time.Millisecond))
+				c.Client = append(c.Client, kgo.RetryTimeout(300*time.Millisecond), kgo.MetadataMinAge(10*time.Millisecond))
 			})
 			r := &kgo.Record{Topic: topic, Value: []byte("v")}
 			p.Produce(r)
@@ -178,7 +178,7 @@ func TestPrepareWaitsForTheTopicLimit(t *testing.T) {
 	rs := newResults()
 	p := newPublisher(t, broker, rs, func(c *Config) {
 		c.Linger = 50 * time.Millisecond
-		c.ExtraOpts = append(c.ExtraOpts, kgo.RetryTimeout(100*time.Millisecond))
+		c.Client = append(c.Client, kgo.RetryTimeout(100*time.Millisecond))
 	})
 	for i := range 20 {
 		p.Produce(&kgo.Record{Topic: topic, Key: []byte("k"), Value: fmt.Appendf(nil, "%03d%s", i, strings.Repeat("x", 450))})

@@ -6,22 +6,23 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl"
-	"github.com/twmb/franz-go/plugin/kslog"
 )
 
 // Config configures a Publisher.
 type Config struct {
-	// Brokers are the seed brokers, host:port.
-	Brokers []string
-	// ClientID is sent to the brokers (default "walrelay").
-	ClientID string
+	// Client are the franz-go options that reach the brokers and observe
+	// the client: seed brokers, client id, TLS, SASL, franz-go's log and
+	// metric hooks (internal/kafkaconf builds them from config.Kafka; the
+	// publisher reads the brokers and TLS back from the client for its
+	// messages and CheckAccess). Required: at least kgo.SeedBrokers.
+	Client []kgo.Opt
 	// Done receives the outcome of every record given to Produce: nil once
 	// the broker acknowledged it, or an error about that record alone (see
 	// errors.go). It is called once per record, from a franz-go or a
@@ -45,9 +46,9 @@ type Config struct {
 	// MaxBufferedRecords bounds franz-go's own buffer; keep it at or above
 	// the records the caller can have in flight so franz-go never blocks.
 	MaxBufferedRecords int
-	// BatchMaxBytes is the largest batch sent (default 1 MiB, Kafka's
-	// default max.message.bytes); lower for a topic whose max.message.bytes
-	// is lower.
+	// BatchMaxBytes is the largest batch sent (walrelay's kafka.batch_max_bytes,
+	// 1 MiB by default, Kafka's default max.message.bytes); lower for a
+	// topic whose max.message.bytes is lower. Required.
 	BatchMaxBytes int32
 	// ClientMetrics lets franz-go push client metrics to brokers that
 	// subscribe to them (KIP-714). Off, no client telemetry is collected:
@@ -55,16 +56,13 @@ type Config struct {
 	// large next to the rest of walrelay's heap (docs/benchmarks.md,
 	// "Profile findings").
 	ClientMetrics bool
-	// TLS, when not nil, dials the brokers with TLS (see TLSConfig).
-	TLS *tls.Config
-	// SASL, when not nil, authenticates every connection (see SASLMechanism).
-	SASL sasl.Mechanism
 	// MinBackoff and MaxBackoff bound the wait between attempts to prepare
-	// a topic after a transient error (defaults 250ms and 30s).
+	// a topic after a transient error (walrelay's: 250ms and 30s, set by
+	// internal/kafkaconf). Required, MaxBackoff at least MinBackoff.
 	MinBackoff, MaxBackoff time.Duration
 	// RejectedTopicRetry is how long a topic Kafka refused stays refused
-	// before the next record for it prepares it again (default 30s), so
-	// an ACL granted later is noticed without a restart.
+	// before the next record for it prepares it again (walrelay's: 30s), so
+	// an ACL granted later is noticed without a restart. Required.
 	RejectedTopicRetry time.Duration
 	// TransactionalID, when set, makes the producer transactional
 	// (exactly-once delivery): every record must be produced between
@@ -74,8 +72,6 @@ type Config struct {
 	// TransactionTimeout is the transaction.timeout.ms asked of the
 	// broker (default franz-go's, 40s).
 	TransactionTimeout time.Duration
-	// ExtraOpts are appended to the franz-go options (metrics hooks).
-	ExtraOpts []kgo.Opt
 }
 
 // Stats are the publisher's counters, read at any time.
@@ -103,6 +99,10 @@ type Publisher struct {
 	client *kgo.Client
 	admin  *kadm.Client
 	log    *slog.Logger
+	// brokers and tls are the client's seed brokers and TLS config (nil:
+	// plaintext), for messages and CheckAccess's probe.
+	brokers []string
+	tls     *tls.Config
 
 	ctx    context.Context // ends with Close: stops the publisher's goroutines
 	cancel context.CancelFunc
@@ -128,56 +128,35 @@ type Publisher struct {
 	inFranz atomic.Int64
 }
 
-// New creates the franz-go client and starts the publisher's worker. It
-// does not contact the brokers; the first produce or Ping does.
+// New validates cfg, creates the franz-go client and starts the
+// publisher's worker. It does not contact the brokers; the first produce
+// or Ping does. A Config with a required field unset is an error: the
+// publisher has no defaults of its own (internal/kafkaconf's
+// PublisherConfig fills every field from config.Kafka).
 func New(cfg Config, log *slog.Logger) (*Publisher, error) {
-	if len(cfg.Brokers) == 0 {
-		return nil, errors.New("creating kafka client: no brokers configured")
-	}
-	if cfg.Done == nil {
-		return nil, errors.New("creating kafka client: Config.Done is required")
-	}
-	if cfg.ClientID == "" {
-		cfg.ClientID = "walrelay"
-	}
-	if cfg.BatchMaxBytes <= 0 {
-		cfg.BatchMaxBytes = 1 << 20
-	}
-	if cfg.MinBackoff <= 0 {
-		cfg.MinBackoff = 250 * time.Millisecond
-	}
-	if cfg.MaxBackoff < cfg.MinBackoff {
-		cfg.MaxBackoff = max(30*time.Second, cfg.MinBackoff)
-	}
-	if cfg.RejectedTopicRetry <= 0 {
-		cfg.RejectedTopicRetry = 30 * time.Second
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("creating kafka client: %w", err)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Publisher{cfg: cfg, log: log, wake: make(chan struct{}, 1), saslFailures: new(atomic.Int64)}
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.ClientID(cfg.ClientID),
+	opts := append(slices.Clone(cfg.Client),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(newPartitioner(p)),
 		kgo.ProducerLinger(cfg.Linger),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.ProducerBatchMaxBytesFn(p.batchLimit),
 		kgo.ProducerOnDataLossDetected(p.onDataLoss),
-		kgo.WithLogger(kslog.New(slog.New(warnAndAbove{log.With("component", "kafka-client").Handler()}))),
-	}
+		// Counts failed SASLAuthenticate requests (CheckAccess); there
+		// are none without SASL.
+		kgo.WithHooks(saslHook{p.saslFailures}),
+	)
 	if cfg.MaxBufferedRecords > 0 {
 		opts = append(opts, kgo.MaxBufferedRecords(cfg.MaxBufferedRecords))
 	}
 	if !cfg.ClientMetrics {
 		opts = append(opts, kgo.DisableClientMetrics())
-	}
-	if cfg.TLS != nil {
-		opts = append(opts, kgo.DialTLSConfig(cfg.TLS))
-	}
-	if cfg.SASL != nil {
-		opts = append(opts, kgo.SASL(cfg.SASL), kgo.WithHooks(saslHook{p.saslFailures}))
 	}
 	if cfg.TransactionalID != "" {
 		opts = append(opts, kgo.TransactionalID(cfg.TransactionalID))
@@ -185,16 +164,37 @@ func New(cfg Config, log *slog.Logger) (*Publisher, error) {
 			opts = append(opts, kgo.TransactionTimeout(cfg.TransactionTimeout))
 		}
 	}
-	opts = append(opts, cfg.ExtraOpts...)
 	client, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("creating kafka client: %w", err)
 	}
+	p.brokers, _ = client.OptValue(kgo.SeedBrokers).([]string)
+	p.tls, _ = client.OptValue(kgo.DialTLSConfig).(*tls.Config)
 	p.client, p.admin = client, kadm.NewClient(client)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.wg.Add(1)
 	go p.run()
 	return p, nil
+}
+
+// validate reports the first required field of c that is unset or out of
+// range.
+func (c *Config) validate() error {
+	switch {
+	case len(c.Client) == 0:
+		return errors.New("Config.Client is required (the seed brokers at least)")
+	case c.Done == nil:
+		return errors.New("Config.Done is required")
+	case c.BatchMaxBytes <= 0:
+		return fmt.Errorf("Config.BatchMaxBytes %d must be positive", c.BatchMaxBytes)
+	case c.MinBackoff <= 0:
+		return fmt.Errorf("Config.MinBackoff %s must be positive", c.MinBackoff)
+	case c.MaxBackoff < c.MinBackoff:
+		return fmt.Errorf("Config.MaxBackoff %s must be at least Config.MinBackoff %s", c.MaxBackoff, c.MinBackoff)
+	case c.RejectedTopicRetry <= 0:
+		return fmt.Errorf("Config.RejectedTopicRetry %s must be positive", c.RejectedTopicRetry)
+	}
+	return nil
 }
 
 // Client is the underlying franz-go client (for metrics and admin).
@@ -214,7 +214,7 @@ func (p *Publisher) Stats() Stats {
 // Ping checks that a broker answers.
 func (p *Publisher) Ping(ctx context.Context) error {
 	if err := p.client.Ping(ctx); err != nil {
-		return fmt.Errorf("reaching kafka brokers %v: %w", p.cfg.Brokers, err)
+		return fmt.Errorf("reaching kafka brokers %v: %w", p.brokers, err)
 	}
 	return nil
 }
@@ -357,21 +357,4 @@ func (p *Publisher) onDataLoss(topic string, partition int32) {
 	p.dataLoss.Add(1)
 	p.log.Error("kafka lost records it had acknowledged (franz-go detected an out-of-order sequence); events walrelay confirmed may be missing from the partition: see the runbook, WalrelayKafkaDataLoss",
 		"topic", topic, "partition", partition)
-}
-
-// warnAndAbove passes franz-go's warnings and errors to the log, and
-// nothing below: franz-go's info and debug output is about its own
-// workings, and asking for it costs on every request.
-type warnAndAbove struct{ slog.Handler }
-
-func (h warnAndAbove) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
-}
-
-func (h warnAndAbove) WithAttrs(as []slog.Attr) slog.Handler {
-	return warnAndAbove{h.Handler.WithAttrs(as)}
-}
-
-func (h warnAndAbove) WithGroup(name string) slog.Handler {
-	return warnAndAbove{h.Handler.WithGroup(name)}
 }

@@ -98,11 +98,45 @@ func TestClientMetricsOffByDefault(t *testing.T) {
 	}
 }
 
+// The publisher has no defaults of its own: a config with a required
+// field unset or out of range is refused by New, naming the field,
+// rather than filled in.
+func TestNewRefusesIncompleteConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{"no client", func(c *Config) { c.Client = nil }, "Config.Client is required"},
+		{"no done", func(c *Config) { c.Done = nil }, "Config.Done is required"},
+		{"no batch max bytes", func(c *Config) { c.BatchMaxBytes = 0 }, "Config.BatchMaxBytes 0 must be positive"},
+		{"no min backoff", func(c *Config) { c.MinBackoff = 0 }, "Config.MinBackoff 0s must be positive"},
+		{"max backoff below min", func(c *Config) { c.MaxBackoff = c.MinBackoff / 2 }, "Config.MaxBackoff 125ms must be at least Config.MinBackoff 250ms"},
+		{"no rejected topic retry", func(c *Config) { c.RejectedTopicRetry = 0 }, "Config.RejectedTopicRetry 0s must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig("127.0.0.1:1")
+			cfg.Done = func(*kgo.Record, error) {}
+			tc.mutate(&cfg)
+			p, err := New(cfg, nil)
+			if err == nil {
+				p.Close()
+				t.Fatalf("New succeeded, want an error containing %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
 // TestLinger checks kafka.linger reaches the client as given, 0 included
 // (no lingering), rather than 0 falling back to a default.
 func TestLinger(t *testing.T) {
 	for _, linger := range []time.Duration{0, 7 * time.Millisecond} {
-		p, err := New(Config{Brokers: []string{"127.0.0.1:1"}, Linger: linger, Done: func(*kgo.Record, error) {}}, nil)
+		cfg := testConfig("127.0.0.1:1")
+		cfg.Linger, cfg.Done = linger, func(*kgo.Record, error) {}
+		p, err := New(cfg, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

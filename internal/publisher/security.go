@@ -7,60 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/sasl"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
-
-// TLSConfig builds the client TLS configuration from PEM files: caFile
-// verifies the brokers (empty: the system roots), certFile/keyFile is an
-// optional client certificate, serverName overrides the name verified.
-func TLSConfig(caFile, certFile, keyFile, serverName string) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading kafka.tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("kafka.tls.ca_file %q holds no PEM certificate", caFile)
-		}
-		cfg.RootCAs = pool
-	}
-	if certFile != "" {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			// The error names the files, never their contents.
-			return nil, fmt.Errorf("loading kafka.tls.cert_file/key_file: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return cfg, nil
-}
-
-// SASLMechanism returns the franz-go mechanism for PLAIN, SCRAM-SHA-256 or
-// SCRAM-SHA-512, or nil for "".
-func SASLMechanism(mechanism, user, pass string) (sasl.Mechanism, error) {
-	switch mechanism {
-	case "":
-		return nil, nil
-	case "PLAIN":
-		return plain.Auth{User: user, Pass: pass}.AsMechanism(), nil
-	case "SCRAM-SHA-256":
-		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism(), nil
-	case "SCRAM-SHA-512":
-		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
-	}
-	return nil, fmt.Errorf("unknown SASL mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", mechanism)
-}
 
 // ErrBrokerAccess is returned (wrapped) by CheckAccess when the brokers
 // refuse walrelay's credentials or certificates: retrying cannot help.
@@ -93,19 +46,19 @@ func (p *Publisher) CheckAccess(ctx context.Context, timeout time.Duration) erro
 		// TLS against a plaintext listener (a handshake never answered:
 		// a timeout) or plaintext against a TLS one: said as such, and
 		// permanent (ErrBrokerAccess too).
-		if m := ProbeBrokers(ctx, p.cfg.Brokers, p.cfg.TLS); m != nil {
+		if m := ProbeBrokers(ctx, p.brokers, p.tls); m != nil {
 			return m
 		}
 	}
 	switch {
 	case errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.IllegalSaslState),
 		errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.ClusterAuthorizationFailed):
-		return fmt.Errorf("%w: SASL authentication to %v failed (check kafka.sasl.*): %w", ErrBrokerAccess, p.cfg.Brokers, err)
+		return fmt.Errorf("%w: SASL authentication to %v failed (check kafka.sasl.*): %w", ErrBrokerAccess, p.brokers, err)
 	case p.saslFailures.Load() > 0:
 		// Some brokers drop the connection on bad credentials instead of
 		// answering SASL_AUTHENTICATION_FAILED; the hook saw the
 		// authentication request itself fail.
-		return fmt.Errorf("%w: SASL authentication to %v failed: the broker closed the connection during authentication (check kafka.sasl.*): %w", ErrBrokerAccess, p.cfg.Brokers, err)
+		return fmt.Errorf("%w: SASL authentication to %v failed: the broker closed the connection during authentication (check kafka.sasl.*): %w", ErrBrokerAccess, p.brokers, err)
 	case errors.As(err, &firstRead):
 		return fmt.Errorf("%w: %w (check kafka.tls.enabled and kafka.sasl.mechanism)", ErrBrokerAccess, err)
 	case errors.As(err, &unknownCA), errors.As(err, &hostname), errors.As(err, &invalid), errors.As(err, &verify):
@@ -117,7 +70,7 @@ func (p *Publisher) CheckAccess(ctx context.Context, timeout time.Duration) erro
 	case errors.As(err, &record):
 		return fmt.Errorf("%w: the brokers do not speak TLS (check kafka.tls.enabled): %w", ErrBrokerAccess, err)
 	}
-	return fmt.Errorf("reaching kafka brokers %v: %w", p.cfg.Brokers, err)
+	return fmt.Errorf("reaching kafka brokers %v: %w", p.brokers, err)
 }
 
 // saslHook counts SASLAuthenticate requests that failed on the wire.

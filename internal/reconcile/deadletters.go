@@ -70,9 +70,9 @@ func (v *verifier) deadLetters(ctx context.Context, adm *kadm.Client, fromMs int
 // (unroutable), whatever their policy.
 func logPolicyClasses(p config.ErrorPolicies) []string {
 	var out []string
-	for _, class := range []string{"record_too_large", "topic_rejected", "payload_invalid"} {
+	for _, class := range []router.ErrorClass{router.ClassRecordTooLarge, router.ClassTopicRejected, router.ClassPayloadInvalid} {
 		if policy, _ := p.Policy(class); policy == config.PolicyLog {
-			out = append(out, class)
+			out = append(out, class.String())
 		}
 	}
 	return out
@@ -85,7 +85,7 @@ func logPolicyClasses(p config.ErrorPolicies) []string {
 // max.message.bytes only (the broker's refusal) is not recognized: verify
 // does not read topic configurations.
 func (v *verifier) skippedTooLarge(msg *router.Message) bool {
-	if p, _ := v.cfg.Relay.OnError.Policy("record_too_large"); p != config.PolicyLog {
+	if p, _ := v.cfg.Relay.OnError.Policy(router.ClassRecordTooLarge); p != config.PolicyLog {
 		return false
 	}
 	rec := kgo.Record{Key: msg.Key, Value: msg.Value, Headers: make([]kgo.RecordHeader, 0, len(msg.Headers))}

@@ -164,7 +164,7 @@ func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error
 				v.rep.DeadLettered = append(v.rep.DeadLettered, DeadLettered{ID: string(id), Class: class})
 			case n == 0 && v.skippedTooLarge(msg):
 				// Skipped by the relay's policy before it was produced.
-				v.rep.Skipped = append(v.rep.Skipped, DeadLettered{ID: string(id), Class: "record_too_large"})
+				v.rep.Skipped = append(v.rep.Skipped, DeadLettered{ID: string(id), Class: router.ClassRecordTooLarge.String()})
 			case n == 0 && !r.confirmed:
 				// Its transaction may not be on Kafka yet.
 				v.rep.Unconfirmed = append(v.rep.Unconfirmed, string(id))

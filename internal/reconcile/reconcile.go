@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/kafkaconf"
 	"github.com/walrelay/walrelay/internal/router"
 	"github.com/walrelay/walrelay/internal/txfence"
 )
@@ -214,7 +214,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger)
 	} else if re != nil {
 		v.pattern = re
 	}
-	if v.kopts, err = admin.KafkaOpts(cfg.Kafka); err != nil {
+	if v.kopts, err = kafkaconf.ClientOpts(cfg.Kafka, kafkaconf.Options{DialTimeout: kafkaconf.ShortDial}); err != nil {
 		return nil, err
 	}
 	conn, err := connectReadOnly(ctx, cfg.Postgres.Primary(), opts.StatementTimeout)

@@ -2,13 +2,13 @@ package reconcile
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/walrelay/walrelay/internal/kafkaconf"
 	"github.com/walrelay/walrelay/internal/publisher"
 	"github.com/walrelay/walrelay/internal/router"
 )
@@ -71,34 +71,15 @@ func clone(b []byte) []byte {
 }
 
 func newRepublisher(v *verifier) (*republisher, error) {
-	k := v.cfg.Kafka
-	var tlsCfg *tls.Config
-	if k.TLS.Enabled {
-		var err error
-		if tlsCfg, err = publisher.TLSConfig(k.TLS.CAFile, k.TLS.CertFile, k.TLS.KeyFile, k.TLS.ServerName); err != nil {
-			return nil, err
-		}
-	}
-	mech, err := publisher.SASLMechanism(k.SASL.Mechanism, k.SASL.Username, k.SASL.Password)
+	log := v.log.With("component", "republish")
+	cfg, err := kafkaconf.PublisherConfig(v.cfg.Kafka, kafkaconf.Options{Log: log})
 	if err != nil {
 		return nil, err
 	}
 	r := &republisher{failed: []string{}}
-	r.pub, err = publisher.New(publisher.Config{
-		TLS:                    tlsCfg,
-		SASL:                   mech,
-		Brokers:                k.Brokers,
-		ClientID:               k.ClientID,
-		Done:                   r.done,
-		CreateTopics:           k.CreateTopics,
-		TopicPartitions:        k.TopicPartitions,
-		TopicReplicationFactor: k.TopicReplicationFactor,
-		TopicConfigs:           k.TopicConfigs,
-		Linger:                 k.Linger,
-		BatchMaxBytes:          k.BatchMaxBytes,
-		MaxBufferedRecords:     maxBuffered,
-	}, v.log.With("component", "republish"))
-	if err != nil {
+	cfg.Done = r.done
+	cfg.MaxBufferedRecords = maxBuffered
+	if r.pub, err = publisher.New(cfg, log); err != nil {
 		return nil, err
 	}
 	return r, nil

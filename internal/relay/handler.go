@@ -44,7 +44,7 @@ type handler struct {
 	relationOf func(context.Context, *pglogrepl.RelationMessage) router.Relation
 	// reject logs and counts a row that cannot be published as routed
 	// and returns its policy (Relay.reject).
-	reject func(o deadletter.Origin, class string, err error, msg string) string
+	reject func(o deadletter.Origin, class router.ErrorClass, err error, msg string) string
 	// deadLetter wraps a dead letter for the producer
 	// (Relay.deadLetterRecord).
 	deadLetter func(deadLetterJob) *outRecord
@@ -366,7 +366,7 @@ func (h *handler) publish(plan *router.Plan, cols []*pglogrepl.TupleDataColumn, 
 // it, dlq produces the dead letter letter builds in its place.
 func (h *handler) refuse(o deadletter.Origin, err error, what string, letter func(class string) *deadletter.Letter) error {
 	class, _ := router.ClassOf(err)
-	switch h.reject(o, class.String(), err, "cannot route "+what) {
+	switch h.reject(o, class, err, "cannot route "+what) {
 	case config.PolicyStop:
 		return fmt.Errorf("%w: %s %q at %s: %w: %s", ErrStopped, what, o.ID, o.LSN, err, stopFix(h.slot, o.ID))
 	case config.PolicyLog:

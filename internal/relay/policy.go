@@ -17,12 +17,6 @@ import (
 	"github.com/walrelay/walrelay/internal/router"
 )
 
-// Error classes of records the broker refuses, besides the router's.
-const (
-	classRecordTooLarge = "record_too_large"
-	classTopicRejected  = "topic_rejected"
-)
-
 // deadLetterJob is a dead letter to produce, standing for a record in the
 // tracker: the original record's place (tx, size), acked when the dead
 // letter is. The dead-letter worker produces it (Done, where refusals
@@ -41,28 +35,28 @@ type deadLetterJob struct {
 
 // produceErrorClass maps the publisher's verdict on a record to its
 // relay.on_error class. Other errors have no class: they stop the relay.
-func produceErrorClass(err error) (string, bool) {
+func produceErrorClass(err error) (router.ErrorClass, bool) {
 	switch {
 	case errors.Is(err, publisher.ErrRecordTooLarge):
-		return classRecordTooLarge, true
+		return router.ClassRecordTooLarge, true
 	case errors.Is(err, publisher.ErrTopicRejected):
-		return classTopicRejected, true
+		return router.ClassTopicRejected, true
 	case errors.Is(err, publisher.ErrPartitionOutOfRange),
 		errors.Is(err, publisher.ErrRecordRejected) && errors.Is(err, kerr.InvalidTimestamp):
 		// A value of the row (the partition column, the timestamp column)
 		// the broker cannot take.
-		return router.ClassPayloadInvalid.String(), true
+		return router.ClassPayloadInvalid, true
 	}
-	return "", false
+	return 0, false
 }
 
 // reject logs and counts a row walrelay cannot publish as routed and
 // returns the policy that applies to its class.
-func (r *Relay) reject(o deadletter.Origin, class string, err error, msg string) string {
+func (r *Relay) reject(o deadletter.Origin, class router.ErrorClass, err error, msg string) string {
 	policy, _ := r.cfg.Relay.OnError.Policy(class)
-	r.metrics.RowsRejected.WithLabelValues(class, policy).Inc()
-	r.metrics.PublishErrors.WithLabelValues(class).Inc()
-	attrs := []any{"lsn", o.LSN.String(), "outbox_id", o.ID, "table", o.Table, "class", class, "policy", policy, "err", err}
+	r.metrics.RowsRejected.WithLabelValues(class.String(), policy).Inc()
+	r.metrics.PublishErrors.WithLabelValues(class.String()).Inc()
+	attrs := []any{"lsn", o.LSN.String(), "outbox_id", o.ID, "table", o.Table, "class", class.String(), "policy", policy, "err", err}
 	switch policy {
 	case config.PolicyStop:
 		r.log.Error(msg+"; stopping", attrs...)
@@ -107,7 +101,7 @@ func (r *Relay) refused(out *outRecord, err error) disposition {
 	case config.PolicyLog:
 		return dispSkipped // acked by the delivery (settle)
 	default:
-		r.queueDeadLetter(deadLetterJob{letter: deadletter.FromRefused(&out.rec, o, class, err), tx: out.tx, size: out.size, withValue: true, committed: out.committed, pos: out.pos})
+		r.queueDeadLetter(deadLetterJob{letter: deadletter.FromRefused(&out.rec, o, class.String(), err), tx: out.tx, size: out.size, withValue: true, committed: out.committed, pos: out.pos})
 		return dispReplaced
 	}
 }

@@ -67,7 +67,6 @@ package relay
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -76,8 +75,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kprom"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/walrelay/walrelay/internal/admin"
@@ -85,6 +82,7 @@ import (
 	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/dbzoffset"
 	"github.com/walrelay/walrelay/internal/heartbeat"
+	"github.com/walrelay/walrelay/internal/kafkaconf"
 	"github.com/walrelay/walrelay/internal/metrics"
 	"github.com/walrelay/walrelay/internal/publisher"
 	"github.com/walrelay/walrelay/internal/replication"
@@ -225,38 +223,16 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		clock:                newMonoClock(),
 		hb:                   heartbeat.New(cfg.Postgres.Primary(), cfg.Postgres.Slot, cfg.Relay.HeartbeatInterval, log),
 	}
-	var tlsCfg *tls.Config
-	if t := cfg.Kafka.TLS; t.Enabled {
-		if tlsCfg, err = publisher.TLSConfig(t.CAFile, t.CertFile, t.KeyFile, t.ServerName); err != nil {
-			return nil, err
-		}
-	}
-	mech, err := publisher.SASLMechanism(cfg.Kafka.SASL.Mechanism, cfg.Kafka.SASL.Username, cfg.Kafka.SASL.Password)
-	if err != nil {
+	if r.pubCfg, err = kafkaconf.PublisherConfig(cfg.Kafka, kafkaconf.Options{Registry: m.Registerer(), Log: log}); err != nil {
 		return nil, err
 	}
-	r.pubCfg = publisher.Config{
-		TLS:                    tlsCfg,
-		SASL:                   mech,
-		Brokers:                cfg.Kafka.Brokers,
-		ClientID:               cfg.Kafka.ClientID,
-		Done:                   r.onProduced,
-		CreateTopics:           cfg.Kafka.CreateTopics,
-		TopicPartitions:        cfg.Kafka.TopicPartitions,
-		TopicReplicationFactor: cfg.Kafka.TopicReplicationFactor,
-		TopicConfigs:           cfg.Kafka.TopicConfigs,
-		Linger:                 cfg.Kafka.Linger,
-		BatchMaxBytes:          cfg.Kafka.BatchMaxBytes,
-		ClientMetrics:          cfg.Kafka.ClientMetrics,
-		MaxBufferedRecords:     2*cfg.Relay.MaxInFlightRecords + 1, // records plus their dead-letter copies
-		ExtraOpts:              []kgo.Opt{kgo.WithHooks(kafkaMetrics(m))},
-		TransactionTimeout:     cfg.Kafka.TransactionTimeout,
-	}
+	r.pubCfg.Done = r.onProduced
+	r.pubCfg.MaxBufferedRecords = 2*cfg.Relay.MaxInFlightRecords + 1 // records plus their dead-letter copies
 	if cfg.Relay.ExactlyOnce() {
 		// The producer's transactional id is derived from the server's
 		// system identifier: prepare builds it (newPublisher) once
 		// connected.
-		opts, err := admin.KafkaOpts(cfg.Kafka)
+		opts, err := kafkaconf.ClientOpts(cfg.Kafka, kafkaconf.Options{DialTimeout: kafkaconf.ShortDial})
 		if err != nil {
 			return nil, err
 		}
@@ -278,7 +254,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		return nil, err
 	}
 	r.handler = h
-	r.stream = replication.New(replication.Config{
+	r.stream, err = replication.New(replication.Config{
 		DSN:             cfg.Postgres.DSN,
 		Slot:            cfg.Postgres.Slot,
 		Publications:    cfg.Postgres.Publications,
@@ -289,15 +265,18 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		ReadWait:        cfg.Postgres.ReadWait,
 		LargeMessage:    o.largeMessage,
 	}, h, failureAware{Tracker: r.tracker, fail: &r.fail, rec: r.rec}, log)
+	if err != nil {
+		return nil, err
+	}
 	r.monitor = slotmon.New(cfg.Postgres.DSN, cfg.Postgres.Slot, cfg.Metrics.SlotPollInterval, m, log)
 	r.monitor.OwnWAL(r.rec.ownTail) // an idle slot behind only its own record is not stalled
 	r.registerGauges()
 	// Create the error series now, at 0, so that increase() sees the
 	// first error of each kind.
-	for _, class := range []string{"routing_value_missing", "topic_invalid", "payload_invalid", classRecordTooLarge, classTopicRejected} {
+	for _, class := range router.OnErrorClasses() {
 		policy, _ := cfg.Relay.OnError.Policy(class)
-		m.RowsRejected.WithLabelValues(class, policy)
-		m.PublishErrors.WithLabelValues(class)
+		m.RowsRejected.WithLabelValues(class.String(), policy)
+		m.PublishErrors.WithLabelValues(class.String())
 	}
 	m.PublishErrors.WithLabelValues("produce")
 	return r, nil
@@ -328,15 +307,6 @@ func (r *Relay) current() *Relay {
 		return l
 	}
 	return r
-}
-
-// kafkaMetrics is franz-go's kprom plugin on walrelay's registry, with one
-// histogram on: each request's round trip to its broker (written to
-// response read), which tells the broker's share of produce_ack_latency
-// from the time records wait in the client.
-func kafkaMetrics(m *metrics.Metrics) *kprom.Metrics {
-	return kprom.NewMetrics(metrics.Namespace, kprom.Registerer(m.Registerer()), kprom.Subsystem("kafka"),
-		kprom.HistogramsFromOpts(kprom.HistogramOpts{Enable: kprom.RequestDurationE2E, Buckets: metrics.LatencyBuckets()}))
 }
 
 // fenceWindow is how soon after a fence a second one means two live

@@ -279,7 +279,7 @@ func (nopHandler) SessionStart(context.Context, Session) error            { retu
 // benchStream returns a Stream with handler h that has seen the outbox
 // table's Relation message, ready for its Inserts to be dispatched.
 func benchStream(b *testing.B, h Handler) *Stream {
-	s := New(Config{Slot: "bench"}, h, nil, nil)
+	s := newStream(b, testConfig("", "bench"), h, nil, nil)
 	rel, err := pglogrepl.ParseXLogData(xlogData(0x1000, benchRelationMsg())[1:])
 	if err != nil {
 		b.Fatal(err)

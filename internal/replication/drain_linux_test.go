@@ -89,12 +89,9 @@ func benchmarkStreamDrain(b *testing.B, perTx int) {
 	txs := int64((b.N + perTx - 1) / perTx)
 
 	h := &drainHandler{want: txs, done: make(chan struct{})}
-	s := New(Config{
-		DSN:          dsn,
-		Slot:         slot,
-		Publications: []string{"outbox_pub"},
-		ReadWait:     time.Millisecond, // postgres.read_wait's default
-	}, h, h, nil)
+	cfg := testConfig(dsn, slot, "outbox_pub")
+	cfg.ReadWait = time.Millisecond // postgres.read_wait's default
+	s := newStream(b, cfg, h, h, nil)
 
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	runCtx, cancel := context.WithCancel(ctx)

@@ -44,8 +44,9 @@ func TestStreamWaitsOnSyncedCopy(t *testing.T) {
 
 	log := &testenv.SyncBuffer{}
 	rec := &recorder{}
-	s := New(Config{DSN: pair.Standby.DSN("postgres"), Slot: testSlot, Publications: []string{weirdPublication}, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond},
-		rec, &fakeCheckpointer{}, slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	cfg := testConfig(pair.Standby.DSN("postgres"), testSlot, weirdPublication)
+	cfg.MinBackoff, cfg.MaxBackoff = 10*time.Millisecond, 50*time.Millisecond
+	s := newStream(t, cfg, rec, &fakeCheckpointer{}, slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
@@ -114,8 +115,9 @@ func TestStreamErrorsKeepPostgresDetail(t *testing.T) {
 		t.Fatalf("wal_status %q, want lost (the test could not invalidate the slot)", st)
 	}
 	log := &testenv.SyncBuffer{}
-	s := New(Config{DSN: dsn, Slot: testSlot, Publications: []string{weirdPublication}, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond},
-		&recorder{}, &fakeCheckpointer{}, slog.New(slog.NewJSONHandler(log, nil)))
+	cfg := testConfig(dsn, testSlot, weirdPublication)
+	cfg.MinBackoff, cfg.MaxBackoff = 10*time.Millisecond, 50*time.Millisecond
+	s := newStream(t, cfg, &recorder{}, &fakeCheckpointer{}, slog.New(slog.NewJSONHandler(log, nil)))
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	done := make(chan error, 1)

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/setup"
 	"github.com/walrelay/walrelay/internal/testenv"
 )
@@ -209,7 +211,7 @@ func newStreamFixtureWith(t *testing.T, mutate func(*Config)) *streamFixture {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	s := New(cfg, f.rec, f.cp, nil)
+	s := newStream(t, cfg, f.rec, f.cp, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { f.done <- s.Run(ctx) }()
 	t.Cleanup(func() {
@@ -331,4 +333,31 @@ func (f *streamFixture) commitTx(t *testing.T, n int) uint32 {
 		t.Fatalf("writing outbox rows: %v", err)
 	}
 	return xid
+}
+
+// testConfig is a stream's config for the slot and publications with
+// walrelay's timings (config.Default: postgres.status_interval,
+// min_backoff, max_backoff, relay.shutdown_timeout); tests change what
+// they need.
+func testConfig(dsn, slot string, pubs ...string) Config {
+	d := config.Default()
+	return Config{
+		DSN:             dsn,
+		Slot:            slot,
+		Publications:    pubs,
+		StatusInterval:  d.Postgres.StatusInterval,
+		ShutdownTimeout: d.Relay.ShutdownTimeout,
+		MinBackoff:      d.Postgres.MinBackoff,
+		MaxBackoff:      d.Postgres.MaxBackoff,
+	}
+}
+
+// newStream is New, failing the test on an error.
+func newStream(tb testing.TB, cfg Config, h Handler, cp Checkpointer, log *slog.Logger) *Stream {
+	tb.Helper()
+	s, err := New(cfg, h, cp, log)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
 }

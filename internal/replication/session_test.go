@@ -61,7 +61,9 @@ func TestStreamStopsWhenSessionStartFails(t *testing.T) {
 	before, _ := f.slot(t)
 	refusal := errors.New("refused")
 	rec := &recorder{startErr: refusal}
-	s := New(Config{DSN: dsn, Slot: testSlot, Publications: []string{weirdPublication}, MinBackoff: 10 * time.Millisecond}, rec, &fakeCheckpointer{}, nil)
+	cfg := testConfig(dsn, testSlot, weirdPublication)
+	cfg.MinBackoff = 10 * time.Millisecond
+	s := newStream(t, cfg, rec, &fakeCheckpointer{}, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	err := s.Run(ctx)
@@ -97,7 +99,9 @@ func TestStreamWaitsForSlotHeldElsewhere(t *testing.T) {
 	setupSlot(t, dsn)
 	holder := testenv.HoldSlot(t, dsn, testSlot, pluginArgs([]string{weirdPublication})...)
 	rec := &recorder{}
-	s := New(Config{DSN: dsn, Slot: testSlot, Publications: []string{weirdPublication}, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond}, rec, &fakeCheckpointer{}, nil)
+	cfg := testConfig(dsn, testSlot, weirdPublication)
+	cfg.MinBackoff, cfg.MaxBackoff = 10*time.Millisecond, 50*time.Millisecond
+	s := newStream(t, cfg, rec, &fakeCheckpointer{}, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()

@@ -137,7 +137,9 @@ type Checkpointer interface {
 	WaitDrained(ctx context.Context) error
 }
 
-// Config configures a Stream. Zero durations take the defaults below.
+// Config configures a Stream. The timings are required (New refuses a
+// zero one): walrelay sets them from its config (postgres.status_interval,
+// min_backoff, max_backoff, relay.shutdown_timeout).
 type Config struct {
 	// DSN is a libpq connection string or URL; replication=database is set
 	// by the stream. The role needs the REPLICATION attribute.
@@ -147,14 +149,15 @@ type Config struct {
 	// Publications are the pgoutput publication names.
 	Publications []string
 	// StatusInterval is the longest time between two standby status
-	// updates (default 1s): when the confirmed position does not move, an
+	// updates (walrelay's default 1s): when the confirmed position does not move, an
 	// update every StatusInterval keeps the walsender from timing the
 	// session out. A position that moved is reported sooner (confirmEvery).
 	StatusInterval time.Duration
 	// ShutdownTimeout bounds the wait for in-flight records on shutdown
-	// (default 30s).
+	// (0: no wait; walrelay's default 30s).
 	ShutdownTimeout time.Duration
-	// MinBackoff and MaxBackoff bound the reconnect delay (defaults 250ms, 30s).
+	// MinBackoff and MaxBackoff bound the reconnect delay (walrelay's
+	// defaults 250ms, 30s); MaxBackoff is at least MinBackoff.
 	MinBackoff, MaxBackoff time.Duration
 	// LargeMessage, when set, is called on the stream's goroutine with the
 	// size of a message larger than the standard receive buffer (512 KiB)
@@ -208,25 +211,34 @@ func (s *Stream) LastError() error {
 	return nil
 }
 
-// New returns a Stream. It does not connect.
-func New(cfg Config, h Handler, cp Checkpointer, log *slog.Logger) *Stream {
-	if cfg.StatusInterval <= 0 {
-		cfg.StatusInterval = time.Second
-	}
-	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 30 * time.Second
-	}
-	if cfg.MinBackoff <= 0 {
-		cfg.MinBackoff = 250 * time.Millisecond
-	}
-	if cfg.MaxBackoff <= 0 {
-		cfg.MaxBackoff = 30 * time.Second
+// New validates cfg and returns a Stream. It does not connect. A Config
+// with a timing unset or out of range is an error: the stream has no
+// defaults of its own (walrelay's come from config.Default, through
+// postgres.* and relay.shutdown_timeout).
+func New(cfg Config, h Handler, cp Checkpointer, log *slog.Logger) (*Stream, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("configuring the replication stream: %w", err)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	walEnd, _ := h.(WALEndHandler)
-	return &Stream{cfg: cfg, handler: h, walEnd: walEnd, cp: cp, log: log, relations: make(map[uint32]*pglogrepl.RelationMessage)}
+	return &Stream{cfg: cfg, handler: h, walEnd: walEnd, cp: cp, log: log, relations: make(map[uint32]*pglogrepl.RelationMessage)}, nil
+}
+
+// validate reports the first timing of c that is unset or out of range.
+func (c *Config) validate() error {
+	switch {
+	case c.StatusInterval <= 0:
+		return fmt.Errorf("Config.StatusInterval %s must be positive", c.StatusInterval)
+	case c.ShutdownTimeout < 0:
+		return fmt.Errorf("Config.ShutdownTimeout %s must not be negative", c.ShutdownTimeout)
+	case c.MinBackoff <= 0:
+		return fmt.Errorf("Config.MinBackoff %s must be positive", c.MinBackoff)
+	case c.MaxBackoff < c.MinBackoff:
+		return fmt.Errorf("Config.MaxBackoff %s must be at least Config.MinBackoff %s", c.MaxBackoff, c.MinBackoff)
+	}
+	return nil
 }
 
 // Run streams until ctx is done or a permanent error occurs. Lost

@@ -155,7 +155,9 @@ func TestStreamReconnectsAfterWalsenderTerminated(t *testing.T) {
 // retrying forever.
 func TestStreamStopsOnMissingSlot(t *testing.T) {
 	dsn := testenv.Postgres(t).NewDatabase(t)
-	s := New(Config{DSN: dsn, Slot: "no_such_slot", Publications: []string{"p"}, MinBackoff: 10 * time.Millisecond}, &recorder{}, &fakeCheckpointer{}, nil)
+	cfg := testConfig(dsn, "no_such_slot", "p")
+	cfg.MinBackoff = 10 * time.Millisecond
+	s := newStream(t, cfg, &recorder{}, &fakeCheckpointer{}, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	err := s.Run(ctx)
@@ -167,5 +169,35 @@ func TestStreamStopsOnMissingSlot(t *testing.T) {
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Run timed out instead of failing: %v", err)
+	}
+}
+
+// The stream has no defaults of its own: a config with a timing unset or
+// out of range is refused by New, naming the field, rather than filled in.
+// A zero ShutdownTimeout is valid: no wait for in-flight records.
+func TestNewRefusesUnsetTimings(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+		want   string // "" = accepted
+	}{
+		{"walrelay's", func(*Config) {}, ""},
+		{"no status interval", func(c *Config) { c.StatusInterval = 0 }, "Config.StatusInterval 0s must be positive"},
+		{"negative shutdown timeout", func(c *Config) { c.ShutdownTimeout = -time.Second }, "Config.ShutdownTimeout -1s must not be negative"},
+		{"no shutdown wait", func(c *Config) { c.ShutdownTimeout = 0 }, ""},
+		{"no min backoff", func(c *Config) { c.MinBackoff = 0 }, "Config.MinBackoff 0s must be positive"},
+		{"no max backoff", func(c *Config) { c.MaxBackoff = 0 }, "Config.MaxBackoff 0s must be at least Config.MinBackoff 250ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig("", "s", "p")
+			tc.mutate(&cfg)
+			_, err := New(cfg, &recorder{}, &fakeCheckpointer{}, nil)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("New = %v, want it accepted", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("New = %v, want an error containing %q", err, tc.want)
+			}
+		})
 	}
 }

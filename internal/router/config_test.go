@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -354,6 +355,8 @@ func TestErrorClass(t *testing.T) {
 		ClassTopicInvalid:        "topic_invalid",
 		ClassPayloadInvalid:      "payload_invalid",
 		ClassColumnMissing:       "column_missing",
+		ClassRecordTooLarge:      "record_too_large",
+		ClassTopicRejected:       "topic_rejected",
 	}
 	for c, name := range want {
 		if c.String() != name {
@@ -363,6 +366,15 @@ func TestErrorClass(t *testing.T) {
 		if err != nil || got != c {
 			t.Errorf("ParseErrorClass(%q) = %v, %v", name, got, err)
 		}
+	}
+	// relay.on_error's classes: every one but column_missing, in the
+	// order of its options (config keys, metric series).
+	var onError []string
+	for _, c := range OnErrorClasses() {
+		onError = append(onError, c.String())
+	}
+	if got, want := strings.Join(onError, ","), "routing_value_missing,topic_invalid,payload_invalid,record_too_large,topic_rejected"; got != want {
+		t.Errorf("OnErrorClasses = %s, want %s", got, want)
 	}
 	if s := ErrorClass(0).String(); s != "unknown(0)" {
 		t.Errorf("zero class string %q", s)

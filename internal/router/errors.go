@@ -4,12 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
-// ErrorClass says why a row cannot be routed. Its String form is a stable
-// snake_case name meant for configuration (per-class dead-letter policy) and
-// metric labels.
+// ErrorClass says why a row cannot be published as routed: the router's
+// own classes (a *RowError's), and the broker's verdicts on a routed
+// record, which the relay assigns (ClassRecordTooLarge,
+// ClassTopicRejected, and ClassPayloadInvalid for a partition or timestamp
+// Kafka cannot take). Its String form is a stable snake_case name: the
+// relay.on_error key of its policy (OnErrorClasses), the class label of
+// walrelay's error metrics and the dead letter's walrelay.error.class
+// header.
 type ErrorClass uint8
 
 // Error classes. The zero value is not a valid class.
@@ -30,7 +36,22 @@ const (
 	// (returned by Bind as *MissingColumnError) or from the tuple given to
 	// Route, RouteTo or RouteInPlace.
 	ClassColumnMissing
+	// ClassRecordTooLarge: the broker's verdict on a record alone over
+	// kafka.batch_max_bytes or the topic's max.message.bytes (the router
+	// never returns it).
+	ClassRecordTooLarge
+	// ClassTopicRejected: the broker refuses the record's topic (a missing
+	// ACL, a policy, a topic that does not exist and cannot be created; the
+	// router never returns it).
+	ClassTopicRejected
 )
+
+// OnErrorClasses returns the classes relay.on_error sets a policy for, in
+// the order of its options: every class but ClassColumnMissing, which
+// stops walrelay at startup.
+func OnErrorClasses() []ErrorClass {
+	return []ErrorClass{ClassRoutingValueMissing, ClassTopicInvalid, ClassPayloadInvalid, ClassRecordTooLarge, ClassTopicRejected}
+}
 
 // classNames is indexed by ErrorClass; immutable.
 var classNames = [...]string{
@@ -38,6 +59,8 @@ var classNames = [...]string{
 	ClassTopicInvalid:        "topic_invalid",
 	ClassPayloadInvalid:      "payload_invalid",
 	ClassColumnMissing:       "column_missing",
+	ClassRecordTooLarge:      "record_too_large",
+	ClassTopicRejected:       "topic_rejected",
 }
 
 // String returns the class's stable snake_case name, or "unknown(N)".
@@ -55,7 +78,7 @@ func ParseErrorClass(name string) (ErrorClass, error) {
 			return ErrorClass(i), nil
 		}
 	}
-	return 0, fmt.Errorf("parsing error class %q: want one of routing_value_missing, topic_invalid, payload_invalid, column_missing", name)
+	return 0, fmt.Errorf("parsing error class %q: want one of %s", name, strings.Join(classNames[1:], ", "))
 }
 
 // ClassOf returns the class of the first *RowError or *MissingColumnError in
