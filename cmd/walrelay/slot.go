@@ -13,9 +13,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/operator"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/internal/router"
 	"github.com/walrelay/walrelay/internal/slotrecord"
@@ -77,7 +78,7 @@ it is temporary.`, cobra.NoArgs,
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, _ []string) error {
 			return queryAndPrint(ctx, cfg.Postgres.DSN, stdout, format,
 				func(conn *pgx.Conn) (slotList, error) {
-					slots, err := admin.ListSlots(ctx, conn)
+					slots, err := postgres.ListSlots(ctx, conn)
 					return slotList{slots}, err
 				},
 				printSlots)
@@ -86,7 +87,7 @@ it is temporary.`, cobra.NoArgs,
 
 // slotList is what slot list prints.
 type slotList struct {
-	Slots []admin.Slot `json:"slots"`
+	Slots []postgres.Slot `json:"slots"`
 }
 
 // printSlots prints the slots as a table.
@@ -120,7 +121,7 @@ func yesNoNull(b *bool) string {
 
 // failoverText is ", a failover slot" for a failover slot, for the line
 // slot create prints.
-func failoverText(s admin.Slot) string {
+func failoverText(s postgres.Slot) string {
 	if s.Failover != nil && *s.Failover {
 		return ", a failover slot"
 	}
@@ -131,11 +132,11 @@ func safeSize(n *int64) string {
 	if n == nil {
 		return "unlimited"
 	}
-	return admin.HumanBytes(*n)
+	return postgres.HumanBytes(*n)
 }
 
 // printSlot prints one slot as "field  value" lines.
-func printSlot(w io.Writer, s admin.Slot, problem string) error {
+func printSlot(w io.Writer, s postgres.Slot, problem string) error {
 	tw := newTable(w)
 	pid := "-"
 	if s.ActivePID != 0 {
@@ -145,7 +146,7 @@ func printSlot(w io.Writer, s admin.Slot, problem string) error {
 		if n == nil {
 			return dash(lsn)
 		}
-		return fmt.Sprintf("%s  (%s behind current_lsn: %d bytes)", lsn, admin.HumanBytes(*n), *n)
+		return fmt.Sprintf("%s  (%s behind current_lsn: %d bytes)", lsn, postgres.HumanBytes(*n), *n)
 	}
 	for _, kv := range [][2]string{
 		{"slot", s.Name},
@@ -187,11 +188,11 @@ plugin or database) is shown with a note saying why.`, cobra.ExactArgs(1),
 			}
 			return queryAndPrint(ctx, cfg.Postgres.DSN, stdout, format,
 				func(conn *pgx.Conn) (inspectedSlot, error) {
-					s, err := admin.InspectSlot(ctx, conn, args[0])
+					s, err := postgres.InspectSlot(ctx, conn, args[0])
 					if err != nil {
 						return inspectedSlot{}, err
 					}
-					db, err := admin.CurrentDatabase(ctx, conn)
+					db, err := postgres.CurrentDatabase(ctx, conn)
 					if err != nil {
 						return inspectedSlot{}, err
 					}
@@ -209,7 +210,7 @@ plugin or database) is shown with a note saying why.`, cobra.ExactArgs(1),
 // inspectedSlot is what slot inspect prints: the slot, why walrelay
 // cannot use it, if it cannot, and walrelay's record of it.
 type inspectedSlot struct {
-	admin.Slot
+	postgres.Slot
 	Problem string      `json:"problem,omitempty"`
 	Record  *slotRecord `json:"walrelay_record,omitempty"`
 }
@@ -333,7 +334,7 @@ have one; false never makes one.`, cobra.ExactArgs(1),
 					// postgres.slot_failover=true on a server that cannot
 					// have a failover slot (a standby included) is refused
 					// before anything is created.
-					failover, why, err := admin.SlotFailover(ctx, conn, cfg.Postgres.SlotFailover)
+					failover, why, err := postgres.SlotFailover(ctx, conn, cfg.Postgres.SlotFailover)
 					if err != nil {
 						return createdSlot{}, fmt.Errorf("%w (nothing was created)", err)
 					}
@@ -354,7 +355,7 @@ have one; false never makes one.`, cobra.ExactArgs(1),
 							}
 						}
 					}
-					s, _, err := admin.CreateRecordedSlot(ctx, conn, slotRecords(cfg), args[0], accept, failover)
+					s, _, err := postgres.CreateRecordedSlot(ctx, conn, slotRecords(cfg), args[0], accept, failover)
 					if gap != nil {
 						gap.SlotLSN = s.ConfirmedFlushLSN
 					}
@@ -391,14 +392,14 @@ have one; false never makes one.`, cobra.ExactArgs(1),
 // (postgres.primary_dsn): the slot on the standby (conn), asking the
 // primary for running-transactions records meanwhile, its record on the
 // primary.
-func createOnStandby(ctx context.Context, cfg config.Config, conn *pgx.Conn, name string, replace bool) (admin.Slot, error) {
+func createOnStandby(ctx context.Context, cfg config.Config, conn *pgx.Conn, name string, replace bool) (postgres.Slot, error) {
 	primary, err := connect(ctx, cfg.Postgres.PrimaryDSN)
 	if err != nil {
-		return admin.Slot{}, err
+		return postgres.Slot{}, err
 	}
 	defer primary.Close(context.WithoutCancel(ctx))
-	s, _, err := admin.CreateRecordedSlotOnStandby(ctx, primary, conn, slotRecords(cfg), name, replace, func(ctx context.Context) {
-		admin.LogStandbySnapshots(ctx, cfg.Postgres.PrimaryDSN, time.Second, nil)
+	s, _, err := postgres.CreateRecordedSlotOnStandby(ctx, primary, conn, slotRecords(cfg), name, replace, func(ctx context.Context) {
+		postgres.LogStandbySnapshots(ctx, cfg.Postgres.PrimaryDSN, time.Second, nil)
 	})
 	return s, err
 }
@@ -406,7 +407,7 @@ func createOnStandby(ctx context.Context, cfg config.Config, conn *pgx.Conn, nam
 // createdSlot is what slot create prints: the slot and, with
 // --accept-gap, the gap accepted.
 type createdSlot struct {
-	admin.Slot
+	postgres.Slot
 	Gap *slotGap `json:"gap,omitempty"`
 }
 
@@ -502,7 +503,7 @@ database role) and when.`, cobra.ExactArgs(1),
 				records.Slots = standby
 			}
 			return withConn(ctx, cfg.Postgres.Primary(), func(conn *pgx.Conn) error {
-				before, after, err := admin.AdoptSlot(ctx, conn, records, args[0], by)
+				before, after, err := postgres.AdoptSlot(ctx, conn, records, args[0], by)
 				if err != nil {
 					return err
 				}
@@ -538,13 +539,13 @@ asks (y/N) when it is.`, cobra.ExactArgs(1),
 				return err
 			}
 			return withConn(ctx, cfg.Postgres.DSN, func(conn *pgx.Conn) error {
-				s, err := admin.InspectSlot(ctx, conn, args[0])
+				s, err := postgres.InspectSlot(ctx, conn, args[0])
 				if err != nil {
 					return err
 				}
 				if s.Active && !force {
 					// Refuse before asking: the answer would not matter.
-					_, err := admin.DropSlot(ctx, conn, args[0], false)
+					_, err := postgres.DropSlot(ctx, conn, args[0], false)
 					return err
 				}
 				q := fmt.Sprintf("Drop slot %s (confirmed_flush_lsn %s, %s of WAL kept)?", s.Name, dash(s.ConfirmedFlushLSN), lagText(s.RestartLagBytes))
@@ -554,7 +555,7 @@ asks (y/N) when it is.`, cobra.ExactArgs(1),
 				if err := confirm(yes, stdinIsTerminal(), os.Stdin, stderr, q, "slot drop"); err != nil {
 					return err
 				}
-				dropped, err := admin.DropSlot(ctx, conn, args[0], force)
+				dropped, err := postgres.DropSlot(ctx, conn, args[0], force)
 				if err != nil {
 					return err
 				}
@@ -571,21 +572,21 @@ asks (y/N) when it is.`, cobra.ExactArgs(1),
 }
 
 // peekRequest is a PeekRequest from the config.
-func peekRequest(cfg config.Config, slot string) (admin.PeekRequest, error) {
+func peekRequest(cfg config.Config, slot string) (operator.PeekRequest, error) {
 	rt, err := router.New(cfg.Router, cfg.Converter)
 	if err != nil {
-		return admin.PeekRequest{}, cli.UsageError{Err: fmt.Errorf("config router: %w", err)}
+		return operator.PeekRequest{}, cli.UsageError{Err: fmt.Errorf("config router: %w", err)}
 	}
-	return admin.PeekRequest{Slot: slot, Publications: cfg.Postgres.Publications, Router: rt, Policies: cfg.Relay.OnError,
+	return operator.PeekRequest{Slot: slot, Publications: cfg.Postgres.Publications, Router: rt, Policies: cfg.Relay.OnError,
 		MessagePrefix: cfg.Outbox.MessagePrefix}, nil
 }
 
 // printEvents prints outbox events as a table. When some are logical
 // messages (the table-less outbox), a SOURCE column tells them from rows:
 // the table, or message:<prefix>.
-func printEvents(w io.Writer, events []admin.Event) error {
+func printEvents(w io.Writer, events []operator.Event) error {
 	tw := newTable(w)
-	source := slices.ContainsFunc(events, func(ev admin.Event) bool { return ev.Message })
+	source := slices.ContainsFunc(events, func(ev operator.Event) bool { return ev.Message })
 	head := "LSN\tTX_END_LSN\tID\tTOPIC\tKEY\tPAYLOAD"
 	if source {
 		head += "\tSOURCE"
@@ -604,7 +605,7 @@ func printEvents(w io.Writer, events []admin.Event) error {
 		if ev.Key != nil {
 			key = *ev.Key
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", ev.LSN, ev.TxEndLSN, dash(ev.ID), topic, key, admin.HumanBytes(int64(ev.PayloadBytes)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", ev.LSN, ev.TxEndLSN, dash(ev.ID), topic, key, postgres.HumanBytes(int64(ev.PayloadBytes)))
 		if source {
 			fmt.Fprintf(tw, "\t%s", dash(ev.Table))
 		}
@@ -644,7 +645,7 @@ a temporary copy of it.`, cobra.ExactArgs(1),
 			}
 			req.Limit, req.Copy = limit, copySlot
 			return queryAndPrint(ctx, cfg.Postgres.DSN, stdout, format,
-				func(conn *pgx.Conn) (admin.PeekResult, error) { return admin.Peek(ctx, conn, req) },
+				func(conn *pgx.Conn) (operator.PeekResult, error) { return operator.Peek(ctx, conn, req) },
 				printPeek)
 		})
 	cmd.Flags().IntVar(&limit, "limit", 20, "show at most this many events")
@@ -653,7 +654,7 @@ a temporary copy of it.`, cobra.ExactArgs(1),
 }
 
 // printPeek prints what slot peek found: a summary line and the events.
-func printPeek(w io.Writer, res admin.PeekResult) error {
+func printPeek(w io.Writer, res operator.PeekResult) error {
 	from := "slot " + res.Slot.Name
 	if res.Copy != "" {
 		from += " (a temporary copy)"
@@ -697,7 +698,7 @@ republish them by hand if they matter.`, cobra.ExactArgs(1),
 			if err != nil {
 				return err
 			}
-			req := admin.AdvanceRequest{PeekRequest: peek, PastEvent: pastEvent, Records: slotRecords(cfg)}
+			req := operator.AdvanceRequest{PeekRequest: peek, PastEvent: pastEvent, Records: slotRecords(cfg)}
 			if to != "" {
 				lsn, err := lsnArg(to)
 				if err != nil {
@@ -706,7 +707,7 @@ republish them by hand if they matter.`, cobra.ExactArgs(1),
 				req.To = &lsn
 			}
 			return withConn(ctx, cfg.Postgres.DSN, func(conn *pgx.Conn) error {
-				plan, err := admin.PlanAdvance(ctx, conn, req)
+				plan, err := operator.PlanAdvance(ctx, conn, req)
 				if err != nil {
 					return err
 				}
@@ -720,13 +721,13 @@ republish them by hand if they matter.`, cobra.ExactArgs(1),
 				if err := confirm(yes, stdinIsTerminal(), os.Stdin, stderr, q, "slot advance"); err != nil {
 					return err
 				}
-				end, err := admin.Advance(ctx, conn, plan)
+				end, err := operator.Advance(ctx, conn, plan)
 				if err != nil {
 					return err
 				}
 				if format == outputJSON {
 					return writeJSON(stdout, struct {
-						admin.AdvancePlan
+						operator.AdvancePlan
 						ConfirmedFlushLSN string `json:"confirmed_flush_lsn"`
 					}{plan, end})
 				}

@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/kafkaconf"
 	"github.com/walrelay/walrelay/internal/router"
 	"github.com/walrelay/walrelay/internal/slotrecord"
 	"github.com/walrelay/walrelay/internal/txfence"
@@ -220,7 +220,7 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger)
 	} else if re != nil {
 		v.pattern = re
 	}
-	if v.kopts, err = admin.KafkaOpts(cfg.Kafka); err != nil {
+	if v.kopts, err = kafkaconf.KafkaOpts(cfg.Kafka); err != nil {
 		return nil, err
 	}
 	conn, err := connectReadOnly(ctx, cfg.Postgres.Primary(), opts.StatementTimeout)

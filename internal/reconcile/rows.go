@@ -12,8 +12,9 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/pgcatalog"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/router"
 	"github.com/walrelay/walrelay/internal/txfence"
 )
@@ -49,7 +50,7 @@ func connectReadOnly(ctx context.Context, dsn string, timeout time.Duration) (*p
 	}
 	conn, err := pgx.ConnectConfig(ctx, pc)
 	if err != nil {
-		return nil, admin.ExplainConnectError(err)
+		return nil, postgres.ExplainConnectError(err)
 	}
 	return conn, nil
 }
@@ -68,7 +69,7 @@ func describe(ctx context.Context, conn *pgx.Conn, cfg config.Config) (*outbox, 
 		}
 		return nil, fmt.Errorf("reading outbox table %s: %w", quoted, err)
 	}
-	cols, err := admin.ReadColumns(ctx, conn, []uint32{oid})
+	cols, err := pgcatalog.ReadColumns(ctx, conn, []uint32{oid})
 	if err != nil {
 		return nil, err
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walrelay/walrelay/internal/admin"
+	"github.com/walrelay/walrelay/internal/kafkaconf"
 	"github.com/walrelay/walrelay/internal/snapshot"
 )
 
@@ -104,7 +104,7 @@ func (r *Relay) findOnKafka(ctx context.Context, rd *snapshot.Reader, where stri
 	if len(want) == 0 || from == nil {
 		return nil, nil
 	}
-	opts, err := admin.KafkaOpts(r.cfg.Kafka)
+	opts, err := kafkaconf.KafkaOpts(r.cfg.Kafka)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/internal/admin"
+	"github.com/walrelay/walrelay/internal/pgcatalog"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/publisher"
 	"github.com/walrelay/walrelay/internal/router"
 	"github.com/walrelay/walrelay/internal/slotrecord"
@@ -91,11 +92,11 @@ func (r *Relay) prepare(ctx context.Context) error {
 
 // startTransactional builds the transactional producer of exactly-once
 // delivery, once the server tells what its id is derived from: the
-// database and the system identifier (admin.TransactionalID), so that
+// database and the system identifier (postgres.TransactionalID), so that
 // relays of two clusters whose databases and slots have the same names
 // neither fence each other nor share a checkpoint key.
 func (r *Relay) startTransactional(ctx context.Context, conn *pgx.Conn) error {
-	id, err := admin.TransactionalID(ctx, conn, r.cfg)
+	id, err := postgres.TransactionalID(ctx, conn, r.cfg)
 	if err != nil {
 		return fmt.Errorf("deriving the transactional id: %w", err)
 	}
@@ -107,7 +108,7 @@ func (r *Relay) startTransactional(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// ensureSlot reads the slot with pkg/admin's query (the one `walrelay slot
+// ensureSlot reads the slot with internal/postgres's query (the one `walrelay slot
 // inspect` shows), creating it when it is missing and postgres.create_slot
 // allows, and returns its confirmed_flush_lsn (0 for a slot not yet
 // consistent).
@@ -116,9 +117,9 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, 
 	if err := r.decideFailover(ctx, conn); err != nil { // postgres.slot_failover
 		return 0, err
 	}
-	s, err := admin.InspectSlot(ctx, conn, name)
+	s, err := postgres.InspectSlot(ctx, conn, name)
 	switch {
-	case errors.Is(err, admin.ErrSlotNotFound):
+	case errors.Is(err, postgres.ErrSlotNotFound):
 		// A slot walrelay confirmed through before is never created again
 		// silently: the rows after its record may be unpublished.
 		if err := r.rec.missing(ctx, conn); err != nil {
@@ -153,7 +154,7 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, 
 	case err != nil:
 		return 0, err
 	default:
-		db, err := admin.CurrentDatabase(ctx, conn)
+		db, err := postgres.CurrentDatabase(ctx, conn)
 		if err != nil {
 			return 0, err
 		}
@@ -226,7 +227,7 @@ func (r *Relay) checkPublications(ctx context.Context, conn *pgx.Conn) error {
 	for i, t := range tables {
 		oids[i] = uint32(t.oid)
 	}
-	cols, err := admin.ReadColumns(ctx, conn, oids)
+	cols, err := pgcatalog.ReadColumns(ctx, conn, oids)
 	if err != nil {
 		return err
 	}
@@ -308,15 +309,15 @@ func (r *Relay) rereadColumns(ctx context.Context, relid uint32) error {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, r.cfg.Postgres.DSN)
 	if err != nil {
-		return admin.ExplainConnectError(err)
+		return postgres.ExplainConnectError(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	cols, err := admin.ReadColumns(ctx, conn, []uint32{relid})
+	cols, err := pgcatalog.ReadColumns(ctx, conn, []uint32{relid})
 	if err != nil {
 		return err
 	}
 	if r.columns == nil {
-		r.columns = admin.Columns{}
+		r.columns = pgcatalog.Columns{}
 	}
 	r.columns[relid] = cols[relid]
 	return nil

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/checkpoint"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/slotrecord"
 	"github.com/walrelay/walrelay/internal/txfence"
 )
@@ -122,7 +122,7 @@ func (c *recorder) writer(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error
 	if c.conn == nil || c.conn.IsClosed() {
 		pc, err := pgx.Connect(ctx, c.dsn)
 		if err != nil {
-			return nil, fmt.Errorf("connecting to the primary (postgres.primary_dsn) to keep the slot's record: %w", admin.ExplainConnectError(err))
+			return nil, fmt.Errorf("connecting to the primary (postgres.primary_dsn) to keep the slot's record: %w", postgres.ExplainConnectError(err))
 		}
 		c.conn = pc
 	}

@@ -17,8 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/eoscheckpoint"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/replication"
 )
 
@@ -125,7 +125,7 @@ func newTransactions(r *Relay, opts []kgo.Opt) *transactions {
 
 // setID sets the transactional id and what it was derived from (prepare,
 // before the producer is built).
-func (t *transactions) setID(id admin.TxnID) {
+func (t *transactions) setID(id postgres.TxnID) {
 	t.key, t.db = []byte(id.ID), id.Database
 }
 

@@ -1,4 +1,4 @@
-package admin
+package operator
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/kafkaconf"
 	"github.com/walrelay/walrelay/internal/publisher"
 )
 
@@ -24,7 +25,7 @@ const kafkaTimeout = 5 * time.Second
 // when not known), and the checkpoint topic (checktxn.go).
 func checkKafka(ctx context.Context, cfg config.Config, topics map[string]bool, txnID string) []Item {
 	brokers := strings.Join(cfg.Kafka.Brokers, ",")
-	opts, err := KafkaOpts(cfg.Kafka)
+	opts, err := kafkaconf.KafkaOpts(cfg.Kafka)
 	if err != nil {
 		return []Item{{Name: "kafka brokers", Status: Fail, Detail: err.Error(), Fix: "fix kafka.tls.* / kafka.sasl.*"}}
 	}
@@ -136,28 +137,7 @@ func validateCreate(ctx context.Context, adm *kadm.Client, partitions int32, rep
 	return refused, nil
 }
 
-// KafkaOpts are the client options the relay's publisher would connect
-// with: brokers, client id, TLS and SASL.
-func KafkaOpts(k config.Kafka) ([]kgo.Opt, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(k.Brokers...), kgo.ClientID(k.ClientID), kgo.DialTimeout(3 * time.Second)}
-	if k.TLS.Enabled {
-		tc, err := publisher.TLSConfig(k.TLS.CAFile, k.TLS.CertFile, k.TLS.KeyFile, k.TLS.ServerName)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, kgo.DialTLSConfig(tc))
-	}
-	mech, err := publisher.SASLMechanism(k.SASL.Mechanism, k.SASL.Username, k.SASL.Password)
-	if err != nil {
-		return nil, err
-	}
-	if mech != nil {
-		opts = append(opts, kgo.SASL(mech))
-	}
-	return opts, nil
-}
-
-// kafkaTLS is the TLS config KafkaOpts dials with, nil without TLS (or
+// kafkaTLS is the TLS config kafkaconf.KafkaOpts dials with, nil without TLS (or
 // when its files cannot be loaded: KafkaOpts reports that).
 func kafkaTLS(k config.Kafka) *tls.Config {
 	if !k.TLS.Enabled {
