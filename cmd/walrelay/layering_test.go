@@ -2,11 +2,15 @@ package main
 
 import (
 	"errors"
+	"go/ast"
 	"go/build"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -118,4 +122,109 @@ func checkLayering(t *testing.T, graph map[string][]string) {
 			}
 		}
 	}
+}
+
+// connectFuncs are the drivers' functions that open a Postgres
+// connection, by import path.
+var connectFuncs = map[string][]string{
+	"github.com/jackc/pgx/v5":         {"Connect", "ConnectConfig", "ConnectWithOptions"},
+	"github.com/jackc/pgx/v5/pgconn":  {"Connect", "ConnectConfig", "ConnectWithOptions"},
+	"github.com/jackc/pgx/v5/pgxpool": {"New", "NewWithConfig"},
+	"github.com/jackc/pgx/v5/stdlib":  {"OpenDB", "GetConnector"},
+}
+
+// connectExempt are the production directories that may open Postgres
+// connections themselves: internal/pgsession, the one place, and the
+// test and bench harnesses, whose connections set up servers and check
+// what landed rather than read what walrelay relays.
+var connectExempt = []string{
+	"internal/pgsession",
+	"internal/testenv",
+	"internal/localpg",
+	"internal/bench",
+	"cmd/walrelay-demo",
+	"examples/inbox", // an application built on inbox, with its own pool
+}
+
+// TestOneConnect fails when a production file outside connectExempt
+// opens a Postgres connection with pgx, pgconn, pgxpool or database/sql's
+// pgx driver instead of internal/pgsession, which pins the session
+// settings (DateStyle, TimeZone, bytea_output, extra_float_digits) that
+// make values read as the relay's stream reads them.
+func TestOneConnect(t *testing.T) {
+	for _, c := range connectCalls(t, "../..") {
+		t.Errorf("%s: %s opens a Postgres connection: use internal/pgsession (Connect, ConnectConfig or ConnectReplication)", c.pos, c.call)
+	}
+}
+
+type connectCall struct{ pos, call string }
+
+// connectCalls lists the references to connectFuncs in the production Go
+// files under root, outside connectExempt, testdata and other modules.
+func connectCalls(t *testing.T, root string) []connectCall {
+	t.Helper()
+	var out []connectCall
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel == "." {
+				return nil
+			}
+			if strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "bin" || slices.Contains(connectExempt, rel) {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		names := map[string]string{} // local name → import path
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if _, ok := connectFuncs[p]; !ok {
+				continue
+			}
+			name := p[strings.LastIndex(p, "/")+1:]
+			if p == "github.com/jackc/pgx/v5" {
+				name = "pgx"
+			}
+			if imp.Name != nil {
+				name = imp.Name.Name
+			}
+			names[name] = p
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			x, ok := sel.X.(*ast.Ident)
+			if !ok {
+				return true
+			}
+			if p, ok := names[x.Name]; ok && slices.Contains(connectFuncs[p], sel.Sel.Name) {
+				pos := fset.Position(sel.Pos())
+				pos.Filename = rel
+				out = append(out, connectCall{pos: pos.String(), call: x.Name + "." + sel.Sel.Name})
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -15,14 +15,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/walrelay/walrelay/internal/pgsession"
 )
 
 // connectTimeout bounds a connection attempt when the DSN sets none.
 const connectTimeout = 10 * time.Second
 
-// Connect opens a normal connection for the admin commands. It pins the
-// settings pgoutput formats values with (as the relay's stream does) so
-// peeked rows route exactly as `walrelay run` would route them. The error
+// Connect opens a normal connection for the admin commands and the
+// daemon's own queries (through pgsession, which pins the settings
+// pgoutput formats values with, as the relay's stream does), so peeked
+// rows route exactly as `walrelay run` would route them. The error
 // says whether the server is unreachable, the login was rejected or the
 // database is missing, and how to fix it; it never contains the password.
 func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
@@ -33,13 +36,10 @@ func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = connectTimeout
 	}
-	cfg.RuntimeParams["DateStyle"] = "ISO"
-	cfg.RuntimeParams["TimeZone"] = "UTC"
-	cfg.RuntimeParams["bytea_output"] = "hex"
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = "walrelay admin"
 	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := pgsession.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, connectError(&cfg.Config, err)
 	}

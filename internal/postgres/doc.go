@@ -8,8 +8,9 @@
 // names), reads what the exactly-once transactional id is derived from,
 // and parses and compares LSNs.
 //
-// In: a DSN or a normal *pgx.Conn (Connect opens one with the session
-// settings that make values print as pgoutput prints them). Out: plain structs with stable JSON field names
+// In: a DSN or a normal *pgx.Conn (Connect opens one through
+// internal/pgsession, with the session settings that make values print as
+// pgoutput prints them). Out: plain structs with stable JSON field names
 // (Slot) and errors that say, on one line, what is wrong and how to fix
 // it, never with a DSN password; the sentinels in errors.go classify them.
 //
@@ -20,6 +21,6 @@
 // AdoptSlot).
 //
 // It does not route, produce, peek or advance (internal/operator does the
-// last two), and imports no walrelay package but internal/slotrecord
-// (cmd/walrelay's TestLayering).
+// last two), and imports no walrelay package but internal/slotrecord and
+// internal/pgsession (cmd/walrelay's TestLayering).
 package postgres

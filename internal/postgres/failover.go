@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/walrelay/walrelay/internal/pgsession"
 )
 
 // This file makes walrelay's slot a failover slot (PostgreSQL 17+,
@@ -103,9 +105,8 @@ func EnableFailover(ctx context.Context, conn *pgx.Conn, name string) error {
 		return fmt.Errorf("%w: %s: pid %d streams from it, and Postgres switches only a slot nobody holds", ErrSlotActive, what, *pid)
 	}
 	cfg := conn.Config().Config.Copy()
-	cfg.RuntimeParams["replication"] = "database"
 	cfg.RuntimeParams["application_name"] = "walrelay"
-	rc, err := pgconn.ConnectConfig(ctx, cfg)
+	rc, err := pgsession.ConnectReplication(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("%w: connecting for replication: %s: %s", ErrConnect, what, redactConnString(err.Error()))
 	}

@@ -51,6 +51,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/eoscheckpoint"
+	"github.com/walrelay/walrelay/internal/pgsession"
 	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/replication"
 	"github.com/walrelay/walrelay/internal/slotrecord"
@@ -404,7 +405,7 @@ func (r *Relay) Heal(ctx context.Context) (HealResult, error) {
 	if !r.healOn() {
 		return res, errors.New("walrelay slot heal runs with outbox.on_slot_loss=heal")
 	}
-	conn, err := pgx.Connect(ctx, r.cfg.Postgres.DSN)
+	conn, err := pgsession.Connect(ctx, r.cfg.Postgres.DSN)
 	if err != nil {
 		return res, postgres.ExplainConnectError(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/internal/pgcatalog"
+	"github.com/walrelay/walrelay/internal/pgsession"
 	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/publisher"
 	"github.com/walrelay/walrelay/internal/router"
@@ -41,7 +42,7 @@ var (
 // producer (startTransactional), whose id needs the server's system
 // identifier.
 func (r *Relay) prepare(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, r.cfg.Postgres.DSN)
+	conn, err := pgsession.Connect(ctx, r.cfg.Postgres.DSN)
 	if err != nil {
 		return fmt.Errorf("connecting to postgres: %w", err)
 	}
@@ -307,7 +308,7 @@ func (r *Relay) relationOf(ctx context.Context, rel *pglogrepl.RelationMessage) 
 func (r *Relay) rereadColumns(ctx context.Context, relid uint32) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, r.cfg.Postgres.DSN)
+	conn, err := pgsession.Connect(ctx, r.cfg.Postgres.DSN)
 	if err != nil {
 		return postgres.ExplainConnectError(err)
 	}

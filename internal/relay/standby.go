@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/pgsession"
 	"github.com/walrelay/walrelay/internal/postgres"
 )
 
@@ -121,7 +122,7 @@ type slotConn struct {
 
 func (s *slotConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if s.conn == nil || s.conn.IsClosed() {
-		conn, err := pgx.Connect(ctx, s.dsn)
+		conn, err := pgsession.Connect(ctx, s.dsn)
 		if err != nil {
 			return errRow{fmt.Errorf("connecting to the standby to read the slot: %w", postgres.ExplainConnectError(err))}
 		}

@@ -28,10 +28,10 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walrelay/walrelay/internal/metrics"
+	"github.com/walrelay/walrelay/internal/pgsession"
 	"github.com/walrelay/walrelay/internal/postgres"
 )
 
@@ -152,7 +152,7 @@ func (sm *Monitor) Current() Status {
 // connection of its own.
 func read(ctx context.Context, dsn, slot string) (Status, error) {
 	st := Status{Slot: slot}
-	conn, err := pgx.Connect(ctx, dsn)
+	conn, err := pgsession.Connect(ctx, dsn)
 	if err != nil {
 		return st, fmt.Errorf("connecting to postgres: %w", postgres.ExplainConnectError(err))
 	}
