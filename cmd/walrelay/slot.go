@@ -545,7 +545,7 @@ asks (y/N) when it is.`, cobra.ExactArgs(1),
 				}
 				if s.Active && !force {
 					// Refuse before asking: the answer would not matter.
-					_, err := postgres.DropSlot(ctx, conn, args[0], false)
+					_, err := operator.DropSlot(ctx, conn, args[0], false)
 					return err
 				}
 				q := fmt.Sprintf("Drop slot %s (confirmed_flush_lsn %s, %s of WAL kept)?", s.Name, dash(s.ConfirmedFlushLSN), lagText(s.RestartLagBytes))
@@ -555,7 +555,7 @@ asks (y/N) when it is.`, cobra.ExactArgs(1),
 				if err := confirm(yes, stdinIsTerminal(), os.Stdin, stderr, q, "slot drop"); err != nil {
 					return err
 				}
-				dropped, err := postgres.DropSlot(ctx, conn, args[0], force)
+				dropped, err := operator.DropSlot(ctx, conn, args[0], force)
 				if err != nil {
 					return err
 				}

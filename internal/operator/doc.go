@@ -2,8 +2,8 @@
 // that only cmd/walrelay runs: the preflight (`walrelay check`, and the
 // items `walrelay run` refuses to start on, CheckRun), peeking at a slot's
 // pending events (`walrelay slot peek`), planning and making an advance
-// (`walrelay slot advance`, `debezium takeover`), and CheckFiles
-// (`walrelay config`).
+// (`walrelay slot advance`, `debezium takeover`), dropping a slot
+// (`walrelay slot drop`), and CheckFiles (`walrelay config`).
 //
 // In: a normal (not replication) *pgx.Conn from postgres.Connect, the
 // names from config.Config and a *router.Router. Out: plain structs with
@@ -18,8 +18,9 @@
 // Peeking uses pg_logical_slot_peek_binary_changes with pgoutput
 // proto_version 1 and the relay's publications, so it never consumes
 // anything; Postgres refuses to peek a slot that a walsender holds. The
-// only write is Advance (pg_replication_slot_advance), which refuses to
-// move a slot backwards, past the server's WAL end, or while it is in use.
+// only writes are DropSlot (which terminates a holder only when forced)
+// and Advance (pg_replication_slot_advance), which refuses to move a slot
+// backwards, past the server's WAL end, or while it is in use.
 //
 // The preflight's Kafka side changes nothing either: Metadata, ApiVersions,
 // FindCoordinator, DescribeConfigs, CreateTopics with ValidateOnly, and in

@@ -113,7 +113,7 @@ func Peek(ctx context.Context, conn *pgx.Conn, req PeekRequest) (PeekResult, err
 			return res, postgres.QueryError(fmt.Sprintf("copying replication slot %q", req.Slot), postgres.PrivilegeFix(ctx, conn), err)
 		}
 		res.Copy = name
-	} else if s, err = postgres.UsableSlot(ctx, conn, req.Slot, hint); err != nil {
+	} else if s, err = usableSlot(ctx, conn, req.Slot, hint); err != nil {
 		return res, err
 	}
 	res.Slot = s
@@ -354,7 +354,7 @@ type AdvancePlan struct {
 // past the server's current WAL position, and a slot in use
 // (postgres.ErrSlotActive) or not walrelay's (postgres.ErrSlotMismatch).
 func PlanAdvance(ctx context.Context, conn *pgx.Conn, req AdvanceRequest) (AdvancePlan, error) {
-	s, err := postgres.UsableSlot(ctx, conn, req.Slot, "stop the relay before advancing it")
+	s, err := usableSlot(ctx, conn, req.Slot, "stop the relay before advancing it")
 	if err != nil {
 		return AdvancePlan{}, err
 	}
@@ -418,7 +418,7 @@ func PlanAdvance(ctx context.Context, conn *pgx.Conn, req AdvanceRequest) (Advan
 // after checking again that nobody holds it and it has not moved since
 // the plan. It returns the slot's new confirmed_flush_lsn.
 func Advance(ctx context.Context, conn *pgx.Conn, p AdvancePlan) (string, error) {
-	s, err := postgres.UsableSlot(ctx, conn, p.Slot, "stop the relay before advancing it")
+	s, err := usableSlot(ctx, conn, p.Slot, "stop the relay before advancing it")
 	if err != nil {
 		return "", err
 	}

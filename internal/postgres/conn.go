@@ -189,7 +189,7 @@ var passwordRe = regexp.MustCompile(`(?i)(password\s*=\s*)\S+`)
 // error text we did not build ourselves.
 func redactConnString(s string) string { return passwordRe.ReplaceAllString(s, "${1}xxxxx") }
 
-// currentUser returns the session's role name, for fixes that name it.
+// CurrentUser returns the session's role name, for fixes that name it.
 func CurrentUser(ctx context.Context, conn *pgx.Conn) string {
 	var u string
 	if err := conn.QueryRow(ctx, `SELECT current_user`).Scan(&u); err != nil {
@@ -198,7 +198,7 @@ func CurrentUser(ctx context.Context, conn *pgx.Conn) string {
 	return u
 }
 
-// queryError wraps a failed query: a missing privilege becomes
+// QueryError wraps a failed query: a missing privilege becomes
 // ErrPrivilege with fix, a slot held by a process ErrSlotActive; anything
 // else keeps its server message and DETAIL (pgMessage) after what.
 func QueryError(what, fix string, err error) error {

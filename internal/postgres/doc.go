@@ -1,7 +1,7 @@
 // Package postgres is what walrelay does on a normal Postgres connection
 // outside the stream, for the daemon (internal/relay, slotmon, retention,
 // reconcile, setup) and the operator subcommands alike: it connects and
-// explains why a connection failed, inspects, creates, drops and lists
+// explains why a connection failed, inspects, creates and lists
 // replication slots (with walrelay's record of them, internal/slotrecord),
 // makes a slot a failover slot, reads what decoding from a standby needs,
 // recognises the managed service the server belongs to (for the fixes it
@@ -16,11 +16,10 @@
 //
 // Slot names are validated and passed as query parameters; nothing
 // user-supplied is spliced into SQL. The only writes are CreateSlot,
-// DropSlot, EnableFailover (ALTER_REPLICATION_SLOT, on a replication
-// connection of its own) and the slot record's rows (CreateRecordedSlot,
-// AdoptSlot).
+// EnableFailover (ALTER_REPLICATION_SLOT, on a replication connection of
+// its own) and the slot record's rows (CreateRecordedSlot, AdoptSlot).
 //
-// It does not route, produce, peek or advance (internal/operator does the
-// last two), and imports no walrelay package but internal/slotrecord and
+// It does not route, produce, peek, advance or drop slots
+// (internal/operator does the last three), and imports no walrelay package but internal/slotrecord and
 // internal/pgsession (cmd/walrelay's TestLayering).
 package postgres

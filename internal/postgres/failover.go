@@ -27,10 +27,10 @@ const (
 	failoverFalse = "false"
 )
 
-// failoverMajor is the first PostgreSQL with failover slots.
+// FailoverMajor is the first PostgreSQL with failover slots.
 const FailoverMajor = 17
 
-// serverRole is what decides whether a failover slot is possible: the
+// ServerRole is what decides whether a failover slot is possible: the
 // major version and whether the server is a standby.
 type ServerRole struct {
 	Major    int    // the major version: 17

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -139,29 +138,9 @@ func (s Slot) Problem(db string) string {
 	return ""
 }
 
-// usableSlot returns the slot if it exists, is pgoutput in this database
-// and no process holds it; otherwise an error wrapping ErrSlotNotFound,
-// ErrSlotMismatch or ErrSlotActive. action completes "stop the relay or
-// ..." in the in-use message.
-func UsableSlot(ctx context.Context, conn *pgx.Conn, name, inUseHint string) (Slot, error) {
-	s, err := InspectSlot(ctx, conn, name)
-	if err != nil {
-		return Slot{}, err
-	}
-	db, err := CurrentDatabase(ctx, conn)
-	if err != nil {
-		return Slot{}, err
-	}
-	if p := s.Problem(db); p != "" {
-		return Slot{}, fmt.Errorf("%w: %s", ErrSlotMismatch, p)
-	}
-	if s.Active {
-		return Slot{}, activeError(s, inUseHint)
-	}
-	return s, nil
-}
-
-func activeError(s Slot, hint string) error {
+// ActiveError is the error for slot s held by a process (s.Active): who
+// holds it, and hint, the fix. It wraps ErrSlotActive.
+func ActiveError(s Slot, hint string) error {
 	who := ""
 	if s.ClientAddr != "" {
 		who = " at " + s.ClientAddr
@@ -199,7 +178,7 @@ func CreateSlot(ctx context.Context, conn *pgx.Conn, name string, failover bool)
 	return InspectSlot(ctx, conn, name)
 }
 
-// privilegeFix is the fix for a role that may not use replication slots,
+// PrivilegeFix is the fix for a role that may not use replication slots,
 // in the terms of the managed service the server belongs to
 // (managed.go).
 func PrivilegeFix(ctx context.Context, conn *pgx.Conn) string {
@@ -209,62 +188,6 @@ func PrivilegeFix(ctx context.Context, conn *pgx.Conn) string {
 		return fmt.Sprintf("the role %q needs the REPLICATION attribute (ALTER ROLE %s REPLICATION)", u, pgx.Identifier{u}.Sanitize())
 	}
 	return fmt.Sprintf("the role %q needs replication on %s: %s", u, m.Name, m.RoleFix(u))
-}
-
-// DropSlot drops a slot of this database (or a physical one). A slot in
-// use is refused unless force, which terminates its holder first.
-func DropSlot(ctx context.Context, conn *pgx.Conn, name string, force bool) (Slot, error) {
-	s, err := InspectSlot(ctx, conn, name)
-	if err != nil {
-		return Slot{}, err
-	}
-	db, err := CurrentDatabase(ctx, conn)
-	if err != nil {
-		return Slot{}, err
-	}
-	if s.SlotType == "logical" && s.Database != db {
-		return Slot{}, fmt.Errorf("%w: slot %q belongs to database %q, not %q: connect to %q in postgres.dsn to drop it", ErrSlotMismatch, name, s.Database, db, s.Database)
-	}
-	if s.Active {
-		if !force {
-			return Slot{}, activeError(s, "stop the relay first, or pass --force to terminate it")
-		}
-		if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend($1)`, s.ActivePID); err != nil {
-			return Slot{}, QueryError(fmt.Sprintf("terminating pid %d holding slot %q", s.ActivePID, name), "a superuser or a member of pg_signal_backend can terminate it", err)
-		}
-		if err := waitInactive(ctx, conn, name, 10*time.Second); err != nil {
-			return Slot{}, err
-		}
-	}
-	if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, name); err != nil {
-		return Slot{}, QueryError(fmt.Sprintf("dropping replication slot %q", name), PrivilegeFix(ctx, conn), err)
-	}
-	return s, nil
-}
-
-// waitInactive waits for a terminated walsender to release its slot.
-func waitInactive(ctx context.Context, conn *pgx.Conn, name string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		var active bool
-		if err := conn.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(&active); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil
-			}
-			return QueryError(fmt.Sprintf("reading replication slot %q", name), "", err)
-		}
-		if !active {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: slot %q is still in use %s after terminating its holder: a walrelay with a restart policy may have taken it again; stop it and retry", ErrSlotActive, name, timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // CurrentLSN returns pg_current_wal_lsn() (the replay position on a standby).

@@ -17,7 +17,7 @@ import (
 // walrelay's slot record on its primary (postgres.primary_dsn). Its check
 // items are in checkstandby.go.
 
-// minStandbyDecodingVersion is the oldest Postgres that decodes on a
+// MinStandbyDecodingVersion is the oldest Postgres that decodes on a
 // standby.
 const MinStandbyDecodingVersion = 160000
 
