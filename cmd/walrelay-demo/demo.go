@@ -45,9 +45,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/internal/localpg"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/outbox"
 	sqlfiles "github.com/walrelay/walrelay/sql"
 )
@@ -392,7 +392,7 @@ func watchLag(ctx context.Context, wr walrelay, stdout io.Writer, lastCommit str
 		if err != nil {
 			return err
 		}
-		var s admin.Slot
+		var s postgres.Slot
 		if err := json.Unmarshal([]byte(out), &s); err != nil {
 			return fmt.Errorf("decoding walrelay slot inspect -o json: %w", err)
 		}
@@ -402,7 +402,7 @@ func watchLag(ctx context.Context, wr walrelay, stdout io.Writer, lastCommit str
 		}
 		lag := max(int64(target)-int64(confirmed), 0)
 		if lag != shownLag {
-			fmt.Fprintf(stdout, "    confirmed_flush_lsn %-10s  lag behind the last order's commit: %s\n", s.ConfirmedFlushLSN, admin.HumanBytes(lag))
+			fmt.Fprintf(stdout, "    confirmed_flush_lsn %-10s  lag behind the last order's commit: %s\n", s.ConfirmedFlushLSN, postgres.HumanBytes(lag))
 			shownLag = lag
 		}
 		if lag == 0 {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walrelay/walrelay/internal/admin"
+	"github.com/walrelay/walrelay/internal/operator"
 	"github.com/walrelay/walrelay/internal/testenv"
 )
 
@@ -47,7 +47,7 @@ func TestSlotAdvancePastPoisonedEvent(t *testing.T) {
 	stopped := slotLSN(t, e.dsn, "walrelay")
 
 	// peek shows the poisoned event first, with its error and policy.
-	res := decodeJSON[admin.PeekResult](t, wantOK(t, e.env, "slot", "peek", "walrelay", "-o", "json"))
+	res := decodeJSON[operator.PeekResult](t, wantOK(t, e.env, "slot", "peek", "walrelay", "-o", "json"))
 	if len(res.Events) != 1+len(after) || res.Events[0].ID != poison || res.Events[0].ErrorClass != "routing_value_missing" || res.Events[0].OnError != "stop" {
 		t.Fatalf("peek after the stop: %+v, want %s (routing_value_missing, on_error=stop) then %d events", res.Events, poison, len(after))
 	}
@@ -99,7 +99,7 @@ func TestSlotAdvancePastPoisonedEvent(t *testing.T) {
 	if moved != res.Events[0].TxEndLSN || !strings.Contains(out, "advanced slot walrelay to "+moved) {
 		t.Errorf("slot is at %s, want the poisoned transaction's end %s; output:\n%s", moved, res.Events[0].TxEndLSN, out)
 	}
-	res = decodeJSON[admin.PeekResult](t, wantOK(t, e.env, "slot", "peek", "walrelay", "-o", "json"))
+	res = decodeJSON[operator.PeekResult](t, wantOK(t, e.env, "slot", "peek", "walrelay", "-o", "json"))
 	if len(res.Events) != len(after) || res.Events[0].ID != after[0] {
 		t.Errorf("after the advance, peek shows %+v, want the %d later events", res.Events, len(after))
 	}

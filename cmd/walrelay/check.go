@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/operator"
 )
 
 // errCheckFailed is returned when a check item failed (exit status 1); the
@@ -40,8 +40,8 @@ may be written, with a warning unless compacted, or it can be created). It
 changes nothing, and never initializes the transactional id, which would
 fence a running relay. Exits 1 when any item fails.`, cobra.NoArgs,
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, _ []string) error {
-			items := admin.Check(ctx, cfg)
-			failed := admin.Failed(items)
+			items := operator.Check(ctx, cfg)
+			failed := operator.Failed(items)
 			if format == outputJSON {
 				if err := writeJSON(stdout, map[string]any{"ok": !failed, "items": items}); err != nil {
 					return err

@@ -14,19 +14,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/localpg"
+	"github.com/walrelay/walrelay/internal/operator"
 	"github.com/walrelay/walrelay/internal/testenv"
 	sqlfiles "github.com/walrelay/walrelay/sql"
 )
 
 type checkResult struct {
 	OK    bool
-	Items []admin.Item
+	Items []operator.Item
 }
 
 // item returns the check item called name.
-func (c checkResult) item(t *testing.T, name string) admin.Item {
+func (c checkResult) item(t *testing.T, name string) operator.Item {
 	t.Helper()
 	for _, it := range c.Items {
 		if it.Name == name {
@@ -34,7 +34,7 @@ func (c checkResult) item(t *testing.T, name string) admin.Item {
 		}
 	}
 	t.Fatalf("no check item %q in %+v", name, c.Items)
-	return admin.Item{}
+	return operator.Item{}
 }
 
 // want asserts that the check item called name has status, and that its
@@ -125,7 +125,7 @@ func TestCheck(t *testing.T) {
 		want := []string{"server version", "wal_level", "max_replication_slots", "max_wal_senders", "role REPLICATION", "SELECT on public.outbox",
 			"publication walrelay_outbox", "outbox columns", "slot walrelay", "max_slot_wal_keep_size", "kafka brokers"}
 		for _, name := range want {
-			if it := c.item(t, name); it.Status == admin.Fail {
+			if it := c.item(t, name); it.Status == operator.Fail {
 				t.Errorf("item %+v failed", it)
 			}
 		}
@@ -144,7 +144,7 @@ func TestCheck(t *testing.T) {
 			{"SELECT on public.outbox", `GRANT SELECT ON "public"."outbox" TO "` + role + `"`},
 			{"kafka brokers", "check kafka.brokers"},
 		} {
-			if it := c.item(t, w.name); it.Status != admin.Fail || !strings.Contains(it.Fix, w.fix) {
+			if it := c.item(t, w.name); it.Status != operator.Fail || !strings.Contains(it.Fix, w.fix) {
 				t.Errorf("item %+v: want fail with fix %q", it, w.fix)
 			}
 		}
@@ -172,7 +172,7 @@ func TestCheck(t *testing.T) {
 			t.Fatalf("exit %d, stderr %s\n%s", code, stderr, stdout)
 		}
 		c := decodeJSON[checkResult](t, stdout)
-		if it := c.item(t, "slot snapslot"); it.Status != admin.OK || !strings.Contains(it.Detail, "snapshot.mode=initial") {
+		if it := c.item(t, "slot snapslot"); it.Status != operator.OK || !strings.Contains(it.Detail, "snapshot.mode=initial") {
 			t.Errorf("item %+v: want ok saying the snapshot comes first", it)
 		}
 	})
@@ -202,16 +202,16 @@ func TestCheck(t *testing.T) {
 		if code != 0 {
 			t.Errorf("exit %d: %+v", code, c.Items)
 		}
-		c.want(t, "kafka transactions", admin.OK, []string{"support transactions", strconv.Quote(txnID), "walrelay-<database>-<slot>-<system_identifier>"}, nil)
-		c.want(t, "checkpoint topic", admin.OK, []string{"walrelay.checkpoints", "does not exist yet; walrelay will create it with one partition, compacted"}, nil)
+		c.want(t, "kafka transactions", operator.OK, []string{"support transactions", strconv.Quote(txnID), "walrelay-<database>-<slot>-<system_identifier>"}, nil)
+		c.want(t, "checkpoint topic", operator.OK, []string{"walrelay.checkpoints", "does not exist yet; walrelay will create it with one partition, compacted"}, nil)
 
 		c, _ = checkJSON(t, eosEnv("WALRELAY_KAFKA_TRANSACTIONAL_ID=relay-eu-1"))
-		c.want(t, "kafka transactions", admin.OK, []string{`"relay-eu-1" (kafka.transactional_id)`}, nil)
+		c.want(t, "kafka transactions", operator.OK, []string{`"relay-eu-1" (kafka.transactional_id)`}, nil)
 
 		// Without Postgres the derived id is not known: the brokers'
 		// support is still checked, the id's permissions are not.
 		c, _ = checkJSON(t, eosEnv("WALRELAY_POSTGRES_DSN=postgres://walrelay@127.0.0.1:"+closedPort(t)+"/postgres"))
-		c.want(t, "kafka transactions", admin.Warn, []string{"the brokers support transactions", "not known without a Postgres connection"}, []string{"set kafka.transactional_id"})
+		c.want(t, "kafka transactions", operator.Warn, []string{"the brokers support transactions", "not known without a Postgres connection"}, []string{"set kafka.transactional_id"})
 	})
 
 	t.Run("exactly_once checkpoint topic exists", func(t *testing.T) {
@@ -222,8 +222,8 @@ func TestCheck(t *testing.T) {
 			status      string
 			detail, fix []string
 		}{
-			{"compacted", 1, compact, admin.OK, []string{"exists with 1 partition, compacted"}, nil},
-			{"not compacted", 3, nil, admin.Warn,
+			{"compacted", 1, compact, operator.OK, []string{"exists with 1 partition, compacted"}, nil},
+			{"not compacted", 3, nil, operator.Warn,
 				[]string{"cleanup.policy=delete, not compact", "3 partitions (walrelay reads all of them at start"},
 				[]string{"--add-config cleanup.policy=compact"}},
 		} {
@@ -248,7 +248,7 @@ func TestCheck(t *testing.T) {
 		if code != 1 {
 			t.Errorf("exit %d, want 1", code)
 		}
-		c.want(t, "kafka transactions", admin.Fail, []string{"does not support transactions", "InitProducerID"},
+		c.want(t, "kafka transactions", operator.Fail, []string{"does not support transactions", "InitProducerID"},
 			[]string{"use relay.delivery=at_least_once or a broker with transactions (Kafka 0.11+)"})
 	})
 
@@ -292,11 +292,11 @@ func TestCheck(t *testing.T) {
 			txnDetail, cpDetail string
 			txnFix, cpFix       []string
 		}{
-			{"notxn", 1, admin.Fail, admin.OK, "User:notxn may not describe transactional id " + strconv.Quote(txnID), "will create it", txnFix, nil},
-			{"describeonly", 1, admin.Fail, admin.OK, "User:describeonly may describe transactional id " + strconv.Quote(txnID) + " (walrelay-<database>-<slot>-<system_identifier>) but not write it", "will create it", txnFix, nil},
-			{"granted", 0, admin.OK, admin.OK, "User:granted may use transactional id", "will create it", nil, nil},
-			{"nocheckpoint", 1, admin.OK, admin.Fail, "User:nocheckpoint may use transactional id", "describing it", nil, cpFix},
-			{"readonlycheckpoint", 1, admin.OK, admin.Fail, "User:readonlycheckpoint may use transactional id", "User:readonlycheckpoint may not write walrelay.checkpoints", nil, cpFix},
+			{"notxn", 1, operator.Fail, operator.OK, "User:notxn may not describe transactional id " + strconv.Quote(txnID), "will create it", txnFix, nil},
+			{"describeonly", 1, operator.Fail, operator.OK, "User:describeonly may describe transactional id " + strconv.Quote(txnID) + " (walrelay-<database>-<slot>-<system_identifier>) but not write it", "will create it", txnFix, nil},
+			{"granted", 0, operator.OK, operator.OK, "User:granted may use transactional id", "will create it", nil, nil},
+			{"nocheckpoint", 1, operator.OK, operator.Fail, "User:nocheckpoint may use transactional id", "describing it", nil, cpFix},
+			{"readonlycheckpoint", 1, operator.OK, operator.Fail, "User:readonlycheckpoint may use transactional id", "User:readonlycheckpoint may not write walrelay.checkpoints", nil, cpFix},
 		} {
 			t.Run(tc.user, func(t *testing.T) {
 				c, code := checkJSON(t, eosEnv("WALRELAY_KAFKA_BROKERS="+strings.Join(b.Addrs(), ","),
@@ -330,8 +330,8 @@ func TestCheck(t *testing.T) {
 			t.Fatalf("producing in the transaction: %v", err)
 		}
 		c, _ := checkJSON(t, eosEnv("WALRELAY_RELAY_CHECKPOINT_TOPIC="+topic))
-		c.want(t, "kafka transactions", admin.OK, []string{strconv.Quote(txnID)}, nil)
-		c.want(t, "checkpoint topic", admin.OK, []string{"exists with 1 partition, compacted"}, nil)
+		c.want(t, "kafka transactions", operator.OK, []string{strconv.Quote(txnID)}, nil)
+		c.want(t, "checkpoint topic", operator.OK, []string{"exists with 1 partition, compacted"}, nil)
 		if err := producer.EndTransaction(t.Context(), kgo.TryCommit); err != nil {
 			t.Fatalf("committing the transaction open during check: %v (check fenced transactional id %q)", err, txnID)
 		}

@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/operator"
 )
 
 func configCommand(stdout io.Writer) *cobra.Command {
@@ -33,7 +33,7 @@ and prints the result as YAML. With --list, prints every option with its variabl
 			}
 			// The files run would load (TLS certificates and keys):
 			// what run refuses, config refuses, without connecting.
-			if err := admin.CheckFiles(cfg); err != nil {
+			if err := operator.CheckFiles(cfg); err != nil {
 				return cli.UsageError{Err: err}
 			}
 			fmt.Fprint(stdout, cfg.String())

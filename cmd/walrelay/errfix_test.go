@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/localpg"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/testenv"
 )
 
@@ -62,7 +62,7 @@ func TestConnectErrorsSayTheFix(t *testing.T) {
 	if conn, err := pgconn.Connect(t.Context(), as(norepl, "replication=database")); err == nil {
 		conn.Close(t.Context())
 		t.Errorf("a role without REPLICATION opened a replication connection")
-	} else if msg := admin.ExplainConnectError(err).Error(); !strings.Contains(msg, "may not open a replication connection") || !strings.Contains(msg, "give it REPLICATION (ALTER ROLE") {
+	} else if msg := postgres.ExplainConnectError(err).Error(); !strings.Contains(msg, "may not open a replication connection") || !strings.Contains(msg, "give it REPLICATION (ALTER ROLE") {
 		t.Errorf("replication connection without REPLICATION: %s", msg)
 	}
 	dns := *u

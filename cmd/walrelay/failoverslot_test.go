@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/localpg"
+	"github.com/walrelay/walrelay/internal/operator"
 	"github.com/walrelay/walrelay/internal/testenv"
 )
 
@@ -94,7 +94,7 @@ func TestFailoverTrueRefusedBefore17(t *testing.T) {
 	if code != 1 {
 		t.Errorf("check exit %d, want 1", code)
 	}
-	c.want(t, "slot failover", admin.Fail, []string{"postgres.slot_failover=true", "has no failover slots"}, []string{"postgres.slot_failover=auto"})
+	c.want(t, "slot failover", operator.Fail, []string{"postgres.slot_failover=true", "has no failover slots"}, []string{"postgres.slot_failover=auto"})
 
 	autoEnv := childEnv("WALRELAY_POSTGRES_DSN="+dsn, "WALRELAY_POSTGRES_SLOT="+slot)
 	wantOK(t, autoEnv, "setup")
@@ -119,9 +119,9 @@ func TestCheckFailoverItems(t *testing.T) {
 
 	env := childEnv("WALRELAY_POSTGRES_DSN="+primary, brokers)
 	c, _ := checkJSON(t, env)
-	c.want(t, "slot failover", admin.OK, []string{"is a failover slot"}, nil)
-	c.want(t, "synchronized_standby_slots", admin.OK, []string{pair.StandbySlot}, nil)
-	c.want(t, "standbys", admin.OK, []string{"1 attached", "slot " + pair.StandbySlot, "streaming"}, nil)
+	c.want(t, "slot failover", operator.OK, []string{"is a failover slot"}, nil)
+	c.want(t, "synchronized_standby_slots", operator.OK, []string{pair.StandbySlot}, nil)
+	c.want(t, "standbys", operator.OK, []string{"1 attached", "slot " + pair.StandbySlot, "streaming"}, nil)
 
 	testenv.Exec(t, primary, `ALTER SYSTEM RESET synchronized_standby_slots`)
 	testenv.Exec(t, primary, `SELECT pg_reload_conf()`)
@@ -130,14 +130,14 @@ func TestCheckFailoverItems(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	c, _ = checkJSON(t, env)
-	c.want(t, "synchronized_standby_slots", admin.Warn, []string{"empty", pair.StandbySlot, "no longer exist"}, []string{"ALTER SYSTEM SET synchronized_standby_slots = '" + pair.StandbySlot + "'"})
+	c.want(t, "synchronized_standby_slots", operator.Warn, []string{"empty", pair.StandbySlot, "no longer exist"}, []string{"ALTER SYSTEM SET synchronized_standby_slots = '" + pair.StandbySlot + "'"})
 
 	c, code := checkJSON(t, childEnv("WALRELAY_POSTGRES_DSN="+pair.Standby.DSN("postgres"), brokers))
 	if code != 1 {
 		t.Errorf("check on the standby: exit %d, want 1 (run cannot use the synchronized copy)", code)
 	}
-	c.want(t, "slot walrelay", admin.Fail, []string{"synchronized copy", "usable when this server is promoted"}, []string{"primary"})
-	c.want(t, "slot sync (standby)", admin.OK, []string{"sync_replication_slots=on", "hot_standby_feedback=on", "primary_slot_name=" + pair.StandbySlot}, nil)
+	c.want(t, "slot walrelay", operator.Fail, []string{"synchronized copy", "usable when this server is promoted"}, []string{"primary"})
+	c.want(t, "slot sync (standby)", operator.OK, []string{"sync_replication_slots=on", "hot_standby_feedback=on", "primary_slot_name=" + pair.StandbySlot}, nil)
 
 	// A standby that does not synchronize slots: a warning saying what is
 	// missing and that walrelay's slot would be missing after its
@@ -151,13 +151,13 @@ func TestCheckFailoverItems(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = plain.Close() })
 	c, _ = checkJSON(t, childEnv("WALRELAY_POSTGRES_DSN="+plain.DSN("postgres"), brokers))
-	c.want(t, "slot sync (standby)", admin.Warn, []string{"sync_replication_slots is off", "hot_standby_feedback is off", "after its promotion walrelay's slot is missing"},
+	c.want(t, "slot sync (standby)", operator.Warn, []string{"sync_replication_slots is off", "hot_standby_feedback is off", "after its promotion walrelay's slot is missing"},
 		[]string{"ALTER SYSTEM SET sync_replication_slots = on;", "ALTER SYSTEM SET hot_standby_feedback = on;"})
 	deadline = time.Now().Add(10 * time.Second)
 	for testenv.QueryValue[string](t, primary, `SHOW synchronized_standby_slots`) == "" && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	c, _ = checkJSON(t, env)
-	c.want(t, "synchronized_standby_slots", admin.Warn, []string{"does not name physical slots plain_standby"}, []string{"plain_standby"})
-	c.want(t, "standbys", admin.OK, []string{"2 attached", "slot plain_standby"}, nil)
+	c.want(t, "synchronized_standby_slots", operator.Warn, []string{"does not name physical slots plain_standby"}, []string{"plain_standby"})
+	c.want(t, "standbys", operator.OK, []string{"2 attached", "slot plain_standby"}, nil)
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/postgres"
 )
 
 func lsnCommand(stdout io.Writer) *cobra.Command {
@@ -22,7 +22,7 @@ binary units, without connecting, e.g. for LSNs pasted from logs.`, cobra.NoArgs
 				return err
 			}
 			defer conn.Close(context.WithoutCancel(ctx))
-			lsn, err := admin.CurrentLSN(ctx, conn)
+			lsn, err := postgres.CurrentLSN(ctx, conn)
 			if err != nil {
 				return err
 			}
@@ -61,11 +61,11 @@ not connect to anything.` + "\n" + exitCodesHelp,
 			if err != nil {
 				return err
 			}
-			n := admin.Diff(a, b)
+			n := postgres.Diff(a, b)
 			if *format == outputJSON {
 				return writeJSON(stdout, map[string]any{"a": a.String(), "b": b.String(), "bytes": n, "human": n.Human()})
 			}
-			fmt.Fprintln(stdout, admin.DiffString(n))
+			fmt.Fprintln(stdout, postgres.DiffString(n))
 			return nil
 		},
 	}

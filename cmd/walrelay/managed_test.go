@@ -6,8 +6,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/localpg"
+	"github.com/walrelay/walrelay/internal/operator"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/testenv"
 	sqlfiles "github.com/walrelay/walrelay/sql"
 )
@@ -20,7 +21,7 @@ import (
 // and the service's roles are ordinary roles. The checking role has LOGIN
 // and SELECT on the outbox only; then it gets the grant the fix names, and
 // the role item turns ok. The settings and roles each service shows are
-// cited in pkg/admin/checkmanaged.go.
+// cited in internal/postgres/managed.go.
 func TestCheckManagedServices(t *testing.T) {
 	broker := testenv.Kafka(t)
 	brokers := "WALRELAY_KAFKA_BROKERS=" + strings.Join(broker.Addrs(), ",")
@@ -49,7 +50,7 @@ func TestCheckManagedServices(t *testing.T) {
 			name:     "rds",
 			settings: map[string]string{"rds.logical_replication": "off"},
 			roles:    []string{"rds_superuser", "rds_replication"},
-			service:  admin.ServiceRDS,
+			service:  postgres.ServiceRDS,
 			evidence: []string{"rds.logical_replication=off", "role rds_superuser", "role rds_replication"},
 			walFix: []string{
 				`aws rds modify-db-parameter-group --db-parameter-group-name GROUP --parameters "ParameterName=rds.logical_replication,ParameterValue=1,ApplyMethod=pending-reboot"`,
@@ -67,7 +68,7 @@ func TestCheckManagedServices(t *testing.T) {
 			// count.
 			name:     "rds roles only",
 			roles:    []string{"rds_superuser", "rds_replication"},
-			service:  admin.ServiceRDS,
+			service:  postgres.ServiceRDS,
 			evidence: []string{"role rds_superuser", "role rds_replication"},
 			walFix:   []string{"rds.logical_replication"},
 			roleFix:  "if it is not RDS: ALTER ROLE %s REPLICATION;",
@@ -77,7 +78,7 @@ func TestCheckManagedServices(t *testing.T) {
 		{
 			name:     "cloud sql, by its flag",
 			settings: map[string]string{"cloudsql.logical_decoding": "off"},
-			service:  admin.ServiceCloudSQL,
+			service:  postgres.ServiceCloudSQL,
 			evidence: []string{"cloudsql.logical_decoding=off"},
 			walFix:   []string{"gcloud sql instances patch INSTANCE --database-flags=cloudsql.logical_decoding=on", "restart the instance"},
 			roleFix:  "ALTER USER %s WITH REPLICATION;",
@@ -88,7 +89,7 @@ func TestCheckManagedServices(t *testing.T) {
 		{
 			name:     "cloud sql, by its role",
 			roles:    []string{"cloudsqlsuperuser"},
-			service:  admin.ServiceCloudSQL,
+			service:  postgres.ServiceCloudSQL,
 			evidence: []string{"role cloudsqlsuperuser"},
 			walFix:   []string{"cloudsql.logical_decoding=on"},
 			roleFix:  "ALTER USER %s WITH REPLICATION;",
@@ -99,7 +100,7 @@ func TestCheckManagedServices(t *testing.T) {
 			name:     "azure flexible server",
 			roles:    []string{"azure_pg_admin"},
 			settings: map[string]string{"azure.extensions": "pg_stat_statements"},
-			service:  admin.ServiceAzure,
+			service:  postgres.ServiceAzure,
 			evidence: []string{"azure.extensions=pg_stat_statements", "role azure_pg_admin"},
 			walFix: []string{
 				"az postgres flexible-server parameter set --resource-group GROUP --server-name SERVER --name wal_level --value logical",
@@ -112,7 +113,7 @@ func TestCheckManagedServices(t *testing.T) {
 		{
 			name:     "azure single server",
 			settings: map[string]string{"azure.replication_support": "replica"},
-			service:  admin.ServiceAzure,
+			service:  postgres.ServiceAzure,
 			evidence: []string{"azure.replication_support=replica"},
 			walFix:   []string{"az postgres server configuration set --resource-group GROUP --server-name SERVER --name azure.replication_support --value logical"},
 			roleFix:  "ALTER ROLE %s WITH REPLICATION;",
@@ -149,33 +150,33 @@ func TestCheckManagedServices(t *testing.T) {
 					}
 				}
 			} else {
-				c.want(t, "managed service", admin.OK, append([]string{tc.service}, tc.evidence...), nil)
+				c.want(t, "managed service", operator.OK, append([]string{tc.service}, tc.evidence...), nil)
 			}
-			c.want(t, "wal_level", admin.Fail, []string{"wal_level is replica"}, tc.walFix)
-			c.want(t, "role REPLICATION", admin.Fail, []string{role}, []string{strings.ReplaceAll(tc.roleFix, "%s", qr)})
-			c.want(t, "slot walrelay", admin.Fail, []string{"no REPLICATION"}, []string{strings.ReplaceAll(tc.roleFix, "%s", qr)})
+			c.want(t, "wal_level", operator.Fail, []string{"wal_level is replica"}, tc.walFix)
+			c.want(t, "role REPLICATION", operator.Fail, []string{role}, []string{strings.ReplaceAll(tc.roleFix, "%s", qr)})
+			c.want(t, "slot walrelay", operator.Fail, []string{"no REPLICATION"}, []string{strings.ReplaceAll(tc.roleFix, "%s", qr)})
 			if tc.keepFix != nil {
-				c.want(t, "max_slot_wal_keep_size", admin.Warn, []string{"unlimited"}, tc.keepFix)
+				c.want(t, "max_slot_wal_keep_size", operator.Warn, []string{"unlimited"}, tc.keepFix)
 			}
-			if tc.service == admin.ServiceAzure && !strings.Contains(tc.walFix[0], "azure.replication_support") {
-				c.want(t, "max_slot_wal_keep_size", admin.Warn, []string{"does not let you change it"}, []string{"watch slot lag"})
+			if tc.service == postgres.ServiceAzure && !strings.Contains(tc.walFix[0], "azure.replication_support") {
+				c.want(t, "max_slot_wal_keep_size", operator.Warn, []string{"does not let you change it"}, []string{"watch slot lag"})
 			}
 
 			// The grant the fix names is enough for check.
 			testenv.Exec(t, dsn, strings.ReplaceAll(tc.grant, "%s", qr))
 			c, _ = checkJSON(t, env)
 			if tc.roleOK == "" {
-				c.want(t, "role REPLICATION", admin.Fail, []string{"lacks REPLICATION"}, []string{strings.ReplaceAll(tc.roleFix, "%s", qr)})
+				c.want(t, "role REPLICATION", operator.Fail, []string{"lacks REPLICATION"}, []string{strings.ReplaceAll(tc.roleFix, "%s", qr)})
 				return
 			}
-			c.want(t, "role REPLICATION", admin.OK, []string{tc.roleOK}, nil)
-			c.want(t, "slot walrelay", admin.OK, []string{"will create it"}, nil)
+			c.want(t, "role REPLICATION", operator.OK, []string{tc.roleOK}, nil)
+			c.want(t, "slot walrelay", operator.OK, []string{"will create it"}, nil)
 		})
 	}
 }
 
 // On RDS the documented grant is membership in rds_replication, not the
-// REPLICATION attribute (pkg/admin/checkmanaged.go cites AWS's page), so
+// REPLICATION attribute (internal/postgres/managed.go cites AWS's page), so
 // `walrelay slot create` must not refuse a member on its own, and its fix
 // for a role without it names the grant. Plain Postgres (which plays RDS
 // here) does not honour rds_replication, so for the member the server
@@ -191,7 +192,7 @@ func TestSlotCreateRDSReplicationGrant(t *testing.T) {
 	env := childEnv("WALRELAY_POSTGRES_DSN=" + withUser(t, dsn, role))
 
 	stdout, stderr, code := walrelay(t, env, "slot", "create", "walrelay")
-	wantFailure(t, stdout, stderr, code, 1, "permission denied", `needs replication on `+admin.ServiceRDS, "GRANT rds_replication TO "+qr+";")
+	wantFailure(t, stdout, stderr, code, 1, "permission denied", `needs replication on `+postgres.ServiceRDS, "GRANT rds_replication TO "+qr+";")
 
 	testenv.Exec(t, dsn, "GRANT rds_replication TO "+qr)
 	stdout, stderr, code = walrelay(t, env, "slot", "create", "walrelay")

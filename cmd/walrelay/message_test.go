@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/walrelay/walrelay/internal/admin"
+	"github.com/walrelay/walrelay/internal/operator"
 	"github.com/walrelay/walrelay/internal/testenv"
 )
 
@@ -25,7 +25,7 @@ func TestSlotPeekShowsMessages(t *testing.T) {
 	rows = append(rows, insertEvents(t, dsn, "order")...)
 
 	env := childEnv("WALRELAY_POSTGRES_DSN="+dsn, "WALRELAY_OUTBOX_MESSAGE_PREFIX=outbox")
-	res := decodeJSON[admin.PeekResult](t, wantOK(t, env, "slot", "peek", "walrelay", "-o", "json"))
+	res := decodeJSON[operator.PeekResult](t, wantOK(t, env, "slot", "peek", "walrelay", "-o", "json"))
 	type ev struct {
 		id, topic, key, table, class string
 		message                      bool
@@ -57,7 +57,7 @@ func TestSlotPeekShowsMessages(t *testing.T) {
 		t.Errorf("slot peek output does not mark the messages:\n%s", out)
 	}
 
-	noMessages := decodeJSON[admin.PeekResult](t, wantOK(t, childEnv("WALRELAY_POSTGRES_DSN="+dsn), "slot", "peek", "walrelay", "-o", "json"))
+	noMessages := decodeJSON[operator.PeekResult](t, wantOK(t, childEnv("WALRELAY_POSTGRES_DSN="+dsn), "slot", "peek", "walrelay", "-o", "json"))
 	if len(noMessages.Events) != 2 {
 		t.Errorf("without outbox.message_prefix, peek shows %d events, want the 2 rows: %+v", len(noMessages.Events), noMessages.Events)
 	}
@@ -67,7 +67,7 @@ func TestSlotPeekShowsMessages(t *testing.T) {
 
 	// slot advance finds a message by its id and skips its transaction.
 	wantOK(t, env, "slot", "advance", "walrelay", "--past-event", "m-1", "--yes")
-	res = decodeJSON[admin.PeekResult](t, wantOK(t, env, "slot", "peek", "walrelay", "-o", "json"))
+	res = decodeJSON[operator.PeekResult](t, wantOK(t, env, "slot", "peek", "walrelay", "-o", "json"))
 	if len(res.Events) != 1 || res.Events[0].ID != rows[1] {
 		t.Errorf("after advancing past m-1, peek shows %+v, want only %s", res.Events, rows[1])
 	}

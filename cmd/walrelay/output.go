@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/cli"
+	"github.com/walrelay/walrelay/internal/postgres"
 )
 
 // Output formats of the operator commands (-o).
@@ -79,15 +79,15 @@ func needsSubcommand(cmd *cobra.Command, _ []string) error {
 
 // slotArg validates a slot name argument (exit 2 when invalid).
 func slotArg(name string) error {
-	if err := admin.ValidateSlotName(name); err != nil {
+	if err := postgres.ValidateSlotName(name); err != nil {
 		return cli.UsageError{Err: err}
 	}
 	return nil
 }
 
 // lsnArg parses an LSN argument (exit 2 when malformed).
-func lsnArg(s string) (admin.LSN, error) {
-	lsn, err := admin.ParseLSN(s)
+func lsnArg(s string) (postgres.LSN, error) {
+	lsn, err := postgres.ParseLSN(s)
 	if err != nil {
 		return 0, cli.UsageError{Err: err}
 	}
@@ -96,7 +96,7 @@ func lsnArg(s string) (admin.LSN, error) {
 
 // connect opens an admin connection with the config's DSN.
 func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
-	return admin.Connect(ctx, dsn)
+	return postgres.Connect(ctx, dsn)
 }
 
 // stdinIsTerminal reports whether stdin is an interactive terminal: a
@@ -155,5 +155,5 @@ func lagText(n *int64) string {
 	if n == nil {
 		return "-"
 	}
-	return admin.HumanBytes(*n)
+	return postgres.HumanBytes(*n)
 }

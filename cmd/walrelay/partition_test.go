@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/internal/admin"
+	"github.com/walrelay/walrelay/internal/operator"
 	"github.com/walrelay/walrelay/internal/partition"
 	"github.com/walrelay/walrelay/internal/testenv"
 	sqlfiles "github.com/walrelay/walrelay/sql"
@@ -35,8 +35,8 @@ func TestSetupAndCheckPartitionedOutbox(t *testing.T) {
 	}
 	// A daily scheme run across UTC midnight may count one more.
 	c, _ := checkJSON(t, env)
-	c.want(t, "outbox partitions", admin.OK, []string{"partitioned by range of created_at with 4 partitions up to ", "; 3 ahead of now"}, nil)
-	c.want(t, "publication walrelay_outbox", admin.OK, []string{"through the partition root"}, nil)
+	c.want(t, "outbox partitions", operator.OK, []string{"partitioned by range of created_at with 4 partitions up to ", "; 3 ahead of now"}, nil)
+	c.want(t, "publication walrelay_outbox", operator.OK, []string{"through the partition root"}, nil)
 	if !c.OK {
 		t.Errorf("check fails after setup: %+v", c.Items)
 	}
@@ -46,25 +46,25 @@ func TestSetupAndCheckPartitionedOutbox(t *testing.T) {
 	}
 	drop(scheme.Start(now).Add(72 * time.Hour))
 	c, code := checkJSON(t, env)
-	c.want(t, "outbox partitions", admin.Warn, []string{"2 ahead of now, fewer than outbox.partitions_ahead (3)"}, []string{"walrelay setup --outbox.partitioned=true", "could not create the outbox's partitions ahead"})
+	c.want(t, "outbox partitions", operator.Warn, []string{"2 ahead of now, fewer than outbox.partitions_ahead (3)"}, []string{"walrelay setup --outbox.partitioned=true", "could not create the outbox's partitions ahead"})
 	if code != 0 {
 		t.Errorf("check with a partition ahead missing exits %d, want 0 (a warning)", code)
 	}
 
 	drop(scheme.Start(now))
 	c, code = checkJSON(t, env)
-	c.want(t, "outbox partitions", admin.Fail, []string{"none holds now", "INSERTs into the outbox fail"}, []string{"walrelay setup --outbox.partitioned=true"})
+	c.want(t, "outbox partitions", operator.Fail, []string{"none holds now", "INSERTs into the outbox fail"}, []string{"walrelay setup --outbox.partitioned=true"})
 	if code != 1 {
 		t.Errorf("check with no partition for now exits %d, want 1", code)
 	}
 
 	testenv.Exec(t, dsn, "CREATE TABLE outbox_default PARTITION OF outbox DEFAULT")
 	c, _ = checkJSON(t, env)
-	c.want(t, "outbox partitions", admin.Warn, []string{"one of them DEFAULT", "none but the DEFAULT partition holds now"}, nil)
+	c.want(t, "outbox partitions", operator.Warn, []string{"one of them DEFAULT", "none but the DEFAULT partition holds now"}, nil)
 
 	testenv.Exec(t, dsn, "ALTER PUBLICATION walrelay_outbox SET (publish_via_partition_root = false)")
 	c, code = checkJSON(t, env)
-	c.want(t, "publication walrelay_outbox", admin.Fail, []string{"publishes the partitions of public.outbox under their own names", "walrelay run refuses to start"},
+	c.want(t, "publication walrelay_outbox", operator.Fail, []string{"publishes the partitions of public.outbox under their own names", "walrelay run refuses to start"},
 		[]string{`ALTER PUBLICATION "walrelay_outbox" SET (publish_via_partition_root = true);`})
 	if code != 1 {
 		t.Errorf("check with publish_via_partition_root off exits %d, want 1", code)
@@ -74,9 +74,9 @@ func TestSetupAndCheckPartitionedOutbox(t *testing.T) {
 	plain := testenv.Postgres(t).NewDatabase(t)
 	testenv.Exec(t, plain, sqlfiles.OutboxTable) // slot names are cluster-wide: the first database has walrelay
 	c, _ = checkJSON(t, childEnv("WALRELAY_POSTGRES_DSN="+plain, "WALRELAY_KAFKA_BROKERS="+strings.Join(broker.Addrs(), ",")))
-	c.want(t, "outbox partitions", admin.OK, []string{"plain table"}, nil)
+	c.want(t, "outbox partitions", operator.OK, []string{"plain table"}, nil)
 	c, _ = checkJSON(t, childEnv("WALRELAY_POSTGRES_DSN="+plain, "WALRELAY_KAFKA_BROKERS="+strings.Join(broker.Addrs(), ","), "WALRELAY_OUTBOX_PARTITIONED=true"))
-	c.want(t, "outbox partitions", admin.Warn, []string{"plain table, although outbox.partitioned is set"}, nil)
+	c.want(t, "outbox partitions", operator.Warn, []string{"plain table, although outbox.partitioned is set"}, nil)
 }
 
 // `walrelay run` keeps a partitioned outbox's partitions created ahead: a

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/walrelay/walrelay/internal/admin"
+	"github.com/walrelay/walrelay/internal/operator"
 	"github.com/walrelay/walrelay/internal/testenv"
 )
 
@@ -16,7 +16,7 @@ func TestSlotPeekShowsUnroutableRow(t *testing.T) {
 	testenv.Exec(t, dsn, `ALTER TABLE outbox ALTER COLUMN aggregatetype DROP NOT NULL`)
 	ids := insertEvents(t, dsn, "") // aggregateid agg-0, payload {"i": 0}
 	env := childEnv("WALRELAY_POSTGRES_DSN=" + dsn)
-	res := decodeJSON[admin.PeekResult](t, wantOK(t, env, "slot", "peek", "walrelay", "-o", "json"))
+	res := decodeJSON[operator.PeekResult](t, wantOK(t, env, "slot", "peek", "walrelay", "-o", "json"))
 	if len(res.Events) != 1 {
 		t.Fatalf("peek: %d events, want 1: %+v", len(res.Events), res.Events)
 	}

@@ -15,7 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/internal/admin"
+	"github.com/walrelay/walrelay/internal/operator"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/testenv"
 )
 
@@ -146,15 +147,15 @@ func TestLeastPrivilege(t *testing.T) {
 	t.Run("read-only commands", func(t *testing.T) {
 		c := decodeJSON[checkResult](t, wantOK(t, env, "check", "-o", "json"))
 		for _, it := range c.Items {
-			if it.Status == admin.Fail {
+			if it.Status == operator.Fail {
 				t.Errorf("check item failed for the least-privilege role: %+v", it)
 			}
-			if it.Status != admin.OK {
+			if it.Status != operator.OK {
 				t.Logf("check warns: %s: %s", it.Name, it.Detail)
 			}
 		}
 		for _, name := range []string{"role REPLICATION", "SELECT on public.outbox", "publication walrelay_outbox", "outbox columns", "slot walrelay"} {
-			if it := c.item(t, name); it.Status != admin.OK {
+			if it := c.item(t, name); it.Status != operator.OK {
 				t.Errorf("check item %+v: want ok for the least-privilege role", it)
 			}
 		}
@@ -162,12 +163,12 @@ func TestLeastPrivilege(t *testing.T) {
 		if out := wantOK(t, env, "slot", "list"); !regexp1(out, `(?m)^walrelay\s+pgoutput\s+`+dbName(t, dsn)+`\s`) {
 			t.Errorf("slot list lacks walrelay:\n%s", out)
 		}
-		if s := decodeJSON[admin.Slot](t, wantOK(t, env, "slot", "inspect", "walrelay", "-o", "json")); s.Name != "walrelay" || s.ConfirmedFlushLagBytes == nil || s.RestartLagBytes == nil {
+		if s := decodeJSON[postgres.Slot](t, wantOK(t, env, "slot", "inspect", "walrelay", "-o", "json")); s.Name != "walrelay" || s.ConfirmedFlushLagBytes == nil || s.RestartLagBytes == nil {
 			t.Errorf("slot inspect as %s = %+v", role, s)
 		}
 		before := slotLSN(t, dsn, "walrelay")
 		for _, args := range [][]string{{"slot", "peek", "walrelay", "-o", "json"}, {"slot", "peek", "walrelay", "--copy", "-o", "json"}} {
-			res := decodeJSON[admin.PeekResult](t, wantOK(t, env, args...))
+			res := decodeJSON[operator.PeekResult](t, wantOK(t, env, args...))
 			var ids []string
 			for _, ev := range res.Events {
 				ids = append(ids, ev.ID)

@@ -16,11 +16,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/metrics"
 	"github.com/walrelay/walrelay/internal/partition"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/internal/retention"
 	"github.com/walrelay/walrelay/internal/server"
@@ -114,7 +114,7 @@ func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...
 		// A failed connection reads like the operator commands' (one
 		// line: the cause and the fix), not like the driver's list of
 		// attempts.
-		return admin.ExplainConnectError(r.Run(gctx))
+		return postgres.ExplainConnectError(r.Run(gctx))
 	})
 	return g.Wait()
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/setup"
 )
 
@@ -75,7 +75,7 @@ server that cannot have one, false leaves failover alone.`,
 			// included) is refused before anything is created. (auto
 			// where the server cannot leaves the slot as before:
 			// walrelay check and run say why.)
-			failover, _, err := admin.SlotFailover(cmd.Context(), slotConn, cfg.Postgres.SlotFailover)
+			failover, _, err := postgres.SlotFailover(cmd.Context(), slotConn, cfg.Postgres.SlotFailover)
 			if err != nil {
 				return fmt.Errorf("%w (nothing was created)", err)
 			}
@@ -97,7 +97,7 @@ server that cannot have one, false leaves failover alone.`,
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "55000" {
 				// wal_level below logical: check's cause and fix.
-				return admin.ExplainSlotError(cmd.Context(), conn, cfg.Postgres.Slot, err)
+				return postgres.ExplainSlotError(cmd.Context(), conn, cfg.Postgres.Slot, err)
 			}
 			if errors.As(err, &pgErr) && pgErr.Code == "42501" {
 				return fmt.Errorf("%w (walrelay setup needs CREATE on the schema and the database, ownership of the table, and REPLICATION: see docs/deploy.md, or have a DBA run sql/001-003 by hand)", err)
@@ -118,7 +118,7 @@ server that cannot have one, false leaves failover alone.`,
 // with CREATE TABLE in a read-only transaction).
 func setupStandby(ctx context.Context, cfg config.Config, primary *pgx.Conn) (*setup.Standby, error) {
 	if cfg.Postgres.PrimaryDSN == "" {
-		standby, err := admin.StandbyDecoding(ctx, primary)
+		standby, err := postgres.StandbyDecoding(ctx, primary)
 		switch {
 		case err != nil:
 			return nil, fmt.Errorf("setup: %w (nothing was created)", err)
@@ -127,14 +127,14 @@ func setupStandby(ctx context.Context, cfg config.Config, primary *pgx.Conn) (*s
 		}
 		return nil, nil
 	}
-	if standby, err := admin.StandbyDecoding(ctx, primary); err != nil || standby {
+	if standby, err := postgres.StandbyDecoding(ctx, primary); err != nil || standby {
 		return nil, errors.New("setup: postgres.primary_dsn is in recovery: point it at the primary (nothing was created)")
 	}
 	conn, err := connect(ctx, cfg.Postgres.DSN)
 	if err != nil {
 		return nil, err
 	}
-	standby, err := admin.StandbyDecoding(ctx, conn)
+	standby, err := postgres.StandbyDecoding(ctx, conn)
 	if err == nil && !standby {
 		err = errors.New("postgres.primary_dsn is set but postgres.dsn is not a hot standby: point postgres.dsn at the standby, or empty postgres.primary_dsn")
 	}
@@ -153,6 +153,6 @@ func setupStandby(ctx context.Context, cfg config.Config, primary *pgx.Conn) (*s
 		return nil, fmt.Errorf("setup: %w (nothing was created)", err)
 	}
 	return &setup.Standby{Conn: conn, Nudge: func(ctx context.Context) {
-		admin.LogStandbySnapshots(ctx, cfg.Postgres.PrimaryDSN, time.Second, nil)
+		postgres.LogStandbySnapshots(ctx, cfg.Postgres.PrimaryDSN, time.Second, nil)
 	}}, nil
 }

@@ -11,8 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/operator"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/slotrecord"
 )
 
@@ -47,7 +48,7 @@ it is temporary.`, cobra.NoArgs,
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, _ []string) error {
 			return queryAndPrint(ctx, cfg.Postgres.DSN, stdout, format,
 				func(conn *pgx.Conn) (slotList, error) {
-					slots, err := admin.ListSlots(ctx, conn)
+					slots, err := postgres.ListSlots(ctx, conn)
 					return slotList{slots}, err
 				},
 				printSlots)
@@ -56,7 +57,7 @@ it is temporary.`, cobra.NoArgs,
 
 // slotList is what slot list prints.
 type slotList struct {
-	Slots []admin.Slot `json:"slots"`
+	Slots []postgres.Slot `json:"slots"`
 }
 
 // printSlots prints the slots as a table.
@@ -90,7 +91,7 @@ func yesNoNull(b *bool) string {
 
 // failoverText is ", a failover slot" for a failover slot, for the line
 // slot create prints.
-func failoverText(s admin.Slot) string {
+func failoverText(s postgres.Slot) string {
 	if s.Failover != nil && *s.Failover {
 		return ", a failover slot"
 	}
@@ -101,11 +102,11 @@ func safeSize(n *int64) string {
 	if n == nil {
 		return "unlimited"
 	}
-	return admin.HumanBytes(*n)
+	return postgres.HumanBytes(*n)
 }
 
 // printSlot prints one slot as "field  value" lines.
-func printSlot(w io.Writer, s admin.Slot, problem string) error {
+func printSlot(w io.Writer, s postgres.Slot, problem string) error {
 	tw := newTable(w)
 	pid := "-"
 	if s.ActivePID != 0 {
@@ -115,7 +116,7 @@ func printSlot(w io.Writer, s admin.Slot, problem string) error {
 		if n == nil {
 			return dash(lsn)
 		}
-		return fmt.Sprintf("%s  (%s behind current_lsn: %d bytes)", lsn, admin.HumanBytes(*n), *n)
+		return fmt.Sprintf("%s  (%s behind current_lsn: %d bytes)", lsn, postgres.HumanBytes(*n), *n)
 	}
 	for _, kv := range [][2]string{
 		{"slot", s.Name},
@@ -157,11 +158,11 @@ plugin or database) is shown with a note saying why.`, cobra.ExactArgs(1),
 			}
 			return queryAndPrint(ctx, cfg.Postgres.DSN, stdout, format,
 				func(conn *pgx.Conn) (inspectedSlot, error) {
-					s, err := admin.InspectSlot(ctx, conn, args[0])
+					s, err := postgres.InspectSlot(ctx, conn, args[0])
 					if err != nil {
 						return inspectedSlot{}, err
 					}
-					db, err := admin.CurrentDatabase(ctx, conn)
+					db, err := postgres.CurrentDatabase(ctx, conn)
 					if err != nil {
 						return inspectedSlot{}, err
 					}
@@ -179,7 +180,7 @@ plugin or database) is shown with a note saying why.`, cobra.ExactArgs(1),
 // inspectedSlot is what slot inspect prints: the slot, why walrelay
 // cannot use it, if it cannot, and walrelay's record of it.
 type inspectedSlot struct {
-	admin.Slot
+	postgres.Slot
 	Problem string      `json:"problem,omitempty"`
 	Record  *slotRecord `json:"walrelay_record,omitempty"`
 }
@@ -284,13 +285,13 @@ asks (y/N) when it is.`, cobra.ExactArgs(1),
 				return err
 			}
 			return withConn(ctx, cfg.Postgres.DSN, func(conn *pgx.Conn) error {
-				s, err := admin.InspectSlot(ctx, conn, args[0])
+				s, err := postgres.InspectSlot(ctx, conn, args[0])
 				if err != nil {
 					return err
 				}
 				if s.Active && !force {
 					// Refuse before asking: the answer would not matter.
-					_, err := admin.DropSlot(ctx, conn, args[0], false)
+					_, err := operator.DropSlot(ctx, conn, args[0], false)
 					return err
 				}
 				q := fmt.Sprintf("Drop slot %s (confirmed_flush_lsn %s, %s of WAL kept)?", s.Name, dash(s.ConfirmedFlushLSN), lagText(s.RestartLagBytes))
@@ -300,7 +301,7 @@ asks (y/N) when it is.`, cobra.ExactArgs(1),
 				if err := confirm(yes, stdinIsTerminal(), os.Stdin, stderr, q, "slot drop"); err != nil {
 					return err
 				}
-				dropped, err := admin.DropSlot(ctx, conn, args[0], force)
+				dropped, err := operator.DropSlot(ctx, conn, args[0], force)
 				if err != nil {
 					return err
 				}

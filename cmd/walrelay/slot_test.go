@@ -6,7 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/walrelay/walrelay/internal/admin"
+	"github.com/walrelay/walrelay/internal/operator"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/testenv"
 )
 
@@ -26,7 +27,7 @@ func TestSlotCommands(t *testing.T) {
 		if !regexp1(out, `(?m)^walrelay\s+pgoutput\s+`+dbName(t, dsn)+`\s+no\s+-\s+`) {
 			t.Errorf("slot list has no row for walrelay:\n%s", out)
 		}
-		j := decodeJSON[struct{ Slots []admin.Slot }](t, wantOK(t, env, "slot", "list", "-o", "json"))
+		j := decodeJSON[struct{ Slots []postgres.Slot }](t, wantOK(t, env, "slot", "list", "-o", "json"))
 		found := false
 		for _, s := range j.Slots {
 			if s.Name == "walrelay" {
@@ -48,7 +49,7 @@ func TestSlotCommands(t *testing.T) {
 				t.Errorf("slot inspect lacks %q:\n%s", want, out)
 			}
 		}
-		s := decodeJSON[admin.Slot](t, wantOK(t, env, "slot", "inspect", "walrelay", "-o", "json"))
+		s := decodeJSON[postgres.Slot](t, wantOK(t, env, "slot", "inspect", "walrelay", "-o", "json"))
 		if s.Name != "walrelay" || s.ConfirmedFlushLSN != slotLSN(t, dsn, "walrelay") || s.RestartLagBytes == nil {
 			t.Errorf("slot inspect -o json = %+v", s)
 		}
@@ -56,7 +57,7 @@ func TestSlotCommands(t *testing.T) {
 
 	t.Run("peek does not consume", func(t *testing.T) {
 		before := slotLSN(t, dsn, "walrelay")
-		res := decodeJSON[admin.PeekResult](t, wantOK(t, env, "slot", "peek", "walrelay", "--limit", "2", "-o", "json"))
+		res := decodeJSON[operator.PeekResult](t, wantOK(t, env, "slot", "peek", "walrelay", "--limit", "2", "-o", "json"))
 		if len(res.Events) != 2 || !res.More {
 			t.Fatalf("peek --limit 2: %d events, more=%t, want 2 and more", len(res.Events), res.More)
 		}
@@ -78,17 +79,17 @@ func TestSlotCommands(t *testing.T) {
 			t.Errorf("peek moved confirmed_flush_lsn from %s to %s", before, after)
 		}
 		// The events are still there.
-		res = decodeJSON[admin.PeekResult](t, wantOK(t, env, "slot", "peek", "walrelay", "-o", "json"))
+		res = decodeJSON[operator.PeekResult](t, wantOK(t, env, "slot", "peek", "walrelay", "-o", "json"))
 		if len(res.Events) != 3 || res.More {
 			t.Errorf("second peek: %d events (more=%t), want all 3", len(res.Events), res.More)
 		}
 	})
 
 	t.Run("advance --to", func(t *testing.T) {
-		res := decodeJSON[admin.PeekResult](t, wantOK(t, env, "slot", "peek", "walrelay", "-o", "json"))
+		res := decodeJSON[operator.PeekResult](t, wantOK(t, env, "slot", "peek", "walrelay", "-o", "json"))
 		// To the first transaction's end: exactly its two events are skipped.
 		to := res.Events[0].TxEndLSN
-		plan := decodeJSON[admin.AdvancePlan](t, wantOK(t, env, "slot", "advance", "walrelay", "--to", to, "--yes", "-o", "json"))
+		plan := decodeJSON[operator.AdvancePlan](t, wantOK(t, env, "slot", "advance", "walrelay", "--to", to, "--yes", "-o", "json"))
 		if len(plan.Skipped) != 2 || plan.Skipped[0].ID != first[0] || plan.Skipped[1].ID != first[1] || plan.To != to {
 			t.Errorf("advance --to %s skipped %+v, want the 2 events of the first transaction", to, plan.Skipped)
 		}
@@ -102,7 +103,7 @@ func TestSlotCommands(t *testing.T) {
 		if !strings.Contains(out, "skips 0 outbox event(s)") || strings.Contains(out, second[0]) {
 			t.Errorf("advance --to %s (inside the second transaction):\n%s", mid, out)
 		}
-		res = decodeJSON[admin.PeekResult](t, wantOK(t, env, "slot", "peek", "walrelay", "-o", "json"))
+		res = decodeJSON[operator.PeekResult](t, wantOK(t, env, "slot", "peek", "walrelay", "-o", "json"))
 		if len(res.Events) != 1 || res.Events[0].ID != second[0] {
 			t.Errorf("after advancing into the second transaction, peek shows %+v, want %s", res.Events, second[0])
 		}
@@ -191,7 +192,7 @@ func TestSlotCommands(t *testing.T) {
 			wantFailure(t, stdout, stderr, code, 1, inUse, c.want)
 		}
 		// A copy can be peeked while the slot is held.
-		res := decodeJSON[admin.PeekResult](t, wantOK(t, env, "slot", "peek", "walrelay", "--copy", "-o", "json"))
+		res := decodeJSON[operator.PeekResult](t, wantOK(t, env, "slot", "peek", "walrelay", "--copy", "-o", "json"))
 		if len(res.Events) != 1 || res.Copy == "" {
 			t.Errorf("peek --copy: %d events, copy %q", len(res.Events), res.Copy)
 		}

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/internal/slotrecord"
 )
@@ -57,7 +57,7 @@ have one; false never makes one.`, cobra.ExactArgs(1),
 					// postgres.slot_failover=true on a server that cannot
 					// have a failover slot (a standby included) is refused
 					// before anything is created.
-					failover, why, err := admin.SlotFailover(ctx, conn, cfg.Postgres.SlotFailover)
+					failover, why, err := postgres.SlotFailover(ctx, conn, cfg.Postgres.SlotFailover)
 					if err != nil {
 						return createdSlot{}, fmt.Errorf("%w (nothing was created)", err)
 					}
@@ -78,7 +78,7 @@ have one; false never makes one.`, cobra.ExactArgs(1),
 							}
 						}
 					}
-					s, _, err := admin.CreateRecordedSlot(ctx, conn, slotRecords(cfg), args[0], accept, failover)
+					s, _, err := postgres.CreateRecordedSlot(ctx, conn, slotRecords(cfg), args[0], accept, failover)
 					if gap != nil {
 						gap.SlotLSN = s.ConfirmedFlushLSN
 					}
@@ -115,14 +115,14 @@ have one; false never makes one.`, cobra.ExactArgs(1),
 // (postgres.primary_dsn): the slot on the standby (conn), asking the
 // primary for running-transactions records meanwhile, its record on the
 // primary.
-func createOnStandby(ctx context.Context, cfg config.Config, conn *pgx.Conn, name string, replace bool) (admin.Slot, error) {
+func createOnStandby(ctx context.Context, cfg config.Config, conn *pgx.Conn, name string, replace bool) (postgres.Slot, error) {
 	primary, err := connect(ctx, cfg.Postgres.PrimaryDSN)
 	if err != nil {
-		return admin.Slot{}, err
+		return postgres.Slot{}, err
 	}
 	defer primary.Close(context.WithoutCancel(ctx))
-	s, _, err := admin.CreateRecordedSlotOnStandby(ctx, primary, conn, slotRecords(cfg), name, replace, func(ctx context.Context) {
-		admin.LogStandbySnapshots(ctx, cfg.Postgres.PrimaryDSN, time.Second, nil)
+	s, _, err := postgres.CreateRecordedSlotOnStandby(ctx, primary, conn, slotRecords(cfg), name, replace, func(ctx context.Context) {
+		postgres.LogStandbySnapshots(ctx, cfg.Postgres.PrimaryDSN, time.Second, nil)
 	})
 	return s, err
 }
@@ -130,7 +130,7 @@ func createOnStandby(ctx context.Context, cfg config.Config, conn *pgx.Conn, nam
 // createdSlot is what slot create prints: the slot and, with
 // --accept-gap, the gap accepted.
 type createdSlot struct {
-	admin.Slot
+	postgres.Slot
 	Gap *slotGap `json:"gap,omitempty"`
 }
 
@@ -219,7 +219,7 @@ database role) and when.`, cobra.ExactArgs(1),
 				records.Slots = standby
 			}
 			return withConn(ctx, cfg.Postgres.Primary(), func(conn *pgx.Conn) error {
-				before, after, err := admin.AdoptSlot(ctx, conn, records, args[0], by)
+				before, after, err := postgres.AdoptSlot(ctx, conn, records, args[0], by)
 				if err != nil {
 					return err
 				}

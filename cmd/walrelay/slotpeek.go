@@ -14,28 +14,29 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/operator"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/router"
 )
 
 // peekRequest is a PeekRequest from the config.
-func peekRequest(cfg config.Config, slot string) (admin.PeekRequest, error) {
+func peekRequest(cfg config.Config, slot string) (operator.PeekRequest, error) {
 	rt, err := router.New(cfg.Router, cfg.Converter)
 	if err != nil {
-		return admin.PeekRequest{}, cli.UsageError{Err: fmt.Errorf("config router: %w", err)}
+		return operator.PeekRequest{}, cli.UsageError{Err: fmt.Errorf("config router: %w", err)}
 	}
-	return admin.PeekRequest{Slot: slot, Publications: cfg.Postgres.Publications, Router: rt, Policies: cfg.Relay.OnError,
+	return operator.PeekRequest{Slot: slot, Publications: cfg.Postgres.Publications, Router: rt, Policies: cfg.Relay.OnError,
 		MessagePrefix: cfg.Outbox.MessagePrefix}, nil
 }
 
 // printEvents prints outbox events as a table. When some are logical
 // messages (the table-less outbox), a SOURCE column tells them from rows:
 // the table, or message:<prefix>.
-func printEvents(w io.Writer, events []admin.Event) error {
+func printEvents(w io.Writer, events []operator.Event) error {
 	tw := newTable(w)
-	source := slices.ContainsFunc(events, func(ev admin.Event) bool { return ev.Message })
+	source := slices.ContainsFunc(events, func(ev operator.Event) bool { return ev.Message })
 	head := "LSN\tTX_END_LSN\tID\tTOPIC\tKEY\tPAYLOAD"
 	if source {
 		head += "\tSOURCE"
@@ -54,7 +55,7 @@ func printEvents(w io.Writer, events []admin.Event) error {
 		if ev.Key != nil {
 			key = *ev.Key
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", ev.LSN, ev.TxEndLSN, dash(ev.ID), topic, key, admin.HumanBytes(int64(ev.PayloadBytes)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", ev.LSN, ev.TxEndLSN, dash(ev.ID), topic, key, postgres.HumanBytes(int64(ev.PayloadBytes)))
 		if source {
 			fmt.Fprintf(tw, "\t%s", dash(ev.Table))
 		}
@@ -94,7 +95,7 @@ a temporary copy of it.`, cobra.ExactArgs(1),
 			}
 			req.Limit, req.Copy = limit, copySlot
 			return queryAndPrint(ctx, cfg.Postgres.DSN, stdout, format,
-				func(conn *pgx.Conn) (admin.PeekResult, error) { return admin.Peek(ctx, conn, req) },
+				func(conn *pgx.Conn) (operator.PeekResult, error) { return operator.Peek(ctx, conn, req) },
 				printPeek)
 		})
 	cmd.Flags().IntVar(&limit, "limit", 20, "show at most this many events")
@@ -103,7 +104,7 @@ a temporary copy of it.`, cobra.ExactArgs(1),
 }
 
 // printPeek prints what slot peek found: a summary line and the events.
-func printPeek(w io.Writer, res admin.PeekResult) error {
+func printPeek(w io.Writer, res operator.PeekResult) error {
 	from := "slot " + res.Slot.Name
 	if res.Copy != "" {
 		from += " (a temporary copy)"
@@ -147,7 +148,7 @@ republish them by hand if they matter.`, cobra.ExactArgs(1),
 			if err != nil {
 				return err
 			}
-			req := admin.AdvanceRequest{PeekRequest: peek, PastEvent: pastEvent, Records: slotRecords(cfg)}
+			req := operator.AdvanceRequest{PeekRequest: peek, PastEvent: pastEvent, Records: slotRecords(cfg)}
 			if to != "" {
 				lsn, err := lsnArg(to)
 				if err != nil {
@@ -156,7 +157,7 @@ republish them by hand if they matter.`, cobra.ExactArgs(1),
 				req.To = &lsn
 			}
 			return withConn(ctx, cfg.Postgres.DSN, func(conn *pgx.Conn) error {
-				plan, err := admin.PlanAdvance(ctx, conn, req)
+				plan, err := operator.PlanAdvance(ctx, conn, req)
 				if err != nil {
 					return err
 				}
@@ -170,13 +171,13 @@ republish them by hand if they matter.`, cobra.ExactArgs(1),
 				if err := confirm(yes, stdinIsTerminal(), os.Stdin, stderr, q, "slot advance"); err != nil {
 					return err
 				}
-				end, err := admin.Advance(ctx, conn, plan)
+				end, err := operator.Advance(ctx, conn, plan)
 				if err != nil {
 					return err
 				}
 				if format == outputJSON {
 					return writeJSON(stdout, struct {
-						admin.AdvancePlan
+						operator.AdvancePlan
 						ConfirmedFlushLSN string `json:"confirmed_flush_lsn"`
 					}{plan, end})
 				}

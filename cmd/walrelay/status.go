@@ -14,22 +14,22 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/relay"
 )
 
 // statusView is what `walrelay status` shows: the relay's own report and
 // the slot as Postgres sees it, each with the error that kept it away.
 type statusView struct {
-	Time        time.Time     `json:"time"`
-	RelayURL    string        `json:"relay_url"`
-	Relay       *relay.Status `json:"relay"`
-	RelayError  string        `json:"relay_error,omitempty"`
-	Slot        *admin.Slot   `json:"slot"`
-	SlotError   string        `json:"slot_error,omitempty"`
-	SlotProblem string        `json:"slot_problem,omitempty"`
+	Time        time.Time      `json:"time"`
+	RelayURL    string         `json:"relay_url"`
+	Relay       *relay.Status  `json:"relay"`
+	RelayError  string         `json:"relay_error,omitempty"`
+	Slot        *postgres.Slot `json:"slot"`
+	SlotError   string         `json:"slot_error,omitempty"`
+	SlotProblem string         `json:"slot_problem,omitempty"`
 }
 
 func statusCommand(stdout io.Writer) *cobra.Command {
@@ -154,13 +154,13 @@ func gatherStatus(ctx context.Context, cfg config.Config, statusURL string) stat
 		return v
 	}
 	defer conn.Close(context.WithoutCancel(pctx))
-	s, err := admin.InspectSlot(pctx, conn, cfg.Postgres.Slot)
+	s, err := postgres.InspectSlot(pctx, conn, cfg.Postgres.Slot)
 	if err != nil {
 		v.SlotError = err.Error()
 		return v
 	}
 	v.Slot = &s
-	if db, err := admin.CurrentDatabase(pctx, conn); err == nil {
+	if db, err := postgres.CurrentDatabase(pctx, conn); err == nil {
 		v.SlotProblem = s.Problem(db)
 	}
 	return v
@@ -213,12 +213,12 @@ func printStatus(w io.Writer, slot string, v statusView) {
 		fmt.Fprintf(tw, "  ready\t%s\n", ready)
 		fmt.Fprintf(tw, "  confirmed_lsn\t%s\n", r.ConfirmedLSN)
 		fmt.Fprintf(tw, "  received_lsn\t%s\n", r.ReceivedLSN)
-		if c, err1 := admin.ParseLSN(r.ConfirmedLSN); err1 == nil {
-			if rc, err2 := admin.ParseLSN(r.ReceivedLSN); err2 == nil {
-				fmt.Fprintf(tw, "  received - confirmed\t%s\n", admin.DiffString(admin.Diff(rc, c)))
+		if c, err1 := postgres.ParseLSN(r.ConfirmedLSN); err1 == nil {
+			if rc, err2 := postgres.ParseLSN(r.ReceivedLSN); err2 == nil {
+				fmt.Fprintf(tw, "  received - confirmed\t%s\n", postgres.DiffString(postgres.Diff(rc, c)))
 			}
 		}
-		fmt.Fprintf(tw, "  in flight\t%d records, %s, %d pending transaction(s)\n", r.InFlightRecords, admin.HumanBytes(r.InFlightBytes), r.PendingTransaction)
+		fmt.Fprintf(tw, "  in flight\t%d records, %s, %d pending transaction(s)\n", r.InFlightRecords, postgres.HumanBytes(r.InFlightBytes), r.PendingTransaction)
 		fmt.Fprintf(tw, "  oldest unpublished\t%s\n", oldestUnpublished(r))
 		fmt.Fprintf(tw, "  reconnects\t%d\n", r.Reconnects)
 		fmt.Fprintf(tw, "  delivery\t%s\n", dash(r.Delivery))

@@ -11,11 +11,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/cli"
 	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/dbzoffset"
 	"github.com/walrelay/walrelay/internal/kafkaconf"
+	"github.com/walrelay/walrelay/internal/operator"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/relay"
 )
 
@@ -87,7 +88,7 @@ type takeover struct {
 	topic string
 	rec   dbzoffset.Record
 	pos   dbzoffset.Position
-	slot  admin.Slot
+	slot  postgres.Slot
 	from  pglogrepl.LSN // the slot's confirmed_flush_lsn
 }
 
@@ -108,15 +109,15 @@ func planTakeover(ctx context.Context, cfg config.Config, topic, connector, pref
 		return nil, fmt.Errorf("offset of %s: %w", t.rec.Key, err)
 	}
 	err = withConn(ctx, cfg.Postgres.DSN, func(conn *pgx.Conn) error {
-		if t.slot, err = admin.InspectSlot(ctx, conn, cfg.Postgres.Slot); err != nil {
+		if t.slot, err = postgres.InspectSlot(ctx, conn, cfg.Postgres.Slot); err != nil {
 			return err
 		}
-		db, err := admin.CurrentDatabase(ctx, conn)
+		db, err := postgres.CurrentDatabase(ctx, conn)
 		if err != nil {
 			return err
 		}
 		if p := t.slot.Problem(db); p != "" {
-			return fmt.Errorf("%w: %s", admin.ErrSlotMismatch, p)
+			return fmt.Errorf("%w: %s", postgres.ErrSlotMismatch, p)
 		}
 		return nil
 	})
@@ -129,7 +130,7 @@ func planTakeover(ctx context.Context, cfg config.Config, topic, connector, pref
 			who = " (" + t.slot.ClientApplication + ")"
 		}
 		return nil, fmt.Errorf("%w: slot %q is held by pid %d%s: stop the Debezium connector first (PUT /connectors/%s/stop), wait until the slot is inactive (walrelay slot inspect %s), then run the takeover again",
-			admin.ErrSlotActive, t.slot.Name, t.slot.ActivePID, who, connector, t.slot.Name)
+			postgres.ErrSlotActive, t.slot.Name, t.slot.ActivePID, who, connector, t.slot.Name)
 	}
 	if t.from, err = pglogrepl.ParseLSN(t.slot.ConfirmedFlushLSN); err != nil {
 		return nil, fmt.Errorf("reading confirmed_flush_lsn %q of slot %q: %w", t.slot.ConfirmedFlushLSN, t.slot.Name, err)
@@ -155,11 +156,11 @@ func (t *takeover) advance(ctx context.Context, cfg config.Config, log *slog.Log
 		return err
 	}
 	return withConn(ctx, cfg.Postgres.DSN, func(conn *pgx.Conn) error {
-		plan, err := admin.PlanAdvance(ctx, conn, admin.AdvanceRequest{PeekRequest: req, To: &through, Records: slotRecords(cfg), Note: "walrelay debezium takeover"})
+		plan, err := operator.PlanAdvance(ctx, conn, operator.AdvanceRequest{PeekRequest: req, To: &through, Records: slotRecords(cfg), Note: "walrelay debezium takeover"})
 		if err != nil {
 			return fmt.Errorf("moving slot %q to the connector's lsn_commit: %w", t.slot.Name, err)
 		}
-		end, err := admin.Advance(ctx, conn, plan)
+		end, err := operator.Advance(ctx, conn, plan)
 		if err != nil {
 			return fmt.Errorf("moving slot %q to the connector's lsn_commit: %w", t.slot.Name, err)
 		}
@@ -194,9 +195,9 @@ func (t *takeover) print(ctx context.Context, w io.Writer, cfg config.Config) er
 		return err
 	}
 	req.Limit = dryRunPeekLimit
-	var res admin.PeekResult
+	var res operator.PeekResult
 	err = withConn(ctx, cfg.Postgres.DSN, func(conn *pgx.Conn) error {
-		res, err = admin.Peek(ctx, conn, req)
+		res, err = operator.Peek(ctx, conn, req)
 		return err
 	})
 	if err != nil {
@@ -222,8 +223,8 @@ func (t *takeover) print(ctx context.Context, w io.Writer, cfg config.Config) er
 // commit record ends at or before lsn_commit exactly when it starts before
 // it, since lsn_commit is the end of one), then in the first transaction
 // after, if it is the open one, what relay.SkipPublished passes over.
-func (t *takeover) skipped(events []admin.Event) ([]admin.Event, error) {
-	var out []admin.Event
+func (t *takeover) skipped(events []operator.Event) ([]operator.Event, error) {
+	var out []operator.Event
 	first := pglogrepl.LSN(0) // end of the first transaction after lsn_commit
 	at := 0
 	for _, ev := range events {
@@ -254,7 +255,7 @@ func (t *takeover) skipped(events []admin.Event) ([]admin.Event, error) {
 		out = append(out, ev)
 	}
 	if out == nil {
-		out = []admin.Event{}
+		out = []operator.Event{}
 	}
 	return out, nil
 }

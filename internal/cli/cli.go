@@ -83,7 +83,8 @@ func bound(s string, n int) string {
 
 // OneLine joins the non-blank lines of s, trimmed, with "; " (a space
 // after a line ending in a colon, which introduces the lines after it).
-// pkg/admin's connection errors use it too.
+// internal/postgres flattens its connection errors the same way (its
+// oneLine; TestOneLine there checks the two agree).
 func OneLine(s string) string {
 	if !strings.ContainsAny(s, "\r\n") {
 		return s

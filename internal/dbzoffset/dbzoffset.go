@@ -69,7 +69,8 @@
 // first: walrelay may publish such a row again, never lose it.
 //
 // It does not connect to Postgres, move slots or run the relay: the
-// takeover command does, with pkg/admin and pkg/relay.
+// takeover command does, with internal/postgres, internal/operator and
+// pkg/relay.
 package dbzoffset
 
 import (

@@ -12,10 +12,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/eoscheckpoint"
 	"github.com/walrelay/walrelay/internal/kafkalog"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/testenv"
 )
 
@@ -64,7 +64,7 @@ func transactionalID(t *testing.T, dsn string) string {
 	cfg.Postgres.Slot = slotFor(dsn)
 	conn := testenv.Connect(t, dsn)
 	defer conn.Close(context.WithoutCancel(t.Context()))
-	id, err := admin.TransactionalID(t.Context(), conn, cfg)
+	id, err := postgres.TransactionalID(t.Context(), conn, cfg)
 	if err != nil {
 		t.Fatalf("deriving the transactional id: %v", err)
 	}

@@ -28,6 +28,8 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/internal/pgsession"
 )
 
 // Prefix is the prefix of walrelay's heartbeat messages.
@@ -138,7 +140,7 @@ func (e *Emitter) Run(ctx context.Context) {
 // a failed connection is closed and *conn set to nil.
 func (e *Emitter) emit(ctx context.Context, conn **pgx.Conn, now time.Time) error {
 	if *conn == nil || (*conn).IsClosed() {
-		c, err := pgx.Connect(ctx, e.dsn)
+		c, err := pgsession.Connect(ctx, e.dsn)
 		if err != nil {
 			return fmt.Errorf("connecting to postgres: %w", err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/pgsession"
 )
 
 // LockTimeout is how long the Maintainer's session waits for the root's
@@ -92,7 +93,7 @@ func (m *Maintainer) Round(ctx context.Context) ([]Partition, error) {
 	pc.RuntimeParams["application_name"] = "walrelay partitions"
 	cctx, cancel := context.WithTimeout(ctx, m.timeout+10*time.Second)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(cctx, pc)
+	conn, err := pgsession.ConnectConfig(cctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to postgres: %w", err)
 	}

@@ -12,8 +12,10 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/pgcatalog"
+	"github.com/walrelay/walrelay/internal/pgsession"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/router"
 	"github.com/walrelay/walrelay/internal/txfence"
 )
@@ -30,8 +32,8 @@ type outbox struct {
 
 // connectReadOnly opens verify's Postgres connection: every transaction
 // read-only, each statement under timeout, and values printed as the
-// walsender prints them for the relay (pkg/replication pins the same
-// settings), so the router sees the same text.
+// walsender prints them for the relay (pgsession pins the same settings
+// on both), so the router sees the same text.
 func connectReadOnly(ctx context.Context, dsn string, timeout time.Duration) (*pgx.Conn, error) {
 	pc, err := pgx.ParseConfig(dsn)
 	if err != nil {
@@ -40,16 +42,13 @@ func connectReadOnly(ctx context.Context, dsn string, timeout time.Duration) (*p
 	for k, v := range map[string]string{
 		"default_transaction_read_only": "on",
 		"statement_timeout":             strconv.FormatInt(timeout.Milliseconds(), 10),
-		"DateStyle":                     "ISO",
-		"TimeZone":                      "UTC",
-		"bytea_output":                  "hex",
 		"application_name":              "walrelay verify",
 	} {
 		pc.RuntimeParams[k] = v
 	}
-	conn, err := pgx.ConnectConfig(ctx, pc)
+	conn, err := pgsession.ConnectConfig(ctx, pc)
 	if err != nil {
-		return nil, admin.ExplainConnectError(err)
+		return nil, postgres.ExplainConnectError(err)
 	}
 	return conn, nil
 }
@@ -68,7 +67,7 @@ func describe(ctx context.Context, conn *pgx.Conn, cfg config.Config) (*outbox, 
 		}
 		return nil, fmt.Errorf("reading outbox table %s: %w", quoted, err)
 	}
-	cols, err := admin.ReadColumns(ctx, conn, []uint32{oid})
+	cols, err := pgcatalog.ReadColumns(ctx, conn, []uint32{oid})
 	if err != nil {
 		return nil, err
 	}

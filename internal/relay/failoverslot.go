@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/internal/admin"
+	"github.com/walrelay/walrelay/internal/postgres"
 )
 
 // This file is the relay's side of failover slots (postgres.slot_failover,
@@ -24,7 +24,7 @@ const syncedCopyPoll = time.Second
 // failoverState is the relay's failover-slot state.
 type failoverState struct {
 	// on is whether the slot is to be a failover slot on this server
-	// (admin.SlotFailover), decided at each start.
+	// (postgres.SlotFailover), decided at each start.
 	on bool
 	// waiting is set while the start waits on a synchronized copy, for
 	// Ready.
@@ -32,11 +32,11 @@ type failoverState struct {
 }
 
 // decideFailover decides whether the slot is to be a failover slot
-// (admin.SlotFailover): postgres.slot_failover=true on a server that
+// (postgres.SlotFailover): postgres.slot_failover=true on a server that
 // cannot have one stops the start; auto on such a server says once why the
 // slot is not one.
 func (r *Relay) decideFailover(ctx context.Context, conn *pgx.Conn) error {
-	on, why, err := admin.SlotFailover(ctx, conn, r.cfg.Postgres.SlotFailover)
+	on, why, err := postgres.SlotFailover(ctx, conn, r.cfg.Postgres.SlotFailover)
 	if err != nil {
 		return err
 	}
@@ -48,27 +48,27 @@ func (r *Relay) decideFailover(ctx context.Context, conn *pgx.Conn) error {
 }
 
 // ensureFailover switches failover on for the existing slot s when the
-// slot is to be a failover slot and is not one (admin.EnsureFailover). A
+// slot is to be a failover slot and is not one (postgres.EnsureFailover). A
 // slot another process holds (a walrelay that streams from it, this one
 // waiting as a standby) keeps its setting until a start that finds it
 // free: that is logged, not an error.
-func (r *Relay) ensureFailover(ctx context.Context, conn *pgx.Conn, s admin.Slot) error {
+func (r *Relay) ensureFailover(ctx context.Context, conn *pgx.Conn, s postgres.Slot) error {
 	if !r.fslot.on {
 		return nil
 	}
-	switch res, err := admin.EnsureFailover(ctx, conn, s, r.cfg.Postgres.SlotFailover); {
-	case errors.Is(err, admin.ErrSlotActive):
+	switch res, err := postgres.EnsureFailover(ctx, conn, s, r.cfg.Postgres.SlotFailover); {
+	case errors.Is(err, postgres.ErrSlotActive):
 		r.log.Warn("could not switch failover on for the replication slot: a process holds it; the next start that finds it free does", "slot", s.Name, "err", err)
 	case err != nil:
 		return err
-	case res == admin.FailoverSwitched:
+	case res == postgres.FailoverSwitched:
 		r.log.Info("switched failover on for the replication slot (ALTER_REPLICATION_SLOT): standbys with sync_replication_slots=on now keep a copy", "slot", s.Name)
 	}
 	return nil
 }
 
 // waitSyncedCopy returns at once unless the slot, on the server conn is
-// connected to, is a synchronized copy on a standby (admin.SyncedCopy),
+// connected to, is a synchronized copy on a standby (postgres.SyncedCopy),
 // which Postgres lets nothing decode from until the standby is promoted.
 // Then it logs one line saying so, makes Ready say it too, and asks again
 // every second until the server is promoted (or ctx is done). It runs
@@ -80,7 +80,7 @@ func (r *Relay) waitSyncedCopy(ctx context.Context, conn *pgx.Conn) error {
 	slot := r.cfg.Postgres.Slot
 	defer r.fslot.waiting.Store(false)
 	for waited := false; ; waited = true {
-		synced, err := admin.SyncedCopy(ctx, conn, slot)
+		synced, err := postgres.SyncedCopy(ctx, conn, slot)
 		if err != nil {
 			return err
 		}
@@ -92,7 +92,7 @@ func (r *Relay) waitSyncedCopy(ctx context.Context, conn *pgx.Conn) error {
 		}
 		if !waited {
 			r.fslot.waiting.Store(true)
-			r.log.Warn(admin.SyncedCopyText(slot)+"; waiting", "slot", slot)
+			r.log.Warn(postgres.SyncedCopyText(slot)+"; waiting", "slot", slot)
 		}
 		select {
 		case <-ctx.Done():

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/setup"
 	"github.com/walrelay/walrelay/internal/testenv"
 )
@@ -102,7 +102,7 @@ func TestRunFailoverTrueRefusedBefore17(t *testing.T) {
 		}
 		run := f.start(t)
 		err := run.wait(30 * time.Second)
-		if !errors.Is(err, admin.ErrFailoverUnsupported) {
+		if !errors.Is(err, postgres.ErrFailoverUnsupported) {
 			t.Fatalf("Run = %v, want ErrFailoverUnsupported", err)
 		}
 		for _, want := range []string{"postgres.slot_failover=true", "has no failover slots", "PostgreSQL 17"} {

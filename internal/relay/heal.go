@@ -49,9 +49,10 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/eoscheckpoint"
+	"github.com/walrelay/walrelay/internal/pgsession"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/replication"
 	"github.com/walrelay/walrelay/internal/slotrecord"
 	"github.com/walrelay/walrelay/internal/snapshot"
@@ -199,7 +200,7 @@ func (r *Relay) healSlot(ctx context.Context) (HealResult, error) {
 	res := HealResult{Slot: slot, What: plan.what}
 	conn, err := snapshot.Connect(ctx, r.cfg.Postgres.DSN)
 	if err != nil {
-		return res, admin.ExplainConnectError(err)
+		return res, postgres.ExplainConnectError(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	// One heal or initial snapshot of a slot at a time.
@@ -284,7 +285,7 @@ func (r *Relay) healSlot(ctx context.Context) (HealResult, error) {
 	// on (postgres.slot_failover), as the initial snapshot does. Failing
 	// that, the next start does.
 	if r.fslot.on {
-		if err := admin.EnableFailover(ctx, conn, slot); err != nil {
+		if err := postgres.EnableFailover(ctx, conn, slot); err != nil {
 			r.log.Warn("could not switch failover on for the healed slot; the next start tries again", "slot", slot, "err", err)
 		}
 	}
@@ -400,9 +401,9 @@ func (r *Relay) Heal(ctx context.Context) (HealResult, error) {
 	if !r.healOn() {
 		return res, errors.New("walrelay slot heal runs with outbox.on_slot_loss=heal")
 	}
-	conn, err := pgx.Connect(ctx, r.cfg.Postgres.DSN)
+	conn, err := pgsession.Connect(ctx, r.cfg.Postgres.DSN)
 	if err != nil {
-		return res, admin.ExplainConnectError(err)
+		return res, postgres.ExplainConnectError(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	// Exactly-once: the transactional producer, as walrelay run builds

@@ -12,10 +12,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/localpg"
 	"github.com/walrelay/walrelay/internal/metrics"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/internal/setup"
 	"github.com/walrelay/walrelay/internal/testenv"
@@ -73,7 +73,7 @@ func (h *hotStandby) setup(t *testing.T) []setup.Step {
 	sc := testenv.Connect(t, h.standbyDSN())
 	steps, err := setup.Run(t.Context(), pc, setup.Names{Schema: "public", Table: "outbox", Publication: "walrelay_outbox", Slot: "walrelay",
 		Standby: &setup.Standby{Conn: sc, Nudge: func(ctx context.Context) {
-			admin.LogStandbySnapshots(ctx, h.primaryDSN(), time.Second, nil)
+			postgres.LogStandbySnapshots(ctx, h.primaryDSN(), time.Second, nil)
 		}}})
 	if err != nil {
 		t.Fatalf("setup with the slot on the standby: %v", err)

@@ -9,7 +9,9 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/internal/admin"
+	"github.com/walrelay/walrelay/internal/pgcatalog"
+	"github.com/walrelay/walrelay/internal/pgsession"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/publisher"
 	"github.com/walrelay/walrelay/internal/router"
 	"github.com/walrelay/walrelay/internal/slotrecord"
@@ -40,7 +42,7 @@ var (
 // producer (delivery.connect), whose id needs the server's system
 // identifier, and last creates the checkpoint topic.
 func (r *Relay) prepare(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, r.cfg.Postgres.DSN)
+	conn, err := pgsession.Connect(ctx, r.cfg.Postgres.DSN)
 	if err != nil {
 		return fmt.Errorf("connecting to postgres: %w", err)
 	}
@@ -82,7 +84,7 @@ func (r *Relay) prepare(ctx context.Context) error {
 	return r.delivery.prepareKafka(ctx)
 }
 
-// ensureSlot reads the slot with pkg/admin's query (the one `walrelay slot
+// ensureSlot reads the slot with internal/postgres's query (the one `walrelay slot
 // inspect` shows), creating it when it is missing and postgres.create_slot
 // allows, and returns its confirmed_flush_lsn (0 for a slot not yet
 // consistent).
@@ -91,9 +93,9 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, 
 	if err := r.decideFailover(ctx, conn); err != nil { // postgres.slot_failover
 		return 0, err
 	}
-	s, err := admin.InspectSlot(ctx, conn, name)
+	s, err := postgres.InspectSlot(ctx, conn, name)
 	switch {
-	case errors.Is(err, admin.ErrSlotNotFound):
+	case errors.Is(err, postgres.ErrSlotNotFound):
 		// A slot walrelay confirmed through before is never created again
 		// silently: the rows after its record may be unpublished.
 		if err := r.rec.missing(ctx, conn); err != nil {
@@ -128,7 +130,7 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, 
 	case err != nil:
 		return 0, err
 	default:
-		db, err := admin.CurrentDatabase(ctx, conn)
+		db, err := postgres.CurrentDatabase(ctx, conn)
 		if err != nil {
 			return 0, err
 		}
@@ -201,7 +203,7 @@ func (r *Relay) checkPublications(ctx context.Context, conn *pgx.Conn) error {
 	for i, t := range tables {
 		oids[i] = uint32(t.oid)
 	}
-	cols, err := admin.ReadColumns(ctx, conn, oids)
+	cols, err := pgcatalog.ReadColumns(ctx, conn, oids)
 	if err != nil {
 		return err
 	}
@@ -281,17 +283,17 @@ func (r *Relay) relationOf(ctx context.Context, rel *pglogrepl.RelationMessage) 
 func (r *Relay) rereadColumns(ctx context.Context, relid uint32) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, r.cfg.Postgres.DSN)
+	conn, err := pgsession.Connect(ctx, r.cfg.Postgres.DSN)
 	if err != nil {
-		return admin.ExplainConnectError(err)
+		return postgres.ExplainConnectError(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	cols, err := admin.ReadColumns(ctx, conn, []uint32{relid})
+	cols, err := pgcatalog.ReadColumns(ctx, conn, []uint32{relid})
 	if err != nil {
 		return err
 	}
 	if r.columns == nil {
-		r.columns = admin.Columns{}
+		r.columns = pgcatalog.Columns{}
 	}
 	r.columns[relid] = cols[relid]
 	return nil

@@ -77,13 +77,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/checkpoint"
 	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/dbzoffset"
 	"github.com/walrelay/walrelay/internal/heartbeat"
 	"github.com/walrelay/walrelay/internal/kafkaconf"
 	"github.com/walrelay/walrelay/internal/metrics"
+	"github.com/walrelay/walrelay/internal/pgcatalog"
 	"github.com/walrelay/walrelay/internal/publisher"
 	"github.com/walrelay/walrelay/internal/replication"
 	"github.com/walrelay/walrelay/internal/router"
@@ -129,7 +129,7 @@ type Relay struct {
 	// columns holds the published tables' columns as the catalog describes
 	// them: read at startup (prepare), then, table by table, on the
 	// stream's goroutine at each Relation message (relationOf).
-	columns admin.Columns
+	columns pgcatalog.Columns
 	// tables are the published tables as prepare bound them, in the
 	// catalog's column order (what a snapshot reads).
 	tables []router.Relation

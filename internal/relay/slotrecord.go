@@ -12,8 +12,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/checkpoint"
+	"github.com/walrelay/walrelay/internal/pgsession"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/slotrecord"
 	"github.com/walrelay/walrelay/internal/txfence"
 )
@@ -120,9 +121,9 @@ func (c *recorder) writer(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error
 		return conn, nil
 	}
 	if c.conn == nil || c.conn.IsClosed() {
-		pc, err := pgx.Connect(ctx, c.dsn)
+		pc, err := pgsession.Connect(ctx, c.dsn)
 		if err != nil {
-			return nil, fmt.Errorf("connecting to the primary (postgres.primary_dsn) to keep the slot's record: %w", admin.ExplainConnectError(err))
+			return nil, fmt.Errorf("connecting to the primary (postgres.primary_dsn) to keep the slot's record: %w", postgres.ExplainConnectError(err))
 		}
 		c.conn = pc
 	}
@@ -275,7 +276,7 @@ func (c *recorder) session(ctx context.Context) error {
 	err := func() error {
 		reused := c.conn != nil && !c.conn.IsClosed()
 		if !reused {
-			conn, err := pgx.Connect(ctx, c.dsn)
+			conn, err := pgsession.Connect(ctx, c.dsn)
 			if err != nil {
 				return fmt.Errorf("connecting to read the slot's record: %w", err)
 			}
@@ -293,7 +294,7 @@ func (c *recorder) session(ctx context.Context) error {
 			// restart (a new session follows one): once more on a new one,
 			// which the DSN takes to the server this session streams from.
 			_ = c.conn.Close(context.WithoutCancel(ctx))
-			if c.conn, err = pgx.Connect(ctx, c.dsn); err != nil {
+			if c.conn, err = pgsession.Connect(ctx, c.dsn); err != nil {
 				c.conn = nil
 				return fmt.Errorf("connecting to read the slot's record: %w", err)
 			}
@@ -378,7 +379,7 @@ func (c *recorder) fence(ctx context.Context) {
 	defer cancel()
 	err := func() error {
 		if c.fenceConn == nil || c.fenceConn.IsClosed() {
-			conn, err := pgx.Connect(ctx, c.dsn)
+			conn, err := pgsession.Connect(ctx, c.dsn)
 			if err != nil {
 				return fmt.Errorf("connecting to take a fence: %w", err)
 			}
@@ -458,7 +459,7 @@ func (c *recorder) raise(ctx context.Context, force bool) error {
 		return nil // only this recorder's own last write since its last idle record
 	}
 	if c.conn == nil || c.conn.IsClosed() {
-		conn, err := pgx.Connect(ctx, c.dsn)
+		conn, err := pgsession.Connect(ctx, c.dsn)
 		if err != nil {
 			return fmt.Errorf("connecting to record the slot's position: %w", err)
 		}

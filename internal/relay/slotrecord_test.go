@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walrelay/walrelay/internal/admin"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/internal/retention"
 	"github.com/walrelay/walrelay/internal/setup"
@@ -55,14 +55,14 @@ func TestCreateSlotRefusesARecordedSlot(t *testing.T) {
 	if _, err := setup.Run(t.Context(), conn, setup.Names{Schema: "public", Table: "outbox", Publication: "walrelay_outbox", Slot: "walrelay"}); !errors.Is(err, slotrecord.ErrRecorded) {
 		t.Fatalf("walrelay setup: %v, want ErrRecorded", err)
 	}
-	if _, _, err := admin.CreateRecordedSlot(t.Context(), conn, records, "walrelay", false, false); !errors.Is(err, slotrecord.ErrRecorded) {
+	if _, _, err := postgres.CreateRecordedSlot(t.Context(), conn, records, "walrelay", false, false); !errors.Is(err, slotrecord.ErrRecorded) {
 		t.Fatalf("walrelay slot create: %v, want ErrRecorded", err)
 	}
 	if n := testenv.QueryValue[int64](t, f.dsn, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'walrelay'`); n != 0 {
 		t.Fatal("setup or slot create created the slot again")
 	}
 	// --replace: created, marked, retention stopped.
-	if _, st, err := admin.CreateRecordedSlot(t.Context(), conn, records, "walrelay", true, false); err != nil || st.Record == nil || st.Record.JumpedAt == nil {
+	if _, st, err := postgres.CreateRecordedSlot(t.Context(), conn, records, "walrelay", true, false); err != nil || st.Record == nil || st.Record.JumpedAt == nil {
 		t.Fatalf("walrelay slot create --replace: %+v, %v; want the slot created and its record marked", st.Record, err)
 	}
 	p := retention.New(retention.Config{DSN: f.dsn, Schema: "public", Table: "outbox", TimeColumn: "created_at", Slot: "walrelay",
@@ -126,7 +126,7 @@ func TestSlotAdvancedByHandIsDetected(t *testing.T) {
 	if res, err := p.Cycle(t.Context()); !errors.Is(err, retention.ErrSlotJumped) || res.Rows != 0 {
 		t.Fatalf("retention after the relay stopped on the jump: %d rows, %v; want 0 and ErrSlotJumped", res.Rows, err)
 	}
-	if _, _, err := admin.AdoptSlot(t.Context(), testenv.Connect(t, f.dsn), records, "walrelay", "test"); err != nil {
+	if _, _, err := postgres.AdoptSlot(t.Context(), testenv.Connect(t, f.dsn), records, "walrelay", "test"); err != nil {
 		t.Fatalf("adopting the slot: %v", err)
 	}
 	run = f.start(t)

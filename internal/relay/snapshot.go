@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/eoscheckpoint"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/router"
 	"github.com/walrelay/walrelay/internal/snapshot"
 )
@@ -89,7 +89,7 @@ func (r *Relay) initialSnapshot(ctx context.Context) error {
 	slot := r.cfg.Postgres.Slot
 	conn, err := snapshot.Connect(ctx, r.cfg.Postgres.DSN)
 	if err != nil {
-		return admin.ExplainConnectError(err)
+		return postgres.ExplainConnectError(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	r.log.Info("initial snapshot: taking the snapshot lock of the slot (another process snapshotting it is waited for)", "slot", slot)
@@ -97,9 +97,9 @@ func (r *Relay) initialSnapshot(ctx context.Context) error {
 		return err
 	}
 	// Someone may have created the slot while this process waited.
-	switch s, err := admin.InspectSlot(ctx, conn, slot); {
+	switch s, err := postgres.InspectSlot(ctx, conn, slot); {
 	case err == nil:
-		db, err := admin.CurrentDatabase(ctx, conn)
+		db, err := postgres.CurrentDatabase(ctx, conn)
 		if err != nil {
 			return err
 		}
@@ -115,7 +115,7 @@ func (r *Relay) initialSnapshot(ctx context.Context) error {
 			r.tracker.SetStart(lsn)
 		}
 		return r.rec.found(ctx, conn)
-	case !errors.Is(err, admin.ErrSlotNotFound):
+	case !errors.Is(err, postgres.ErrSlotNotFound):
 		return err
 	}
 	tmp, err := tempSlotName()
@@ -142,7 +142,7 @@ func (r *Relay) initialSnapshot(ctx context.Context) error {
 	// pg_copy_logical_replication_slot never copies failover: switch it
 	// on (postgres.slot_failover). Failing that, the next start does.
 	if r.fslot.on {
-		if err := admin.EnableFailover(ctx, conn, slot); err != nil {
+		if err := postgres.EnableFailover(ctx, conn, slot); err != nil {
 			r.log.Warn("could not switch failover on for the slot the initial snapshot created; the next start tries again", "slot", slot, "err", err)
 		}
 	}
@@ -391,7 +391,7 @@ func (r *Relay) Backfill(ctx context.Context, where string, dryRun bool, report 
 	r.snap.report = report
 	conn, err := snapshot.Connect(ctx, r.cfg.Postgres.DSN)
 	if err != nil {
-		return res, admin.ExplainConnectError(err)
+		return res, postgres.ExplainConnectError(err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if err := r.checkPublications(ctx, conn); err != nil {

@@ -14,15 +14,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/pgsession"
+	"github.com/walrelay/walrelay/internal/postgres"
 )
 
 // Errors of decoding from a standby, returned wrapped by Run's startup.
 var (
 	// ErrStandbyTooOld: postgres.dsn is a hot standby older than
 	// Postgres 16, which cannot decode.
-	ErrStandbyTooOld = admin.ErrStandbyTooOld
+	ErrStandbyTooOld = postgres.ErrStandbyTooOld
 	// ErrStandbyNeedsPrimary: postgres.dsn is a hot standby and
 	// postgres.primary_dsn is empty; walrelay could not write its slot
 	// record or heartbeats.
@@ -49,7 +50,7 @@ type standbyState struct {
 // standby (promoted: the record on the old primary would be of another
 // history).
 func (r *Relay) checkStandby(ctx context.Context, conn *pgx.Conn) error {
-	standby, err := admin.StandbyDecoding(ctx, conn)
+	standby, err := postgres.StandbyDecoding(ctx, conn)
 	if err != nil {
 		return err
 	}
@@ -68,9 +69,9 @@ func (r *Relay) checkStandby(ctx context.Context, conn *pgx.Conn) error {
 }
 
 // createSlot creates the slot on conn (creatingSlot).
-func (r *Relay) createSlot(ctx context.Context, conn *pgx.Conn, name string) (s admin.Slot, err error) {
+func (r *Relay) createSlot(ctx context.Context, conn *pgx.Conn, name string) (s postgres.Slot, err error) {
 	err = r.creatingSlot(ctx, name, func() (err error) {
-		s, err = admin.CreateSlot(ctx, conn, name, r.fslot.on)
+		s, err = postgres.CreateSlot(ctx, conn, name, r.fslot.on)
 		return err
 	})
 	return s, err
@@ -91,7 +92,7 @@ func (r *Relay) creatingSlot(ctx context.Context, name string, create func() err
 	nctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		admin.LogStandbySnapshots(nctx, r.cfg.Postgres.PrimaryDSN, time.Second, r.log)
+		postgres.LogStandbySnapshots(nctx, r.cfg.Postgres.PrimaryDSN, time.Second, r.log)
 	})
 	defer wg.Wait()
 	defer stop()
@@ -121,9 +122,9 @@ type slotConn struct {
 
 func (s *slotConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if s.conn == nil || s.conn.IsClosed() {
-		conn, err := pgx.Connect(ctx, s.dsn)
+		conn, err := pgsession.Connect(ctx, s.dsn)
 		if err != nil {
-			return errRow{fmt.Errorf("connecting to the standby to read the slot: %w", admin.ExplainConnectError(err))}
+			return errRow{fmt.Errorf("connecting to the standby to read the slot: %w", postgres.ExplainConnectError(err))}
 		}
 		s.conn = conn
 	}

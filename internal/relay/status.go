@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/walrelay/walrelay/internal/admin"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/publisher"
 	"github.com/walrelay/walrelay/internal/replication"
 	"github.com/walrelay/walrelay/internal/slotmon"
@@ -153,7 +153,7 @@ func (r *Relay) Ready(ctx context.Context) error {
 		case sn.Running:
 			return fmt.Errorf("not streaming: initial snapshot running, %d of %d rows handed on (eta %s)", sn.Done, sn.Total, sn.ETA)
 		case r.fslot.waiting.Load():
-			return fmt.Errorf("not streaming: %s; waiting", admin.SyncedCopyText(r.cfg.Postgres.Slot))
+			return fmt.Errorf("not streaming: %s; waiting", postgres.SyncedCopyText(r.cfg.Postgres.Slot))
 		case errors.Is(r.stream.LastError(), replication.ErrSlotSynced):
 			// Before "held by another process": the slot sync worker
 			// holds the copy while it updates it.

@@ -6,9 +6,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/eoscheckpoint"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/replication"
 	"github.com/walrelay/walrelay/internal/testenv"
 )
@@ -32,7 +32,7 @@ func TestTransactionsRestartKeepsTheOldHistoryForWhatIsQueued(t *testing.T) {
 	}
 	// What prepare does with the server's identity, which this test has
 	// no server for.
-	id := admin.TxnID{ID: "walrelay-app-walrelay-7000000000000000001", Database: "app", SystemID: "7000000000000000001"}
+	id := postgres.TxnID{ID: "walrelay-app-walrelay-7000000000000000001", Database: "app", SystemID: "7000000000000000001"}
 	tx := r.delivery.(*transactions)
 	if err := tx.use(id); err != nil {
 		t.Fatal(err)

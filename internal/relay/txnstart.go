@@ -16,15 +16,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/eoscheckpoint"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/replication"
 	"github.com/walrelay/walrelay/internal/resume"
 )
 
 // connect builds the transactional producer of exactly-once delivery,
 // once the server tells what its id is derived from: the database and the
-// system identifier (admin.TransactionalID), so that relays of two
+// system identifier (postgres.TransactionalID), so that relays of two
 // clusters whose databases and slots have the same names neither fence
 // each other nor share a checkpoint key. A producer built already is
 // kept.
@@ -32,7 +32,7 @@ func (t *transactions) connect(ctx context.Context, conn *pgx.Conn) error {
 	if t.pub != nil {
 		return nil
 	}
-	id, err := admin.TransactionalID(ctx, conn, t.cfg)
+	id, err := postgres.TransactionalID(ctx, conn, t.cfg)
 	if err != nil {
 		return fmt.Errorf("deriving the transactional id: %w", err)
 	}
@@ -45,7 +45,7 @@ func (t *transactions) connect(ctx context.Context, conn *pgx.Conn) error {
 
 // use sets the transactional id and what it was derived from, and builds
 // the producer with it.
-func (t *transactions) use(id admin.TxnID) error {
+func (t *transactions) use(id postgres.TxnID) error {
 	t.key, t.db = []byte(id.ID), id.Database
 	pub, err := t.build(id.ID)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/walrelay/walrelay/internal/pgsession"
 	"github.com/walrelay/walrelay/internal/pgwire"
 )
 
@@ -163,14 +164,10 @@ func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, *pgwire.Reader, e
 		// pgconn's parse errors never include the password.
 		return nil, nil, permanent(fmt.Errorf("parsing postgres DSN: %w", err))
 	}
-	cfg.RuntimeParams["replication"] = "database"
 	cfg.RuntimeParams["application_name"] = "walrelay"
-	// pgoutput formats values with the walsender's output functions; pin
-	// the settings the router parses (timestamps, bytea).
-	cfg.RuntimeParams["DateStyle"] = "ISO"
-	cfg.RuntimeParams["TimeZone"] = "UTC"
-	cfg.RuntimeParams["bytea_output"] = "hex"
-	cfg.RuntimeParams["extra_float_digits"] = "3"
+	// pgoutput formats values with the walsender's output functions:
+	// pgsession pins the settings the router parses (timestamps, bytea,
+	// floats), with replication=database.
 	// Everything is read through a pgwire.Reader: pgconn's frontend while
 	// connecting, the pgwire.Conn once the stream owns the connection. pgconn dials, then builds the frontend, one address at a
 	// time: the socket dialed last is the one read (through TLS, when used).
@@ -186,7 +183,7 @@ func (s *Stream) connect(ctx context.Context) (*pgconn.PgConn, *pgwire.Reader, e
 		in = pgwire.NewReader(ctx, r, dialed, s.cfg.ReadWait)
 		return pgproto3.NewFrontend(in, w)
 	}
-	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	conn, err := pgsession.ConnectReplication(ctx, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connecting for replication to %s: %w", describe(cfg), err)
 	}

@@ -10,9 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/metrics"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/reconcile"
 	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/internal/retention"
@@ -85,7 +85,7 @@ func TestRecreatedSlotKeepsUnpublishedRows(t *testing.T) {
 	if err := r.Run(ctx); !errors.Is(err, slotrecord.ErrJumped) {
 		t.Fatalf("relay on the recreated slot: %v, want ErrJumped", err)
 	}
-	if _, _, err := admin.CreateRecordedSlot(t.Context(), testenv.Connect(t, d.dsn), slotrecord.Table{Schema: "public"}, d.slot, true, false); err != nil {
+	if _, _, err := postgres.CreateRecordedSlot(t.Context(), testenv.Connect(t, d.dsn), slotrecord.Table{Schema: "public"}, d.slot, true, false); err != nil {
 		t.Fatalf("slot create --accept-gap on the recreated slot: %v", err)
 	}
 	startRelay(t, cfg, logs)
@@ -131,7 +131,7 @@ func TestRecreatedSlotKeepsUnpublishedRows(t *testing.T) {
 	}
 
 	// Adopted, retention resumes: every old row is on Kafka now.
-	if _, _, err := admin.AdoptSlot(t.Context(), testenv.Connect(t, d.dsn), slotrecord.Table{Schema: "public"}, d.slot, "test"); err != nil {
+	if _, _, err := postgres.AdoptSlot(t.Context(), testenv.Connect(t, d.dsn), slotrecord.Table{Schema: "public"}, d.slot, "test"); err != nil {
 		t.Fatalf("adopt: %v", err)
 	}
 	deadline := time.Now().Add(30 * time.Second)

@@ -37,9 +37,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/metrics"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/txfence"
 )
 
@@ -193,7 +193,7 @@ func (p *Pruner) slotConn(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error
 	if p.slots != nil && !p.slots.IsClosed() {
 		return p.slots, nil
 	}
-	c, err := admin.Connect(ctx, p.cfg.SlotDSN)
+	c, err := postgres.Connect(ctx, p.cfg.SlotDSN)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the standby holding the slot: %w", err)
 	}
@@ -207,7 +207,7 @@ func (p *Pruner) connect(ctx context.Context) (*pgx.Conn, error) {
 	if p.conn != nil && !p.conn.IsClosed() {
 		return p.conn, nil
 	}
-	conn, err := admin.Connect(ctx, p.cfg.DSN)
+	conn, err := postgres.Connect(ctx, p.cfg.DSN)
 	if err != nil {
 		return nil, err
 	}

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/localpg"
 	"github.com/walrelay/walrelay/internal/metrics"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/reconcile"
 	"github.com/walrelay/walrelay/internal/retention"
 	"github.com/walrelay/walrelay/internal/setup"
@@ -43,7 +43,7 @@ func TestRetentionAndVerifyDecodingFromStandby(t *testing.T) {
 	primary, standby := p.DSN("postgres"), s.DSN("postgres")
 	if _, err := setup.Run(t.Context(), testenv.Connect(t, primary), setup.Names{Schema: "public", Table: "outbox", Publication: "walrelay_outbox", Slot: "walrelay",
 		Standby: &setup.Standby{Conn: testenv.Connect(t, standby), Nudge: func(ctx context.Context) {
-			admin.LogStandbySnapshots(ctx, primary, time.Second, nil)
+			postgres.LogStandbySnapshots(ctx, primary, time.Second, nil)
 		}}}); err != nil {
 		t.Fatalf("setup: %v", err)
 	}

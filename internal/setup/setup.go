@@ -29,8 +29,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/partition"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/slotrecord"
 	sqlfiles "github.com/walrelay/walrelay/sql"
 )
@@ -67,7 +67,7 @@ type Names struct {
 	// Partitions.Column are created ahead too.
 	Partitions *Partitions
 	// Failover makes the slot a failover slot (postgres.slot_failover,
-	// PostgreSQL 17+; the caller decides with admin.SlotFailover): a slot
+	// PostgreSQL 17+; the caller decides with postgres.SlotFailover): a slot
 	// it creates is created with failover, and an existing slot without
 	// it is switched on (ALTER_REPLICATION_SLOT), unless a process holds
 	// it (the step says so; walrelay run switches it on at its next
@@ -197,7 +197,7 @@ func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 			timeout = time.Minute
 		}
 		wctx, cancel := context.WithTimeout(ctx, timeout)
-		err := admin.WaitReplayed(wctx, conn, n.Standby.Conn)
+		err := postgres.WaitReplayed(wctx, conn, n.Standby.Conn)
 		cancel()
 		if err != nil {
 			return steps, err
@@ -239,8 +239,8 @@ func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 	}
 	if exists && n.Failover && !failover {
 		note := "already exists; failover switched on"
-		switch err := admin.EnableFailover(ctx, slotConn, n.Slot); {
-		case errors.Is(err, admin.ErrSlotActive):
+		switch err := postgres.EnableFailover(ctx, slotConn, n.Slot); {
+		case errors.Is(err, postgres.ErrSlotActive):
 			note = "already exists; failover still off: a process holds the slot (walrelay run switches it on at its next start)"
 		case err != nil:
 			return steps, err

@@ -8,7 +8,7 @@
 // the gauges walrelay_slot_lag_bytes, walrelay_slot_wal_status,
 // walrelay_slot_safe_wal_size_bytes, walrelay_slot_active and
 // walrelay_slot_stall_seconds (Register); failed polls count in
-// walrelay_slot_poll_errors_total. The row is read with pkg/admin's
+// walrelay_slot_poll_errors_total. The row is read with internal/postgres's
 // query, the one `walrelay slot inspect` shows.
 //
 // A stall is measured on the slot itself, not on this process's
@@ -28,11 +28,11 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/walrelay/walrelay/internal/admin"
 	"github.com/walrelay/walrelay/internal/metrics"
+	"github.com/walrelay/walrelay/internal/pgsession"
+	"github.com/walrelay/walrelay/internal/postgres"
 )
 
 // Status is the replication slot as Postgres last reported it.
@@ -148,16 +148,16 @@ func (sm *Monitor) Current() Status {
 	return sm.status
 }
 
-// read reads the slot's row with pkg/admin's query, on a connection of its
-// own.
+// read reads the slot's row with internal/postgres's query, on a
+// connection of its own.
 func read(ctx context.Context, dsn, slot string) (Status, error) {
 	st := Status{Slot: slot}
-	conn, err := pgx.Connect(ctx, dsn)
+	conn, err := pgsession.Connect(ctx, dsn)
 	if err != nil {
-		return st, fmt.Errorf("connecting to postgres: %w", admin.ExplainConnectError(err))
+		return st, fmt.Errorf("connecting to postgres: %w", postgres.ExplainConnectError(err))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	s, err := admin.InspectSlot(ctx, conn, slot)
+	s, err := postgres.InspectSlot(ctx, conn, slot)
 	if err != nil {
 		return st, err
 	}

@@ -23,8 +23,8 @@
 // writes: [Baseline], [Raise], [MarkJumped], [Created], [Moved], [Adopt].
 //
 // Users: pkg/relay (the start check and the write-ahead recorder),
-// pkg/retention and pkg/reconcile (the proof), pkg/admin and pkg/setup
-// (slot create, advance and adopt).
+// pkg/retention and pkg/reconcile (the proof), internal/postgres,
+// internal/operator and pkg/setup (slot create, advance and adopt).
 //
 // It does not read or write replication slots: callers do, in the order
 // the write-ahead rule asks (record first, then move the slot).

@@ -44,6 +44,8 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/walrelay/walrelay/internal/pgsession"
 )
 
 // Errors returned (wrapped) by this package.
@@ -72,27 +74,16 @@ func (t Table) String() string { return t.Schema + "." + t.Name }
 // sql is the table's schema-qualified name, quoted as SQL needs it.
 func (t Table) sql() string { return pgx.Identifier{t.Schema, t.Name}.Sanitize() }
 
-// sessionParams are the replication session's output settings
-// (pkg/replication): the text of every value is then the one pgoutput
-// sends for the same row.
-var sessionParams = map[string]string{
-	"DateStyle":          "ISO",
-	"TimeZone":           "UTC",
-	"bytea_output":       "hex",
-	"extra_float_digits": "3",
-}
-
-// Connect opens a normal connection whose values print as pgoutput's do.
+// Connect opens a normal connection whose values print as pgoutput's do
+// (pgsession.Settings, the replication session's output settings): the
+// text of every value is then the one pgoutput sends for the same row.
 func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parsing postgres DSN: %w", err)
 	}
 	cfg.RuntimeParams["application_name"] = "walrelay snapshot"
-	for k, v := range sessionParams {
-		cfg.RuntimeParams[k] = v
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := pgsession.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to postgres: %w", err)
 	}
@@ -141,9 +132,8 @@ func Export(ctx context.Context, dsn, tmp string) (*Exported, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parsing postgres DSN: %w", err)
 	}
-	cfg.RuntimeParams["replication"] = "database"
 	cfg.RuntimeParams["application_name"] = "walrelay snapshot"
-	conn, err := pgconn.ConnectConfig(ctx, cfg)
+	conn, err := pgsession.ConnectReplication(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to postgres for replication: %w", err)
 	}

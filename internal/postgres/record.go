@@ -1,4 +1,4 @@
-package admin
+package postgres
 
 import (
 	"context"
@@ -27,12 +27,12 @@ func CreateRecordedSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.
 		return Slot{}, slotrecord.State{}, err
 	}
 	// A role that may not create slots at all is told so first.
-	replication, _, _, _, err := canReplicate(ctx, conn)
+	replication, _, _, _, err := CanReplicate(ctx, conn)
 	if err != nil {
-		return Slot{}, slotrecord.State{}, queryError("reading the role's attributes", "", err)
+		return Slot{}, slotrecord.State{}, QueryError("reading the role's attributes", "", err)
 	}
 	if !replication {
-		return Slot{}, slotrecord.State{}, fmt.Errorf("%w: creating replication slot %q: %s", ErrPrivilege, name, privilegeFix(ctx, conn))
+		return Slot{}, slotrecord.State{}, fmt.Errorf("%w: creating replication slot %q: %s", ErrPrivilege, name, PrivilegeFix(ctx, conn))
 	}
 	if _, err := records.Ensure(ctx, conn); err != nil {
 		return Slot{}, slotrecord.State{}, err
@@ -73,7 +73,7 @@ func recordNewSlot(ctx context.Context, recordConn, slotConn *pgx.Conn, records 
 	if st.Record != nil {
 		who += " --accept-gap"
 	}
-	st, err = slotrecord.Created(ctx, recordConn, records, s.Name, lsn, who+where+" ("+currentUser(ctx, slotConn)+")")
+	st, err = slotrecord.Created(ctx, recordConn, records, s.Name, lsn, who+where+" ("+CurrentUser(ctx, slotConn)+")")
 	return s, st, err
 }
 
@@ -89,7 +89,7 @@ func AdoptSlot(ctx context.Context, conn *pgx.Conn, records slotrecord.Table, na
 		return before, after, err
 	}
 	if who == "" {
-		who = currentUser(ctx, conn)
+		who = CurrentUser(ctx, conn)
 	}
 	return slotrecord.Adopt(ctx, conn, records, name, who)
 }

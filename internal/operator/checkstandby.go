@@ -1,4 +1,4 @@
-package admin
+package operator
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/walrelay/walrelay/internal/postgres"
 )
 
 // This file holds the check items of decoding from a standby (Postgres
@@ -21,7 +22,7 @@ func (c *checker) standby() {
 	var num int
 	var text string
 	if err := c.conn.QueryRow(c.ctx, `SELECT pg_is_in_recovery(), current_setting('server_version_num')::int, current_setting('server_version')`).Scan(&standby, &num, &text); err != nil {
-		c.fail(name, queryError("reading whether the server is a standby", "", err).Error(), "")
+		c.fail(name, postgres.QueryError("reading whether the server is a standby", "", err).Error(), "")
 		return
 	}
 	primaryDSN := c.cfg.Postgres.PrimaryDSN
@@ -32,7 +33,7 @@ func (c *checker) standby() {
 		c.fail(name, "postgres.primary_dsn is set but postgres.dsn is not a hot standby (a primary, or a standby since promoted)",
 			"point postgres.dsn at the hot standby, or empty postgres.primary_dsn to relay from the primary")
 		return
-	case num < minStandbyDecodingVersion:
+	case num < postgres.MinStandbyDecodingVersion:
 		c.fail(name, "postgres.dsn is a hot standby running PostgreSQL "+text+"; logical decoding on a standby needs PostgreSQL 16 or newer",
 			"point postgres.dsn at the primary (and leave postgres.primary_dsn empty), or upgrade to 16 or newer")
 		return
@@ -57,7 +58,7 @@ func (c *checker) standby() {
 			"set postgres.primary_dsn to the primary's connection string (docs/deploy.md, \"Decoding from a standby\")")
 		return
 	}
-	primary, err := Connect(c.ctx, primaryDSN)
+	primary, err := postgres.Connect(c.ctx, primaryDSN)
 	if err != nil {
 		c.fail("primary connection", err.Error(), "fix postgres.primary_dsn or the primary")
 		return
@@ -71,7 +72,7 @@ func (c *checker) standby() {
 	}
 	switch {
 	case err != nil:
-		c.fail("primary connection", queryError("reading the primary", "", err).Error(), "")
+		c.fail("primary connection", postgres.QueryError("reading the primary", "", err).Error(), "")
 		return
 	case inRecovery:
 		c.fail("primary connection", "postgres.primary_dsn is in recovery too: walrelay writes its slot record and heartbeats there", "point postgres.primary_dsn at the primary")
@@ -85,7 +86,7 @@ func (c *checker) standby() {
 
 	var level string
 	if err := primary.QueryRow(c.ctx, `SELECT setting FROM pg_settings WHERE name = 'wal_level'`).Scan(&level); err != nil {
-		c.fail("primary wal_level", queryError("reading the primary's wal_level", "", err).Error(), "")
+		c.fail("primary wal_level", postgres.QueryError("reading the primary's wal_level", "", err).Error(), "")
 	} else if level != "logical" {
 		c.fail("primary wal_level", "wal_level is "+level+" on the primary; decoding on a standby needs the primary to write logical WAL",
 			"ALTER SYSTEM SET wal_level = logical; on the primary, then restart it (and the standby)")
@@ -111,7 +112,7 @@ func (c *checker) standby() {
 		c.fail(phys, fmt.Sprintf("primary_slot_name is %q on the standby, and the primary has no slot of that name", slotName),
 			fmt.Sprintf("SELECT pg_create_physical_replication_slot('%s'); on the primary", slotName))
 	case err != nil:
-		c.fail(phys, queryError("reading the primary's slots", "grant the role pg_monitor", err).Error(), "")
+		c.fail(phys, postgres.QueryError("reading the primary's slots", "grant the role pg_monitor", err).Error(), "")
 	case kind != "physical":
 		c.fail(phys, fmt.Sprintf("primary_slot_name %q is a %s slot on the primary", slotName, kind), "create a physical slot for the standby and set primary_slot_name to it")
 	case !active:

@@ -1,11 +1,10 @@
-package admin
+package postgres
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"regexp"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -87,11 +86,11 @@ func scanSlot(row pgx.CollectableRow) (Slot, error) {
 func ListSlots(ctx context.Context, conn *pgx.Conn) ([]Slot, error) {
 	rows, err := conn.Query(ctx, slotQuery, nil)
 	if err != nil {
-		return nil, queryError("listing replication slots", "grant the role pg_monitor", err)
+		return nil, QueryError("listing replication slots", "grant the role pg_monitor", err)
 	}
 	slots, err := pgx.CollectRows(rows, scanSlot)
 	if err != nil {
-		return nil, queryError("listing replication slots", "grant the role pg_monitor", err)
+		return nil, QueryError("listing replication slots", "grant the role pg_monitor", err)
 	}
 	return slots, nil
 }
@@ -104,14 +103,14 @@ func InspectSlot(ctx context.Context, conn *pgx.Conn, name string) (Slot, error)
 	}
 	rows, err := conn.Query(ctx, slotQuery, name)
 	if err != nil {
-		return Slot{}, queryError(fmt.Sprintf("reading replication slot %q", name), "grant the role pg_monitor", err)
+		return Slot{}, QueryError(fmt.Sprintf("reading replication slot %q", name), "grant the role pg_monitor", err)
 	}
 	s, err := pgx.CollectExactlyOneRow(rows, scanSlot)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Slot{}, fmt.Errorf("%w: %q: list the slots with `walrelay slot list`, or create it with `walrelay slot create %s` (or `walrelay setup`)", ErrSlotNotFound, name, name)
 	}
 	if err != nil {
-		return Slot{}, queryError(fmt.Sprintf("reading replication slot %q", name), "grant the role pg_monitor", err)
+		return Slot{}, QueryError(fmt.Sprintf("reading replication slot %q", name), "grant the role pg_monitor", err)
 	}
 	return s, nil
 }
@@ -120,7 +119,7 @@ func InspectSlot(ctx context.Context, conn *pgx.Conn, name string) (Slot, error)
 func CurrentDatabase(ctx context.Context, conn *pgx.Conn) (string, error) {
 	var db string
 	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
-		return "", queryError("reading the current database", "", err)
+		return "", QueryError("reading the current database", "", err)
 	}
 	return db, nil
 }
@@ -139,29 +138,9 @@ func (s Slot) Problem(db string) string {
 	return ""
 }
 
-// usableSlot returns the slot if it exists, is pgoutput in this database
-// and no process holds it; otherwise an error wrapping ErrSlotNotFound,
-// ErrSlotMismatch or ErrSlotActive. action completes "stop the relay or
-// ..." in the in-use message.
-func usableSlot(ctx context.Context, conn *pgx.Conn, name, inUseHint string) (Slot, error) {
-	s, err := InspectSlot(ctx, conn, name)
-	if err != nil {
-		return Slot{}, err
-	}
-	db, err := CurrentDatabase(ctx, conn)
-	if err != nil {
-		return Slot{}, err
-	}
-	if p := s.Problem(db); p != "" {
-		return Slot{}, fmt.Errorf("%w: %s", ErrSlotMismatch, p)
-	}
-	if s.Active {
-		return Slot{}, activeError(s, inUseHint)
-	}
-	return s, nil
-}
-
-func activeError(s Slot, hint string) error {
+// ActiveError is the error for slot s held by a process (s.Active): who
+// holds it, and hint, the fix. It wraps ErrSlotActive.
+func ActiveError(s Slot, hint string) error {
 	who := ""
 	if s.ClientAddr != "" {
 		who = " at " + s.ClientAddr
@@ -181,7 +160,7 @@ func CreateSlot(ctx context.Context, conn *pgx.Conn, name string, failover bool)
 	}
 	var exists bool
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`, name).Scan(&exists); err != nil {
-		return Slot{}, queryError("looking up replication slots", "", err)
+		return Slot{}, QueryError("looking up replication slots", "", err)
 	}
 	if exists {
 		return Slot{}, fmt.Errorf("%w: %q: inspect it with `walrelay slot inspect %s`, or pick another name", ErrSlotExists, name, name)
@@ -194,77 +173,21 @@ func CreateSlot(ctx context.Context, conn *pgx.Conn, name string, failover bool)
 		if ex := ExplainSlotError(ctx, conn, name, err); ex != err {
 			return Slot{}, ex
 		}
-		return Slot{}, queryError(fmt.Sprintf("creating replication slot %q", name), privilegeFix(ctx, conn), err)
+		return Slot{}, QueryError(fmt.Sprintf("creating replication slot %q", name), PrivilegeFix(ctx, conn), err)
 	}
 	return InspectSlot(ctx, conn, name)
 }
 
-// privilegeFix is the fix for a role that may not use replication slots,
+// PrivilegeFix is the fix for a role that may not use replication slots,
 // in the terms of the managed service the server belongs to
-// (checkmanaged.go).
-func privilegeFix(ctx context.Context, conn *pgx.Conn) string {
-	u := currentUser(ctx, conn)
-	m := detectService(ctx, conn)
+// (managed.go).
+func PrivilegeFix(ctx context.Context, conn *pgx.Conn) string {
+	u := CurrentUser(ctx, conn)
+	m := DetectService(ctx, conn)
 	if m == nil {
 		return fmt.Sprintf("the role %q needs the REPLICATION attribute (ALTER ROLE %s REPLICATION)", u, pgx.Identifier{u}.Sanitize())
 	}
-	return fmt.Sprintf("the role %q needs replication on %s: %s", u, m.name, m.roleFix(u))
-}
-
-// DropSlot drops a slot of this database (or a physical one). A slot in
-// use is refused unless force, which terminates its holder first.
-func DropSlot(ctx context.Context, conn *pgx.Conn, name string, force bool) (Slot, error) {
-	s, err := InspectSlot(ctx, conn, name)
-	if err != nil {
-		return Slot{}, err
-	}
-	db, err := CurrentDatabase(ctx, conn)
-	if err != nil {
-		return Slot{}, err
-	}
-	if s.SlotType == "logical" && s.Database != db {
-		return Slot{}, fmt.Errorf("%w: slot %q belongs to database %q, not %q: connect to %q in postgres.dsn to drop it", ErrSlotMismatch, name, s.Database, db, s.Database)
-	}
-	if s.Active {
-		if !force {
-			return Slot{}, activeError(s, "stop the relay first, or pass --force to terminate it")
-		}
-		if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend($1)`, s.ActivePID); err != nil {
-			return Slot{}, queryError(fmt.Sprintf("terminating pid %d holding slot %q", s.ActivePID, name), "a superuser or a member of pg_signal_backend can terminate it", err)
-		}
-		if err := waitInactive(ctx, conn, name, 10*time.Second); err != nil {
-			return Slot{}, err
-		}
-	}
-	if _, err := conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, name); err != nil {
-		return Slot{}, queryError(fmt.Sprintf("dropping replication slot %q", name), privilegeFix(ctx, conn), err)
-	}
-	return s, nil
-}
-
-// waitInactive waits for a terminated walsender to release its slot.
-func waitInactive(ctx context.Context, conn *pgx.Conn, name string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		var active bool
-		if err := conn.QueryRow(ctx, `SELECT active FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(&active); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil
-			}
-			return queryError(fmt.Sprintf("reading replication slot %q", name), "", err)
-		}
-		if !active {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: slot %q is still in use %s after terminating its holder: a walrelay with a restart policy may have taken it again; stop it and retry", ErrSlotActive, name, timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return fmt.Sprintf("the role %q needs replication on %s: %s", u, m.Name, m.RoleFix(u))
 }
 
 // CurrentLSN returns pg_current_wal_lsn() (the replay position on a standby).
@@ -272,7 +195,7 @@ func CurrentLSN(ctx context.Context, conn *pgx.Conn) (string, error) {
 	var lsn string
 	err := conn.QueryRow(ctx, `SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END)::text`).Scan(&lsn)
 	if err != nil {
-		return "", queryError("reading the current WAL position", "", err)
+		return "", QueryError("reading the current WAL position", "", err)
 	}
 	return lsn, nil
 }

@@ -1,4 +1,4 @@
-package admin
+package operator
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/postgres"
 )
 
 // This file holds the preflight's failover items (failover.go has the
@@ -22,12 +23,12 @@ import (
 
 // failover runs the failover items for the server's role.
 func (c *checker) failover() {
-	r, err := readServerRole(c.ctx, c.conn)
+	r, err := postgres.ReadServerRole(c.ctx, c.conn)
 	if err != nil {
 		c.fail("slot failover", err.Error(), "")
 		return
 	}
-	if r.recovery {
+	if r.Recovery {
 		c.slotSync(r)
 		return
 	}
@@ -37,7 +38,7 @@ func (c *checker) failover() {
 		return
 	}
 	c.slotFailover(r, len(standbys))
-	if r.major >= failoverMajor {
+	if r.Major >= postgres.FailoverMajor {
 		c.standbySlots()
 	}
 	c.standbysItem(standbys)
@@ -45,26 +46,26 @@ func (c *checker) failover() {
 
 // slotFailover is the "slot failover" item: whether walrelay's slot is,
 // or will be created as, a failover slot.
-func (c *checker) slotFailover(r serverRole, standbys int) {
+func (c *checker) slotFailover(r postgres.ServerRole, standbys int) {
 	const name = "slot failover"
 	slot, mode := c.cfg.Postgres.Slot, c.cfg.Postgres.SlotFailover
 	lost := "a failover to a standby loses the slot: the promoted server has none, and walrelay cannot carry on where it was (docs/deploy.md, Failover slots)"
-	if r.major < failoverMajor {
+	if r.Major < postgres.FailoverMajor {
 		switch {
 		case mode == config.FailoverTrue:
-			c.fail(name, fmt.Sprintf("postgres.slot_failover=true, but PostgreSQL %s has no failover slots (PostgreSQL %d added them): setup, slot create and run refuse", r.version, failoverMajor),
-				fmt.Sprintf("set postgres.slot_failover=auto or false, or upgrade to PostgreSQL %d+", failoverMajor))
+			c.fail(name, fmt.Sprintf("postgres.slot_failover=true, but PostgreSQL %s has no failover slots (PostgreSQL %d added them): setup, slot create and run refuse", r.Version, postgres.FailoverMajor),
+				fmt.Sprintf("set postgres.slot_failover=auto or false, or upgrade to PostgreSQL %d+", postgres.FailoverMajor))
 		case standbys > 0:
-			c.warn(name, fmt.Sprintf("PostgreSQL %s has no failover slots, and %d standby(s) are attached: %s", r.version, standbys, lost),
-				fmt.Sprintf("upgrade to PostgreSQL %d+ (walrelay then makes the slot a failover slot), or plan for a lost slot (docs/deploy.md, Failover slots)", failoverMajor))
+			c.warn(name, fmt.Sprintf("PostgreSQL %s has no failover slots, and %d standby(s) are attached: %s", r.Version, standbys, lost),
+				fmt.Sprintf("upgrade to PostgreSQL %d+ (walrelay then makes the slot a failover slot), or plan for a lost slot (docs/deploy.md, Failover slots)", postgres.FailoverMajor))
 		default:
-			c.ok(name, fmt.Sprintf("not available before PostgreSQL %d (the server is %s); no standby is attached", failoverMajor, r.version))
+			c.ok(name, fmt.Sprintf("not available before PostgreSQL %d (the server is %s); no standby is attached", postgres.FailoverMajor, r.Version))
 		}
 		return
 	}
-	s, err := InspectSlot(c.ctx, c.conn, slot)
+	s, err := postgres.InspectSlot(c.ctx, c.conn, slot)
 	switch {
-	case errors.Is(err, ErrSlotNotFound):
+	case errors.Is(err, postgres.ErrSlotNotFound):
 		if mode == config.FailoverFalse {
 			c.warnOrOK(standbys > 0, name, fmt.Sprintf("slot %q does not exist yet, and postgres.slot_failover=false: it will not be a failover slot", slot), lost,
 				"set postgres.slot_failover=auto before creating the slot")
@@ -122,7 +123,7 @@ func (c *checker) standbySlots() {
 	}
 	rows, err := c.conn.Query(c.ctx, `SELECT slot_name::text, active FROM pg_replication_slots WHERE slot_type = 'physical' ORDER BY 1`)
 	if err != nil {
-		c.fail(name, queryError("listing physical replication slots", "grant the role pg_monitor", err).Error(), "")
+		c.fail(name, postgres.QueryError("listing physical replication slots", "grant the role pg_monitor", err).Error(), "")
 		return
 	}
 	slots, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (physical, error) {
@@ -130,7 +131,7 @@ func (c *checker) standbySlots() {
 		return p, row.Scan(&p.name, &p.active)
 	})
 	if err != nil {
-		c.fail(name, queryError("listing physical replication slots", "grant the role pg_monitor", err).Error(), "")
+		c.fail(name, postgres.QueryError("listing physical replication slots", "grant the role pg_monitor", err).Error(), "")
 		return
 	}
 	var all, missing, unnamed, down []string
@@ -200,14 +201,14 @@ func (c *checker) attachedStandbys() ([]standby, error) {
 		WHERE coalesce(s.slot_type, 'physical') = 'physical'
 		ORDER BY 1, 5`)
 	if err != nil {
-		return nil, queryError("listing standbys (pg_stat_replication)", "grant the role pg_monitor", err)
+		return nil, postgres.QueryError("listing standbys (pg_stat_replication)", "grant the role pg_monitor", err)
 	}
 	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (standby, error) {
 		var s standby
 		return s, row.Scan(&s.name, &s.addr, &s.state, &s.syncState, &s.slot)
 	})
 	if err != nil {
-		return nil, queryError("listing standbys (pg_stat_replication)", "grant the role pg_monitor", err)
+		return nil, postgres.QueryError("listing standbys (pg_stat_replication)", "grant the role pg_monitor", err)
 	}
 	return list, nil
 }
@@ -229,11 +230,11 @@ func (c *checker) standbysItem(list []standby) {
 // syncedCopyItem reports, for the slot item, a slot that is on this
 // standby a synchronized copy of the primary's failover slot: walrelay run
 // waits on it until promotion. It returns false when s is not one.
-func (c *checker) syncedCopyItem(name string, s Slot) bool {
+func (c *checker) syncedCopyItem(name string, s postgres.Slot) bool {
 	if s.Synced == nil || !*s.Synced {
 		return false
 	}
-	synced, err := SyncedCopy(c.ctx, c.conn, s.Name)
+	synced, err := postgres.SyncedCopy(c.ctx, c.conn, s.Name)
 	if err != nil {
 		c.fail(name, err.Error(), "")
 		return true
@@ -241,7 +242,7 @@ func (c *checker) syncedCopyItem(name string, s Slot) bool {
 	if !synced {
 		return false // promoted: the copy is the slot now
 	}
-	c.fail(name, SyncedCopyText(s.Name)+": walrelay run waits until then, and streams nothing",
+	c.fail(name, postgres.SyncedCopyText(s.Name)+": walrelay run waits until then, and streams nothing",
 		"point postgres.dsn at the primary; a multi-host DSN (host=a,b target_session_attrs=primary) follows a promotion")
 	return true
 }
@@ -252,10 +253,10 @@ var dbnameRe = regexp.MustCompile(`(^|\s)dbname\s*=\s*\S|^postgres(ql)?://[^/?]*
 // it keeps copies of the primary's failover slots (walrelay's included),
 // which needs sync_replication_slots=on, hot_standby_feedback=on,
 // primary_slot_name and a dbname in primary_conninfo.
-func (c *checker) slotSync(r serverRole) {
+func (c *checker) slotSync(r postgres.ServerRole) {
 	const name = "slot sync (standby)"
-	if r.major < failoverMajor {
-		c.ok(name, fmt.Sprintf("this server is a standby; PostgreSQL %s does not synchronize slots (PostgreSQL %d does)", r.version, failoverMajor))
+	if r.Major < postgres.FailoverMajor {
+		c.ok(name, fmt.Sprintf("this server is a standby; PostgreSQL %s does not synchronize slots (PostgreSQL %d does)", r.Version, postgres.FailoverMajor))
 		return
 	}
 	var problems, fixes []string
@@ -285,7 +286,7 @@ func (c *checker) slotSync(r serverRole) {
 	case errors.Is(err, pgx.ErrNoRows):
 		problems = append(problems, "primary_conninfo cannot be read by this role (it needs a dbname for slot synchronization)")
 	case err != nil:
-		c.fail(name, queryError("reading setting primary_conninfo", "", err).Error(), "")
+		c.fail(name, postgres.QueryError("reading setting primary_conninfo", "", err).Error(), "")
 		return
 	case !dbnameRe.MatchString(strings.TrimSpace(conninfo)):
 		problems = append(problems, "primary_conninfo names no dbname")

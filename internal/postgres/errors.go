@@ -1,4 +1,4 @@
-package admin
+package postgres
 
 import "errors"
 
@@ -26,15 +26,10 @@ var (
 	// ErrSlotActive: a process holds the slot (Postgres refuses to peek,
 	// advance or drop it).
 	ErrSlotActive = errors.New("replication slot is in use")
-	// ErrRefused: Advance would move the slot backwards or past the
-	// server's current WAL end, or the slot moved while planning.
-	ErrRefused = errors.New("refusing to move the slot")
 	// ErrStandbyTooOld: the server is a hot standby older than Postgres
 	// 16, which cannot decode (logical decoding on a standby came in 16).
 	ErrStandbyTooOld = errors.New("logical decoding on a standby needs PostgreSQL 16 or newer")
 	// ErrFailoverUnsupported: postgres.slot_failover=true, and the server
 	// cannot have a failover slot (older than PostgreSQL 17, or a standby).
 	ErrFailoverUnsupported = errors.New("failover slots are not supported here")
-	// ErrEventNotFound: the outbox event id is not pending in the slot.
-	ErrEventNotFound = errors.New("outbox event not pending in the slot")
 )

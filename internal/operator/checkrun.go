@@ -1,4 +1,4 @@
-package admin
+package operator
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/router"
 )
 
@@ -39,8 +40,8 @@ func CheckRun(ctx context.Context, conn *pgx.Conn, cfg config.Config) ([]Item, e
 		}
 	}}
 	c.noTopics = true // the Kafka items are not run: no scan of the outbox at every start
-	c.user = currentUser(ctx, conn)
-	c.service = detectService(ctx, conn) // for the fixes
+	c.user = postgres.CurrentUser(ctx, conn)
+	c.service = postgres.DetectService(ctx, conn) // for the fixes
 	c.serverVersion()
 	c.walLevel()
 	c.roleReplication()

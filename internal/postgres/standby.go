@@ -1,4 +1,4 @@
-package admin
+package postgres
 
 import (
 	"context"
@@ -17,9 +17,9 @@ import (
 // walrelay's slot record on its primary (postgres.primary_dsn). Its check
 // items are in checkstandby.go.
 
-// minStandbyDecodingVersion is the oldest Postgres that decodes on a
+// MinStandbyDecodingVersion is the oldest Postgres that decodes on a
 // standby.
-const minStandbyDecodingVersion = 160000
+const MinStandbyDecodingVersion = 160000
 
 // StandbyDecoding reports whether conn's server is a hot standby (in
 // recovery), and refuses one that cannot decode: the error wraps
@@ -30,9 +30,9 @@ func StandbyDecoding(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	var text string
 	err := conn.QueryRow(ctx, `SELECT pg_is_in_recovery(), current_setting('server_version_num')::int, current_setting('server_version')`).Scan(&standby, &num, &text)
 	if err != nil {
-		return false, queryError("reading whether the server is a standby", "", err)
+		return false, QueryError("reading whether the server is a standby", "", err)
 	}
-	if standby && num < minStandbyDecodingVersion {
+	if standby && num < MinStandbyDecodingVersion {
 		return true, fmt.Errorf("%w: postgres.dsn is a hot standby running PostgreSQL %s: point postgres.dsn at the primary (and leave postgres.primary_dsn empty), or upgrade to 16 or newer", ErrStandbyTooOld, text)
 	}
 	return standby, nil
@@ -67,7 +67,7 @@ func LogStandbySnapshots(ctx context.Context, dsn string, every time.Duration, l
 				conn = c
 			}
 			if _, err := conn.Exec(ctx, `SELECT pg_log_standby_snapshot()`); err != nil {
-				return queryError("asking the primary for a running-transactions record (pg_log_standby_snapshot)", "grant the role EXECUTE on pg_log_standby_snapshot() (GRANT EXECUTE ON FUNCTION pg_log_standby_snapshot() TO ...), or wait for the primary's next one", err)
+				return QueryError("asking the primary for a running-transactions record (pg_log_standby_snapshot)", "grant the role EXECUTE on pg_log_standby_snapshot() (GRANT EXECUTE ON FUNCTION pg_log_standby_snapshot() TO ...), or wait for the primary's next one", err)
 			}
 			return nil
 		}()
@@ -90,7 +90,7 @@ func LogStandbySnapshots(ctx context.Context, dsn string, every time.Duration, l
 func WaitReplayed(ctx context.Context, primary, standby *pgx.Conn) error {
 	var target string
 	if err := primary.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&target); err != nil {
-		return queryError("reading the primary's WAL position", "", err)
+		return QueryError("reading the primary's WAL position", "", err)
 	}
 	want, err := pglogrepl.ParseLSN(target)
 	if err != nil {
@@ -99,7 +99,7 @@ func WaitReplayed(ctx context.Context, primary, standby *pgx.Conn) error {
 	for {
 		var replayed *string
 		if err := standby.QueryRow(ctx, `SELECT pg_last_wal_replay_lsn()::text`).Scan(&replayed); err != nil {
-			return queryError("reading the standby's replay position", "", err)
+			return QueryError("reading the standby's replay position", "", err)
 		}
 		if replayed != nil {
 			if at, err := pglogrepl.ParseLSN(*replayed); err == nil && at >= want {
@@ -129,12 +129,12 @@ func CreateRecordedSlotOnStandby(ctx context.Context, primary, standby *pgx.Conn
 	if _, err := StandbyDecoding(ctx, standby); err != nil {
 		return Slot{}, slotrecord.State{}, err
 	}
-	replication, _, _, _, err := canReplicate(ctx, standby)
+	replication, _, _, _, err := CanReplicate(ctx, standby)
 	if err != nil {
-		return Slot{}, slotrecord.State{}, queryError("reading the role's attributes", "", err)
+		return Slot{}, slotrecord.State{}, QueryError("reading the role's attributes", "", err)
 	}
 	if !replication {
-		return Slot{}, slotrecord.State{}, fmt.Errorf("%w: creating replication slot %q: %s", ErrPrivilege, name, privilegeFix(ctx, standby))
+		return Slot{}, slotrecord.State{}, fmt.Errorf("%w: creating replication slot %q: %s", ErrPrivilege, name, PrivilegeFix(ctx, standby))
 	}
 	if _, err := records.Ensure(ctx, primary); err != nil {
 		return Slot{}, slotrecord.State{}, err

@@ -1,9 +1,8 @@
-package admin
+package postgres
 
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -65,25 +64,27 @@ const (
 	ServiceAzure    = "Azure Database for PostgreSQL"
 )
 
-// managed is a recognised managed service and what showed it.
-type managed struct {
-	name     string
-	evidence []string // what the server showed, for the item's detail
-	// single is true on Azure's single server (azure.replication_support
+// Managed is a recognised managed service and what showed it.
+type Managed struct {
+	// Name is one of ServiceRDS, ServiceCloudSQL, ServiceAzure.
+	Name string
+	// Evidence is what the server showed, for check's detail.
+	Evidence []string
+	// Single is true on Azure's single server (azure.replication_support
 	// exists), false on flexible server.
-	single bool
-	// rdsSetting is true when the server shows rds.logical_replication,
+	Single bool
+	// RDSSetting is true when the server shows rds.logical_replication,
 	// which RDS and Aurora always do. RDS's roles alone can be left over
 	// on a self-managed Postgres (restored from a dump of RDS roles), where
 	// membership in rds_replication grants nothing: it counts only with
 	// the setting.
-	rdsSetting bool
+	RDSSetting bool
 }
 
-// detectService reports the managed service the server belongs to, or nil
+// DetectService reports the managed service the server belongs to, or nil
 // for a self-managed Postgres. A query error is treated as "not
 // recognised": the fixes then name plain Postgres's settings.
-func detectService(ctx context.Context, conn *pgx.Conn) *managed {
+func DetectService(ctx context.Context, conn *pgx.Conn) *Managed {
 	var rdsLR, cloudsqlLD, azureRS, azureExt *string
 	var rdsSuper, rdsRepl, cloudsqlSuper, azureAdmin bool
 	err := conn.QueryRow(ctx, `SELECT
@@ -115,41 +116,32 @@ func detectService(ctx context.Context, conn *pgx.Conn) *managed {
 	switch {
 	case rdsLR != nil || rdsSuper || rdsRepl:
 		ev = append(append(append(ev, setting("rds.logical_replication", rdsLR)...), role("rds_superuser", rdsSuper)...), role("rds_replication", rdsRepl)...)
-		return &managed{name: ServiceRDS, evidence: ev, rdsSetting: rdsLR != nil}
+		return &Managed{Name: ServiceRDS, Evidence: ev, RDSSetting: rdsLR != nil}
 	case cloudsqlLD != nil || cloudsqlSuper:
 		ev = append(append(ev, setting("cloudsql.logical_decoding", cloudsqlLD)...), role("cloudsqlsuperuser", cloudsqlSuper)...)
-		return &managed{name: ServiceCloudSQL, evidence: ev}
+		return &Managed{Name: ServiceCloudSQL, Evidence: ev}
 	case azureRS != nil || azureExt != nil || azureAdmin:
 		ev = append(append(append(ev, setting("azure.replication_support", azureRS)...), setting("azure.extensions", azureExt)...), role("azure_pg_admin", azureAdmin)...)
-		return &managed{name: ServiceAzure, evidence: ev, single: azureRS != nil}
+		return &Managed{Name: ServiceAzure, Evidence: ev, Single: azureRS != nil}
 	}
 	return nil
 }
 
-// managedService reports the recognised service as an item (none for a
-// self-managed Postgres).
-func (c *checker) managedService() {
-	c.service = detectService(c.ctx, c.conn)
-	if c.service == nil {
-		return
-	}
-	c.ok("managed service", fmt.Sprintf("%s (the server shows %s); fixes name its settings and grants (docs/deploy.md)", c.service.name, strings.Join(c.service.evidence, ", ")))
-}
-
-// walLevelFix is how to make wal_level logical on this server.
-func (c *checker) walLevelFix() string {
+// WALLevelFix is how to make wal_level logical on this service (m nil:
+// self-managed).
+func (m *Managed) WALLevelFix() string {
 	switch {
-	case c.service == nil:
+	case m == nil:
 		return "set wal_level = logical (ALTER SYSTEM SET wal_level = logical;) and restart Postgres"
-	case c.service.name == ServiceRDS:
+	case m.Name == ServiceRDS:
 		return "set the static parameter rds.logical_replication = 1 in the instance's custom DB parameter group " +
 			"(aws rds modify-db-parameter-group --db-parameter-group-name GROUP --parameters \"ParameterName=rds.logical_replication,ParameterValue=1,ApplyMethod=pending-reboot\"; " +
 			"on Aurora the DB cluster parameter group: aws rds modify-db-cluster-parameter-group --db-cluster-parameter-group-name GROUP --parameters \"ParameterName=rds.logical_replication,ParameterValue=1,ApplyMethod=pending-reboot\") " +
 			"and reboot the instance; RDS then sets wal_level = logical"
-	case c.service.name == ServiceCloudSQL:
+	case m.Name == ServiceCloudSQL:
 		return "set the database flag cloudsql.logical_decoding = on (gcloud sql instances patch INSTANCE --database-flags=cloudsql.logical_decoding=on; " +
 			"--database-flags replaces every flag set before, so list those too) and restart the instance"
-	case c.service.single:
+	case m.Single:
 		return "set the server parameter azure.replication_support = logical (az postgres server configuration set --resource-group GROUP --server-name SERVER --name azure.replication_support --value logical) and restart the server"
 	default:
 		return "set the server parameter wal_level = logical (az postgres flexible-server parameter set --resource-group GROUP --server-name SERVER --name wal_level --value logical) " +
@@ -157,46 +149,41 @@ func (c *checker) walLevelFix() string {
 	}
 }
 
-// replicationRole is the role whose membership grants replication on this
-// server ("" when only the REPLICATION attribute does).
-func (c *checker) replicationRole() string { return c.service.replicationRole() }
-
-func (m *managed) replicationRole() string {
-	if m != nil && m.name == ServiceRDS && m.rdsSetting {
+// ReplicationRole is the role whose membership grants replication on
+// this service ("" when only the REPLICATION attribute does; m nil:
+// self-managed).
+func (m *Managed) ReplicationRole() string {
+	if m != nil && m.Name == ServiceRDS && m.RDSSetting {
 		return "rds_replication"
 	}
 	return ""
 }
 
-// roleFix is how to give the current role what it needs to stream from a
-// slot.
-func (c *checker) roleFix() string { return c.service.roleFix(c.user) }
-
-// roleFix is how to give role user what it needs to create and stream
+// RoleFix is how to give role user what it needs to create and stream
 // from a slot on this service (m nil: self-managed).
-func (m *managed) roleFix(user string) string {
+func (m *Managed) RoleFix(user string) string {
 	u := pgx.Identifier{user}.Sanitize()
 	switch {
 	case m == nil:
 		return fmt.Sprintf("ALTER ROLE %s REPLICATION; (see sql/004_role.sql)", u)
-	case m.name == ServiceRDS && !m.rdsSetting:
+	case m.Name == ServiceRDS && !m.RDSSetting:
 		return fmt.Sprintf("GRANT rds_replication TO %s; as a member of rds_superuser on RDS (this server shows RDS's roles but not rds.logical_replication; if it is not RDS: ALTER ROLE %s REPLICATION;)", u, u)
-	case m.name == ServiceRDS:
+	case m.Name == ServiceRDS:
 		return fmt.Sprintf("GRANT rds_replication TO %s; as a member of rds_superuser", u)
-	case m.name == ServiceCloudSQL:
+	case m.Name == ServiceCloudSQL:
 		return fmt.Sprintf("ALTER USER %s WITH REPLICATION; as a member of cloudsqlsuperuser", u)
 	default:
 		return fmt.Sprintf("ALTER ROLE %s WITH REPLICATION; as the server's administrator", u)
 	}
 }
 
-// canReplicate reports whether the current role may create and stream
+// CanReplicate reports whether the current role may create and stream
 // from replication slots: a superuser, the REPLICATION attribute, or on
 // RDS membership in rds_replication. It also returns the service (nil:
 // self-managed) for the fix.
-func canReplicate(ctx context.Context, conn *pgx.Conn) (ok, super, member bool, m *managed, err error) {
-	m = detectService(ctx, conn)
-	repl := m.replicationRole()
+func CanReplicate(ctx context.Context, conn *pgx.Conn) (ok, super, member bool, m *Managed, err error) {
+	m = DetectService(ctx, conn)
+	repl := m.ReplicationRole()
 	var attr bool
 	// pg_has_role with a role that does not exist is an error: the role
 	// is looked up first.
@@ -204,25 +191,4 @@ func canReplicate(ctx context.Context, conn *pgx.Conn) (ok, super, member bool, 
 			$1 <> '' AND COALESCE(pg_has_role(current_user, (SELECT oid FROM pg_roles WHERE rolname = $1), 'MEMBER'), false)
 		FROM pg_roles WHERE rolname = current_user`, repl).Scan(&attr, &super, &member)
 	return attr || super || member, super, member, m, err
-}
-
-// keepSizeFix is how to cap max_slot_wal_keep_size, or "" where the
-// service does not let users change it (Azure flexible server, cited
-// above). For RDS and Cloud SQL the pages cited above say where
-// parameters are set (parameter groups, database flags) but none of them
-// lists max_slot_wal_keep_size itself: the fix names the place, not a
-// documented value.
-func (c *checker) keepSizeFix() string {
-	switch {
-	case c.service == nil:
-		return "set a cap (ALTER SYSTEM SET max_slot_wal_keep_size = '50GB'; SELECT pg_reload_conf();) and watch slot lag"
-	case c.service.name == ServiceAzure && !c.service.single:
-		return "" // read-only on flexible server
-	case c.service.name == ServiceRDS:
-		return "set max_slot_wal_keep_size in the instance's (Aurora: cluster's) DB parameter group and watch slot lag"
-	case c.service.name == ServiceCloudSQL:
-		return "set the database flag max_slot_wal_keep_size (gcloud sql instances patch INSTANCE --database-flags=...) and watch slot lag"
-	default:
-		return "set max_slot_wal_keep_size in the server parameters and watch slot lag"
-	}
 }

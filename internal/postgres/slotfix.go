@@ -1,4 +1,4 @@
-package admin
+package postgres
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 )
 
 // ExplainSlotError says, for an error creating logical slot slot on conn,
-// the cause and the fix in the words of walrelay check: wal_level below
+// the cause and the fix in the words of walrelay check (internal/operator): wal_level below
 // logical (SQLSTATE 55000, "logical decoding requires wal_level >=
 // logical"), with the fix for the managed service the server belongs to,
 // and a role without REPLICATION (42501, ErrPrivilege). Other errors are
@@ -27,10 +27,9 @@ func ExplainSlotError(ctx context.Context, conn *pgx.Conn, slot string, err erro
 		if qerr := conn.QueryRow(ctx, `SELECT current_setting('wal_level')`).Scan(&level); qerr != nil || level == "logical" {
 			return err
 		}
-		c := &checker{ctx: ctx, conn: conn, service: detectService(ctx, conn)}
-		return fmt.Errorf("%s: wal_level is %s; logical decoding needs logical: %s (then run again)", what, level, c.walLevelFix())
+		return fmt.Errorf("%s: wal_level is %s; logical decoding needs logical: %s (then run again)", what, level, DetectService(ctx, conn).WALLevelFix())
 	case "42501":
-		return queryError(what, privilegeFix(ctx, conn), err)
+		return QueryError(what, PrivilegeFix(ctx, conn), err)
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package admin
+package operator
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/pgcatalog"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/router"
 	"github.com/walrelay/walrelay/internal/slotrecord"
 )
@@ -74,9 +76,9 @@ type PeekRequest struct {
 
 // PeekResult is what Peek found.
 type PeekResult struct {
-	Slot   Slot    `json:"slot"`
-	Copy   string  `json:"copy,omitempty"` // the temporary copy peeked, if any
-	Events []Event `json:"events"`
+	Slot   postgres.Slot `json:"slot"`
+	Copy   string        `json:"copy,omitempty"` // the temporary copy peeked, if any
+	Events []Event       `json:"events"`
 	// More is true when more events are pending after these.
 	More bool `json:"more"`
 }
@@ -90,25 +92,25 @@ func Peek(ctx context.Context, conn *pgx.Conn, req PeekRequest) (PeekResult, err
 	}
 	hint := "stop the relay or peek a copy (--copy)"
 	var (
-		s   Slot
+		s   postgres.Slot
 		err error
 	)
 	res := PeekResult{}
 	name := req.Slot
 	if req.Copy {
-		if s, err = InspectSlot(ctx, conn, req.Slot); err != nil {
+		if s, err = postgres.InspectSlot(ctx, conn, req.Slot); err != nil {
 			return res, err
 		}
-		db, err := CurrentDatabase(ctx, conn)
+		db, err := postgres.CurrentDatabase(ctx, conn)
 		if err != nil {
 			return res, err
 		}
 		if p := s.Problem(db); p != "" {
-			return res, fmt.Errorf("%w: %s", ErrSlotMismatch, p)
+			return res, fmt.Errorf("%w: %s", postgres.ErrSlotMismatch, p)
 		}
 		name = fmt.Sprintf("walrelay_peek_%d", conn.PgConn().PID())
 		if _, err := conn.Exec(ctx, `SELECT pg_copy_logical_replication_slot($1, $2, true)`, req.Slot, name); err != nil {
-			return res, queryError(fmt.Sprintf("copying replication slot %q", req.Slot), privilegeFix(ctx, conn), err)
+			return res, postgres.QueryError(fmt.Sprintf("copying replication slot %q", req.Slot), postgres.PrivilegeFix(ctx, conn), err)
 		}
 		res.Copy = name
 	} else if s, err = usableSlot(ctx, conn, req.Slot, hint); err != nil {
@@ -167,7 +169,7 @@ func scan(ctx context.Context, conn *pgx.Conn, slot string, req PeekRequest, upt
 // budget changes (Postgres always finishes the transaction it is in) and
 // decodes the pgoutput messages. exhausted is true when the peek returned
 // fewer rows than the budget: nothing more is pending.
-func peekTxs(ctx context.Context, conn *pgx.Conn, slot string, req PeekRequest, catalog Columns, upto *pglogrepl.LSN, budget int) (txs []tx, exhausted bool, err error) {
+func peekTxs(ctx context.Context, conn *pgx.Conn, slot string, req PeekRequest, catalog pgcatalog.Columns, upto *pglogrepl.LSN, budget int) (txs []tx, exhausted bool, err error) {
 	names := make([]string, len(req.Publications))
 	for i, p := range req.Publications {
 		names[i] = pgx.Identifier{p}.Sanitize()
@@ -190,7 +192,7 @@ func peekTxs(ctx context.Context, conn *pgx.Conn, slot string, req PeekRequest, 
 			'proto_version', '1', 'publication_names', $4, 'messages', $5)`,
 		slot, uptoArg, budget, strings.Join(names, ","), strconv.FormatBool(messages != nil))
 	if err != nil {
-		return nil, false, queryError(what, privilegeFix(ctx, conn), err)
+		return nil, false, postgres.QueryError(what, postgres.PrivilegeFix(ctx, conn), err)
 	}
 	defer rows.Close()
 	var (
@@ -243,7 +245,7 @@ func peekTxs(ctx context.Context, conn *pgx.Conn, slot string, req PeekRequest, 
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, false, queryError(what, privilegeFix(ctx, conn), err)
+		return nil, false, postgres.QueryError(what, postgres.PrivilegeFix(ctx, conn), err)
 	}
 	return txs, n < budget, nil
 }
@@ -350,7 +352,7 @@ type AdvancePlan struct {
 // PlanAdvance checks the move and lists the events it would skip. It
 // refuses (ErrRefused) a target before the slot's confirmed_flush_lsn or
 // past the server's current WAL position, and a slot in use
-// (ErrSlotActive) or not walrelay's (ErrSlotMismatch).
+// (postgres.ErrSlotActive) or not walrelay's (postgres.ErrSlotMismatch).
 func PlanAdvance(ctx context.Context, conn *pgx.Conn, req AdvanceRequest) (AdvancePlan, error) {
 	s, err := usableSlot(ctx, conn, req.Slot, "stop the relay before advancing it")
 	if err != nil {
@@ -435,7 +437,7 @@ func Advance(ctx context.Context, conn *pgx.Conn, p AdvancePlan) (string, error)
 		if note == "" {
 			note = "walrelay slot advance"
 		}
-		note = fmt.Sprintf("%s (%s) from %s to %s", note, currentUser(ctx, conn), p.From, p.To)
+		note = fmt.Sprintf("%s (%s) from %s to %s", note, postgres.CurrentUser(ctx, conn), p.From, p.To)
 		if err := slotrecord.Moved(ctx, conn, p.records, p.Slot, p.to, note); err != nil {
 			return "", err
 		}
@@ -443,14 +445,14 @@ func Advance(ctx context.Context, conn *pgx.Conn, p AdvancePlan) (string, error)
 	var end string
 	err = conn.QueryRow(ctx, `SELECT end_lsn::text FROM pg_replication_slot_advance($1, $2::pg_lsn)`, p.Slot, p.To).Scan(&end)
 	if err != nil {
-		return "", queryError(fmt.Sprintf("advancing replication slot %q to %s", p.Slot, p.To), privilegeFix(ctx, conn), err)
+		return "", postgres.QueryError(fmt.Sprintf("advancing replication slot %q to %s", p.Slot, p.To), postgres.PrivilegeFix(ctx, conn), err)
 	}
 	return end, nil
 }
 
 // publishedColumns reads the columns of the publications' tables, which
 // the router needs beyond what the Relation messages carry.
-func publishedColumns(ctx context.Context, conn *pgx.Conn, pubs []string) (Columns, error) {
+func publishedColumns(ctx context.Context, conn *pgx.Conn, pubs []string) (pgcatalog.Columns, error) {
 	var oids []uint32
 	err := conn.QueryRow(ctx, `
 		SELECT coalesce(array_agg(DISTINCT (quote_ident(schemaname) || '.' || quote_ident(tablename))::regclass::oid), '{}')
@@ -458,5 +460,5 @@ func publishedColumns(ctx context.Context, conn *pgx.Conn, pubs []string) (Colum
 	if err != nil {
 		return nil, fmt.Errorf("reading the publications' tables: %w", err)
 	}
-	return ReadColumns(ctx, conn, oids)
+	return pgcatalog.ReadColumns(ctx, conn, oids)
 }

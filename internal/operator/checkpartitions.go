@@ -1,4 +1,4 @@
-package admin
+package operator
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/internal/partition"
+	"github.com/walrelay/walrelay/internal/postgres"
 )
 
 // This file holds the preflight's "outbox partitions" item and what the
@@ -27,7 +28,7 @@ func (c *checker) outboxPartitions() {
 	}
 	layout, err := partition.Inspect(c.ctx, c.conn, c.cfg.Postgres.Table)
 	if err != nil {
-		c.fail(name, queryError("reading how the outbox is stored", "", err).Error(), "")
+		c.fail(name, postgres.QueryError("reading how the outbox is stored", "", err).Error(), "")
 		return
 	}
 	c.partitioned = layout.Partitioned
@@ -47,7 +48,7 @@ func (c *checker) outboxPartitions() {
 	}
 	parts, err := partition.List(c.ctx, c.conn, c.cfg.Postgres.Table)
 	if err != nil {
-		c.fail(name, queryError("listing the outbox's partitions", "", err).Error(), "")
+		c.fail(name, postgres.QueryError("listing the outbox's partitions", "", err).Error(), "")
 		return
 	}
 	now := time.Now()

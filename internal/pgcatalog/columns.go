@@ -1,4 +1,15 @@
-package admin
+// Package pgcatalog reads what Postgres's catalog knows of a table's
+// columns and a pgoutput Relation message does not carry: NOT NULL and
+// the DEFAULT expression, on which Debezium's Connect schemas depend.
+//
+// In: a normal *pgx.Conn and table OIDs. Out: Columns, the router's
+// router.Column per table, and Complete, which adds them to a
+// router.Relation. It is apart from internal/postgres so that the
+// Postgres package does not import the router; internal/relay (streamed
+// relations, the snapshot) and internal/reconcile (verify) use it.
+//
+// It does not route, write or hold a connection.
+package pgcatalog
 
 import (
 	"context"

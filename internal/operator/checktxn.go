@@ -1,4 +1,4 @@
-package admin
+package operator
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/postgres"
 )
 
 // This file holds the preflight's exactly-once items (relay.delivery=
@@ -35,50 +36,13 @@ import (
 // noProducerID is a producer id Kafka never assigns (RecordBatch.NO_PRODUCER_ID).
 const noProducerID = -1
 
-// TxnID is the transactional id of exactly-once delivery as walrelay run
-// derives it on a server, with what it is derived from.
-type TxnID struct {
-	// ID is the transactional id, and the key of the relay's checkpoint
-	// records: kafka.transactional_id, or
-	// walrelay-<database>-<slot>-<system identifier>.
-	ID string
-	// Database and SystemID are the server's (current_database(),
-	// pg_control_system()'s system_identifier).
-	Database, SystemID string
-}
-
-// TransactionalID reads what the transactional id is derived from on conn's
-// server and returns it (config.Config.TransactionalID).
-func TransactionalID(ctx context.Context, conn *pgx.Conn, cfg config.Config) (TxnID, error) {
-	db, err := CurrentDatabase(ctx, conn)
-	if err != nil {
-		return TxnID{}, err
-	}
-	sys, err := SystemID(ctx, conn)
-	if err != nil {
-		return TxnID{}, err
-	}
-	return TxnID{ID: cfg.TransactionalID(db, sys), Database: db, SystemID: sys}, nil
-}
-
-// SystemID returns the server's system identifier (pg_control_system()),
-// the one IDENTIFY_SYSTEM reports: set by initdb, the same on every
-// physical standby of the cluster and kept by a promoted one.
-func SystemID(ctx context.Context, conn *pgx.Conn) (string, error) {
-	var id string
-	if err := conn.QueryRow(ctx, `SELECT system_identifier::text FROM pg_control_system()`).Scan(&id); err != nil {
-		return "", queryError("reading the system identifier", "", err)
-	}
-	return id, nil
-}
-
 // transactionalID is the transactional id walrelay run would use on
 // conn's server; "" when reading what it is derived from fails.
 func transactionalID(ctx context.Context, cfg config.Config, conn *pgx.Conn) string {
 	if cfg.Kafka.TransactionalID != "" {
 		return cfg.Kafka.TransactionalID
 	}
-	id, err := TransactionalID(ctx, conn, cfg)
+	id, err := postgres.TransactionalID(ctx, conn, cfg)
 	if err != nil {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package admin
+package postgres
 
 import (
 	"context"
@@ -16,15 +16,16 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/walrelay/walrelay/internal/cli"
+	"github.com/walrelay/walrelay/internal/pgsession"
 )
 
 // connectTimeout bounds a connection attempt when the DSN sets none.
 const connectTimeout = 10 * time.Second
 
-// Connect opens a normal connection for the admin commands. It pins the
-// settings pgoutput formats values with (as the relay's stream does) so
-// peeked rows route exactly as `walrelay run` would route them. The error
+// Connect opens a normal connection for the admin commands and the
+// daemon's own queries (through pgsession, which pins the settings
+// pgoutput formats values with, as the relay's stream does), so peeked
+// rows route exactly as `walrelay run` would route them. The error
 // says whether the server is unreachable, the login was rejected or the
 // database is missing, and how to fix it; it never contains the password.
 func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
@@ -35,13 +36,10 @@ func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = connectTimeout
 	}
-	cfg.RuntimeParams["DateStyle"] = "ISO"
-	cfg.RuntimeParams["TimeZone"] = "UTC"
-	cfg.RuntimeParams["bytea_output"] = "hex"
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = "walrelay admin"
 	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := pgsession.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, connectError(&cfg.Config, err)
 	}
@@ -113,7 +111,7 @@ func explainConnect(cfg *pgconn.Config, err error) error {
 		// Several hosts (a multi-host DSN, target_session_attrs): one
 		// answered and was refused (a standby while a primary is wanted,
 		// during a failover): every attempt says why, not only the first.
-		return fmt.Errorf("%w: no usable server at %s as %q: %s", ErrConnect, where, cfg.User, cli.OneLine(redactConnString(err.Error())))
+		return fmt.Errorf("%w: no usable server at %s as %q: %s", ErrConnect, where, cfg.User, oneLine(redactConnString(err.Error())))
 	}
 	if errors.As(err, &opErr) {
 		return fmt.Errorf("%w: cannot reach postgres at %s (%s): check that the server is running and the host and port in postgres.dsn", ErrConnect, where, opErrText(opErr))
@@ -124,9 +122,9 @@ func explainConnect(cfg *pgconn.Config, err error) error {
 	if tlsRequired(cfg) && !tlsProblem(err) {
 		// pgconn's "tls error: server refused TLS connection": the
 		// server answered the SSLRequest with N (ssl=off).
-		return fmt.Errorf("%w: postgres at %s does not accept TLS, which the sslmode of postgres.dsn requires (%s): turn ssl on in the server, or set sslmode=prefer or sslmode=disable in postgres.dsn", ErrConnect, where, cli.OneLine(redactConnString(err.Error())))
+		return fmt.Errorf("%w: postgres at %s does not accept TLS, which the sslmode of postgres.dsn requires (%s): turn ssl on in the server, or set sslmode=prefer or sslmode=disable in postgres.dsn", ErrConnect, where, oneLine(redactConnString(err.Error())))
 	}
-	return fmt.Errorf("%w at %s as %q: %s", ErrConnect, where, cfg.User, cli.OneLine(redactConnString(err.Error())))
+	return fmt.Errorf("%w at %s as %q: %s", ErrConnect, where, cfg.User, oneLine(redactConnString(err.Error())))
 }
 
 // addresses are the distinct hosts (host:port, or a socket directory)
@@ -191,8 +189,8 @@ var passwordRe = regexp.MustCompile(`(?i)(password\s*=\s*)\S+`)
 // error text we did not build ourselves.
 func redactConnString(s string) string { return passwordRe.ReplaceAllString(s, "${1}xxxxx") }
 
-// currentUser returns the session's role name, for fixes that name it.
-func currentUser(ctx context.Context, conn *pgx.Conn) string {
+// CurrentUser returns the session's role name, for fixes that name it.
+func CurrentUser(ctx context.Context, conn *pgx.Conn) string {
 	var u string
 	if err := conn.QueryRow(ctx, `SELECT current_user`).Scan(&u); err != nil {
 		return conn.Config().User
@@ -200,10 +198,10 @@ func currentUser(ctx context.Context, conn *pgx.Conn) string {
 	return u
 }
 
-// queryError wraps a failed query: a missing privilege becomes
+// QueryError wraps a failed query: a missing privilege becomes
 // ErrPrivilege with fix, a slot held by a process ErrSlotActive; anything
 // else keeps its server message and DETAIL (pgMessage) after what.
-func queryError(what, fix string, err error) error {
+func QueryError(what, fix string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
@@ -245,4 +243,15 @@ func tlsProblem(err error) bool {
 	)
 	return errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid) ||
 		errors.As(err, &verify) || errors.As(err, &record) || errors.As(err, &alert)
+}
+
+// DSNError says why postgres.dsn cannot be used, from pgconn.ParseConfig's
+// error, without the connection string (which may hold a password): the
+// cause, e.g. a TLS file that cannot be read.
+func DSNError(err error) error {
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) && errors.Unwrap(pe) != nil {
+		return fmt.Errorf("postgres.dsn: %s: fix postgres.dsn (or WALRELAY_POSTGRES_DSN)", oneLine(redactConnString(errors.Unwrap(pe).Error())))
+	}
+	return fmt.Errorf("postgres.dsn is not a valid connection string: fix postgres.dsn (or WALRELAY_POSTGRES_DSN)")
 }

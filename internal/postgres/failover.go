@@ -1,4 +1,4 @@
-package admin
+package postgres
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/pgsession"
 )
 
 // This file makes walrelay's slot a failover slot (PostgreSQL 17+,
@@ -19,23 +19,32 @@ import (
 // walrelay confirmed, and walrelay carries on from there instead of
 // finding no slot. checkfailover.go reports on the setup around it.
 
-// failoverMajor is the first PostgreSQL with failover slots.
-const failoverMajor = 17
+// postgres.slot_failover's values that SlotFailover tells apart, spelled
+// as config.FailoverTrue and config.FailoverFalse (this package does not
+// import internal/config; TestFailoverModes checks they agree).
+const (
+	failoverTrue  = "true"
+	failoverFalse = "false"
+)
 
-// serverRole is what decides whether a failover slot is possible: the
+// FailoverMajor is the first PostgreSQL with failover slots.
+const FailoverMajor = 17
+
+// ServerRole is what decides whether a failover slot is possible: the
 // major version and whether the server is a standby.
-type serverRole struct {
-	major    int
-	version  string
-	recovery bool
+type ServerRole struct {
+	Major    int    // the major version: 17
+	Version  string // server_version: "17.2"
+	Recovery bool   // pg_is_in_recovery(): a standby
 }
 
-func readServerRole(ctx context.Context, conn *pgx.Conn) (serverRole, error) {
-	var r serverRole
+// ReadServerRole reads the server role of conn's server.
+func ReadServerRole(ctx context.Context, conn *pgx.Conn) (ServerRole, error) {
+	var r ServerRole
 	err := conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int / 10000, current_setting('server_version'), pg_is_in_recovery()`).
-		Scan(&r.major, &r.version, &r.recovery)
+		Scan(&r.Major, &r.Version, &r.Recovery)
 	if err != nil {
-		return r, queryError("reading the server's version and role", "", err)
+		return r, QueryError("reading the server's version and role", "", err)
 	}
 	return r, nil
 }
@@ -48,24 +57,24 @@ func readServerRole(ctx context.Context, conn *pgx.Conn) (serverRole, error) {
 // created there) is an error wrapping ErrFailoverUnsupported; false:
 // never.
 func SlotFailover(ctx context.Context, conn *pgx.Conn, mode string) (on bool, why string, err error) {
-	if mode == config.FailoverFalse {
+	if mode == failoverFalse {
 		return false, "", nil
 	}
-	r, err := readServerRole(ctx, conn)
+	r, err := ReadServerRole(ctx, conn)
 	if err != nil {
 		return false, "", err
 	}
 	switch {
-	case r.major < failoverMajor:
-		why = fmt.Sprintf("PostgreSQL %s has no failover slots (PostgreSQL %d added them): a failover to a standby loses the slot (docs/deploy.md, Failover slots)", r.version, failoverMajor)
-	case r.recovery:
+	case r.Major < FailoverMajor:
+		why = fmt.Sprintf("PostgreSQL %s has no failover slots (PostgreSQL %d added them): a failover to a standby loses the slot (docs/deploy.md, Failover slots)", r.Version, FailoverMajor)
+	case r.Recovery:
 		why = "this server is a standby, and Postgres makes failover slots only on a primary"
 	default:
 		return true, "", nil
 	}
-	if mode == config.FailoverTrue {
+	if mode == failoverTrue {
 		return false, why, fmt.Errorf("%w: postgres.slot_failover=true, but %s: set postgres.slot_failover=auto (failover where the server supports it) or false, or point postgres.dsn at a PostgreSQL %d+ primary",
-			ErrFailoverUnsupported, why, failoverMajor)
+			ErrFailoverUnsupported, why, FailoverMajor)
 	}
 	return false, why, nil
 }
@@ -91,14 +100,13 @@ func EnableFailover(ctx context.Context, conn *pgx.Conn, name string) error {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("%w: %s: %q", ErrSlotNotFound, what, name)
 	case err != nil:
-		return queryError(what, "", err)
+		return QueryError(what, "", err)
 	case pid != nil:
 		return fmt.Errorf("%w: %s: pid %d streams from it, and Postgres switches only a slot nobody holds", ErrSlotActive, what, *pid)
 	}
 	cfg := conn.Config().Config.Copy()
-	cfg.RuntimeParams["replication"] = "database"
 	cfg.RuntimeParams["application_name"] = "walrelay"
-	rc, err := pgconn.ConnectConfig(ctx, cfg)
+	rc, err := pgsession.ConnectReplication(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("%w: connecting for replication: %s: %s", ErrConnect, what, redactConnString(err.Error()))
 	}
@@ -112,7 +120,7 @@ func EnableFailover(ctx context.Context, conn *pgx.Conn, name string) error {
 	case err != nil && ctx.Err() == nil && actx.Err() != nil:
 		return fmt.Errorf("%w: %s: a process took the slot and still holds it after %s", ErrSlotActive, what, alterWait)
 	case err != nil:
-		return queryError(what, privilegeFix(ctx, conn), err)
+		return QueryError(what, PrivilegeFix(ctx, conn), err)
 	}
 	return nil
 }
@@ -161,7 +169,7 @@ func SyncedCopy(ctx context.Context, conn *pgx.Conn, name string) (bool, error) 
 	var synced bool
 	err := conn.QueryRow(ctx, `SELECT pg_is_in_recovery() AND coalesce((SELECT (to_jsonb(s) ->> 'synced')::bool FROM pg_replication_slots s WHERE s.slot_name = $1), false)`, name).Scan(&synced)
 	if err != nil {
-		return false, queryError(fmt.Sprintf("reading replication slot %q", name), "", err)
+		return false, QueryError(fmt.Sprintf("reading replication slot %q", name), "", err)
 	}
 	return synced, nil
 }

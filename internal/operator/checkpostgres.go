@@ -1,4 +1,4 @@
-package admin
+package operator
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/pgcatalog"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/router"
 )
 
@@ -114,10 +116,10 @@ func (c *checker) roleReplication() {
 	name := "role REPLICATION"
 	var super, member bool
 	var err error
-	c.replication, super, member, _, err = canReplicate(c.ctx, c.conn)
+	c.replication, super, member, _, err = postgres.CanReplicate(c.ctx, c.conn)
 	repl := c.replicationRole()
 	if err != nil {
-		c.fail(name, queryError("reading the role", "", err).Error(), "")
+		c.fail(name, postgres.QueryError("reading the role", "", err).Error(), "")
 		return
 	}
 	if !c.replication {
@@ -149,7 +151,7 @@ func (c *checker) tableSelect() {
 	qt := c.quotedTable()
 	var oid *uint32
 	if err := c.conn.QueryRow(c.ctx, `SELECT to_regclass($1)::oid`, qt).Scan(&oid); err != nil {
-		c.fail(name, queryError("looking up "+c.cfg.Postgres.Table, "", err).Error(), "")
+		c.fail(name, postgres.QueryError("looking up "+c.cfg.Postgres.Table, "", err).Error(), "")
 		return
 	}
 	if oid == nil {
@@ -160,7 +162,7 @@ func (c *checker) tableSelect() {
 	c.tableOID = *oid
 	var can bool
 	if err := c.conn.QueryRow(c.ctx, `SELECT has_table_privilege($1::oid, 'SELECT')`, *oid).Scan(&can); err != nil {
-		c.fail(name, queryError("checking privileges on "+c.cfg.Postgres.Table, "", err).Error(), "")
+		c.fail(name, postgres.QueryError("checking privileges on "+c.cfg.Postgres.Table, "", err).Error(), "")
 		return
 	}
 	if !can {
@@ -186,18 +188,18 @@ func (c *checker) publications() {
 			continue
 		}
 		if err != nil {
-			c.fail(name, queryError("reading publication "+pub, "", err).Error(), "")
+			c.fail(name, postgres.QueryError("reading publication "+pub, "", err).Error(), "")
 			continue
 		}
 		var has bool
 		if err := c.conn.QueryRow(c.ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)`, pub, schema, table).Scan(&has); err != nil {
-			c.fail(name, queryError("reading publication "+pub, "", err).Error(), "")
+			c.fail(name, postgres.QueryError("reading publication "+pub, "", err).Error(), "")
 			continue
 		}
 		if !has && c.partitioned && !viaRoot {
 			leaves, err := c.publishesLeaves(pub)
 			if err != nil {
-				c.fail(name, queryError("reading publication "+pub, "", err).Error(), "")
+				c.fail(name, postgres.QueryError("reading publication "+pub, "", err).Error(), "")
 				continue
 			}
 			if leaves {
@@ -229,9 +231,9 @@ func (c *checker) columns() {
 		c.fail(name, fmt.Sprintf("table %s does not exist", c.cfg.Postgres.Table), "run `walrelay setup`, or fix postgres.table")
 		return
 	}
-	catalog, err := ReadColumns(c.ctx, c.conn, []uint32{c.tableOID})
+	catalog, err := pgcatalog.ReadColumns(c.ctx, c.conn, []uint32{c.tableOID})
 	if err != nil {
-		c.fail(name, queryError("reading columns", "", err).Error(), "")
+		c.fail(name, postgres.QueryError("reading columns", "", err).Error(), "")
 		return
 	}
 	cols := catalog[c.tableOID]
@@ -295,9 +297,9 @@ func topicOf(plan *router.Plan, n, idx int, v string) (string, bool) {
 func (c *checker) slot() {
 	slot := c.cfg.Postgres.Slot
 	name := "slot " + slot
-	s, err := InspectSlot(c.ctx, c.conn, slot)
+	s, err := postgres.InspectSlot(c.ctx, c.conn, slot)
 	switch {
-	case errors.Is(err, ErrSlotNotFound):
+	case errors.Is(err, postgres.ErrSlotNotFound):
 		switch {
 		case !c.cfg.Postgres.CreateSlot:
 			c.fail(name, "does not exist and postgres.create_slot is off", fmt.Sprintf("walrelay slot create %s (or walrelay setup), or set postgres.create_slot=true", slot))
@@ -313,7 +315,7 @@ func (c *checker) slot() {
 		c.fail(name, err.Error(), "")
 		return
 	}
-	db, err := CurrentDatabase(c.ctx, c.conn)
+	db, err := postgres.CurrentDatabase(c.ctx, c.conn)
 	if err != nil {
 		c.fail(name, err.Error(), "")
 		return
@@ -329,7 +331,7 @@ func (c *checker) slot() {
 	}
 	detail := fmt.Sprintf("pgoutput in %s, confirmed_flush_lsn %s", db, s.ConfirmedFlushLSN)
 	if s.ConfirmedFlushLagBytes != nil {
-		detail += ", " + HumanBytes(*s.ConfirmedFlushLagBytes) + " behind"
+		detail += ", " + postgres.HumanBytes(*s.ConfirmedFlushLagBytes) + " behind"
 	}
 	if c.syncedCopyItem(name, s) { // checkfailover.go
 		return
@@ -351,11 +353,11 @@ func (c *checker) keepSize() {
 		if fix := c.keepSizeFix(); fix != "" {
 			c.warn(name, "unlimited: a stalled slot keeps WAL until the disk fills", fix)
 		} else {
-			c.warn(name, fmt.Sprintf("unlimited, and %s does not let you change it: a stalled slot keeps WAL until the disk fills", c.service.name),
+			c.warn(name, fmt.Sprintf("unlimited, and %s does not let you change it: a stalled slot keeps WAL until the disk fills", c.service.Name),
 				"watch slot lag (walrelay status, walrelay_slot_lag_bytes) and drop a slot nothing reads")
 		}
 		return
 	}
 	mb, _ := strconv.ParseInt(v, 10, 64)
-	c.ok(name, HumanBytes(mb<<20))
+	c.ok(name, postgres.HumanBytes(mb<<20))
 }

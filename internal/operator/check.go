@@ -1,4 +1,4 @@
-package admin
+package operator
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/router"
 )
 
@@ -47,7 +48,7 @@ func Check(ctx context.Context, cfg config.Config) []Item {
 	}
 	topics := map[string]bool{}
 	txnID := cfg.Kafka.TransactionalID // exactly-once only; "" until derived
-	conn, err := Connect(ctx, cfg.Postgres.DSN)
+	conn, err := postgres.Connect(ctx, cfg.Postgres.DSN)
 	if err != nil {
 		add(Item{Name: "postgres connection", Status: Fail, Detail: err.Error(), Fix: "fix postgres.dsn or the server (see the message)"})
 	} else {
@@ -95,7 +96,7 @@ type checker struct {
 	topics map[string]bool
 
 	user        string
-	service     *managed // the managed service the server belongs to; nil: self-managed
+	service     *postgres.Managed // the managed service the server belongs to; nil: self-managed
 	replication bool
 	tableOID    uint32 // 0: missing
 	partitioned bool   // the outbox is a partitioned table
@@ -116,13 +117,13 @@ func (c *checker) setting(name string) (string, error) {
 	var v string
 	err := c.conn.QueryRow(c.ctx, `SELECT setting FROM pg_settings WHERE name = $1`, name).Scan(&v)
 	if err != nil {
-		return "", queryError("reading setting "+name, "", err)
+		return "", postgres.QueryError("reading setting "+name, "", err)
 	}
 	return v, nil
 }
 
 func (c *checker) run() {
-	c.user = currentUser(c.ctx, c.conn)
+	c.user = postgres.CurrentUser(c.ctx, c.conn)
 	c.serverVersion()
 	c.managedService()
 	c.walLevel()
