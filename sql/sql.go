@@ -17,7 +17,7 @@ const CreateOutboxTable = "CREATE TABLE IF NOT EXISTS public.outbox ("
 
 // PartitionedOutboxTable is outbox_partitioned.sql: the outbox table of
 // 001_outbox_table.sql partitioned by range of created_at. Setup (through
-// pkg/partition) substitutes the configured table name in
+// internal/partition) substitutes the configured table name in
 // CreateOutboxTable, as for OutboxTable.
 //
 //go:embed outbox_partitioned.sql
@@ -34,7 +34,7 @@ var ExampleTransactions string
 
 // SlotPositions is 005_slot_positions.sql: CREATE TABLE IF NOT EXISTS
 // public.walrelay_slot_positions (...), walrelay's record of each slot.
-// pkg/slotrecord substitutes the outbox's schema in CreateSlotPositions.
+// internal/slotrecord substitutes the outbox's schema in CreateSlotPositions.
 //
 //go:embed 005_slot_positions.sql
 var SlotPositions string

@@ -455,7 +455,7 @@ type sample struct {
 }
 
 // writeSampleOrders runs the example SQL, then writes more orders, each in
-// its own transaction with its events written by pkg/outbox: the first
+// its own transaction with its events written by outbox: the first
 // orders' as outbox rows, the last ones' as logical messages, which no
 // table holds. A rolled-back order's events are never published.
 func writeSampleOrders(ctx context.Context, conn *pgx.Conn) (sample, error) {

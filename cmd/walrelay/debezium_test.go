@@ -9,7 +9,7 @@ import (
 
 // `walrelay debezium import` turns the connector configurations Debezium
 // publishes (its Postgres connector docs' example, debezium-examples'
-// outbox/register-postgres.json: sources in pkg/dbzimport's
+// outbox/register-postgres.json: sources in internal/dbzimport's
 // TestImportPublishedExamples) into a file `walrelay config` accepts as it
 // is, with the password given the ways the YAML's comment names, and never
 // printed.

@@ -49,7 +49,7 @@ in-flight records to be acknowledged, confirms them to Postgres and exits 0.`,
 }
 
 // runRelay runs the relay (with opts: debezium takeover's), the
-// partition maintainer (pkg/partition) and, when http.listen is set, its
+// partition maintainer (internal/partition) and, when http.listen is set, its
 // HTTP listener.
 // The listener stops when the relay does; a listener that cannot bind
 // stops the relay. With exactly-once delivery the relay may start its

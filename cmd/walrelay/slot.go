@@ -185,7 +185,7 @@ type inspectedSlot struct {
 	Record  *slotRecord `json:"walrelay_record,omitempty"`
 }
 
-// slotRecord is walrelay's record of a slot (pkg/slotrecord) as slot
+// slotRecord is walrelay's record of a slot (internal/slotrecord) as slot
 // inspect shows it, and whether it proves the slot's position to
 // retention (Retention: "ok", or the refusal).
 type slotRecord struct {

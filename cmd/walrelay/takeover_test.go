@@ -63,7 +63,7 @@ func peekSlot(t *testing.T, dsn, slot string) []pgMessage {
 // value each INSERT event carries, in order, and the one a heartbeat
 // carries after each COMMIT, by transaction xid. The bytes are what
 // Connect stores: PostgresOffsetContext.getOffset()'s HashMap in its
-// iteration order, by JsonConverter (see pkg/dbzoffset's tests).
+// iteration order, by JsonConverter (see internal/dbzoffset's tests).
 func debeziumOffsets(msgs []pgMessage) (inserts []string, afterCommit map[uint32]string) {
 	afterCommit = map[uint32]string{}
 	var lastCommit, prev pglogrepl.LSN

@@ -22,7 +22,7 @@ import (
 )
 
 // TestOutboxToInbox is the whole path: an application writes orders and
-// their events with pkg/outbox (one transaction rolled back), walrelay
+// their events with outbox (one transaction rolled back), walrelay
 // relays them, and the example consumer, on a database of its own,
 // applies each event once. The consumer's inbox holds exactly the ids
 // Emit returned for the committed transactions.

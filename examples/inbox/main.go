@@ -1,6 +1,6 @@
 // Command inbox is an example consumer of walrelay's events: it applies
 // each event of a topic to its own database exactly once, however often
-// Kafka delivers it, with pkg/inbox.
+// Kafka delivers it, with inbox.
 //
 // Its business effect counts the events of each aggregate (the record
 // key) and keeps the last event type (header eventType, which walrelay

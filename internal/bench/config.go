@@ -18,7 +18,7 @@ import (
 type Config struct {
 	// DSN is an existing Postgres server (wal_level=logical; a role that
 	// may create schemas, publications and slots). Empty: a private
-	// cluster from the local installation (pkg/localpg). pg_recvlogical
+	// cluster from the local installation (internal/localpg). pg_recvlogical
 	// comes from the private cluster's installation, or with DSN from
 	// localpg.FindBinDir ($WALRELAY_PG_BIN chooses it).
 	DSN string

@@ -11,7 +11,7 @@
 // One run, all on this machine:
 //
 //   - Postgres: a private cluster from the local installation
-//     (pkg/localpg, with checkpoints pushed out of the way), or an
+//     (internal/localpg, with checkpoints pushed out of the way), or an
 //     existing server (Config.DSN). The harness works in its own schema
 //     walrelay_bench, publication walrelay_bench (INSERTs only) and slots
 //     walrelay_bench_*, and drops them at the end.
@@ -68,7 +68,7 @@
 //   - sched.go: switching the kfake child to real-time scheduling.
 //   - proc.go: child processes in their own process groups.
 //   - procfs.go: readings of /proc: CPU time (ProcessCPU, SelfCPU, which
-//     pkg/replication's drain benchmark uses too), scheduler waits, peak
+//     internal/replication's drain benchmark uses too), scheduler waits, peak
 //     RSS.
 //   - cpuacct.go: the share of the machine's CPU used by work outside the
 //     benchmark.

@@ -27,7 +27,7 @@ import (
 // struct reused once its promise has run. There is no Postgres, routing or
 // LSN tracking.
 //
-// Set against BenchmarkStreamDrain (pkg/replication: reading the slot
+// Set against BenchmarkStreamDrain (internal/replication: reading the slot
 // alone) and the harness's end-to-end drains, it splits walrelay's CPU per
 // event three ways: reading the slot, franz-go, and walrelay's own code
 // (what the end-to-end drain costs beyond the other two).

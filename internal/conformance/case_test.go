@@ -299,7 +299,7 @@ func headerBytes(h Header, s Setting) []byte {
 }
 
 // rawScalar is walrelay's raw format for a key, a header or a payload
-// outside an envelope (pkg/router's package doc): the column's Postgres
+// outside an envelope (internal/router's package doc): the column's Postgres
 // text (a boolean is t or f, an integer its digits), bytea as raw bytes,
 // jsonb as its JSON text.
 func rawScalar(v any) []byte {

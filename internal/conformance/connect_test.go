@@ -3,7 +3,7 @@ package conformance
 // A small model of Kafka Connect data and of the converters Debezium users
 // run, written from Kafka's sources (apache/kafka at
 // 1eb7644349cb07139d6a3c1ad1986979647cac99), independently of walrelay's
-// pkg/router and pkg/connect:
+// internal/router and internal/connect:
 //
 //   - JsonConverter.fromConnectData / asJsonSchema / convertToJson
 //     (connect/json/src/main/java/org/apache/kafka/connect/json/JsonConverter.java),

@@ -15,7 +15,7 @@
 // walrelay's own code: a small model of Kafka Connect (connect_test.go)
 // renders the Connect records with JsonConverter (with and without
 // schemas), StringConverter and SimpleHeaderConverter as Kafka's sources
-// define them, and walrelay's raw format by the rules of pkg/router's
+// define them, and walrelay's raw format by the rules of internal/router's
 // package doc. Partitions of keyed records are Kafka's murmur2 over the
 // expected key bytes (murmur2_test.go); timestamps are either a column's
 // value or the transaction's commit time, read from a probe slot.
@@ -29,5 +29,5 @@
 // and every case is compared or points at an existing explanation.
 //
 // It does not check walrelay's own behaviour beyond what Debezium's tests
-// assert: that is pkg/router's and pkg/relay's tests.
+// assert: that is internal/router's and internal/relay's tests.
 package conformance

@@ -56,7 +56,7 @@ func converters(s Setting) router.Converters {
 
 // routerOptions loads the router options the case names (Debezium's
 // names) as a user's environment would give them (WALRELAY_ROUTER_...),
-// through pkg/config, which validates them as walrelay run does.
+// through internal/config, which validates them as walrelay run does.
 func routerOptions(opts map[string]string) (router.Config, error) {
 	def := config.Default()
 	envOf := map[string]string{}

@@ -23,7 +23,7 @@ import (
 // included, as raw UTF-8. Text that is not valid UTF-8 is an error rather
 // than being silently replaced: a Java String cannot hold it.
 //
-// It takes text as a string or as bytes, so that pkg/router's raw
+// It takes text as a string or as bytes, so that internal/router's raw
 // envelopes write a column's bytes without converting them.
 func AppendJSONString[T string | []byte](dst []byte, s T) ([]byte, error) {
 	if !validUTF8(s) {

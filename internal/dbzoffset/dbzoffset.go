@@ -70,7 +70,7 @@
 //
 // It does not connect to Postgres, move slots or run the relay: the
 // takeover command does, with internal/postgres, internal/operator and
-// pkg/relay.
+// internal/relay.
 package dbzoffset
 
 import (

@@ -8,7 +8,7 @@
 // dead-letter topic, with or without its value.
 //
 // It does not decide which rows are dead-lettered, produce records or
-// track them: pkg/relay does. docs/deadletter.md shows the record of each
+// track them: internal/relay does. docs/deadletter.md shows the record of each
 // class.
 package deadletter
 

@@ -25,7 +25,7 @@
 // walrelay older than the field, which still parses). A relay proves with
 // it that lsn belongs to the WAL it streams: the slot must send that
 // transaction again, with that commit LSN, xid and commit time, ending at
-// lsn (pkg/relay; a server restored from a snapshot of the same timeline
+// lsn (internal/relay; a server restored from a snapshot of the same timeline
 // keeps system_id and timeline but not its transactions). open, when present, is a Postgres
 // transaction published in part, because it was larger than a Kafka
 // transaction may be (named as last is, its commit time when known): its first rows events (outbox INSERTs and the
@@ -37,7 +37,7 @@
 // History returns the earlier checkpoints of a key the topic still holds,
 // which a relay proves on the WAL by their own last transactions.
 //
-// It does not decide what to skip: pkg/relay does (docs/DESIGN.md,
+// It does not decide what to skip: internal/relay does (docs/DESIGN.md,
 // "Exactly-once delivery").
 package eoscheckpoint
 

@@ -169,11 +169,11 @@ func terminateWalsender(t *testing.T, dsn string) int {
 }
 
 // fencedLog is what a walrelay process fenced by a newer one logs when it
-// stops its exactly-once pipeline (pkg/relay).
+// stops its exactly-once pipeline (internal/relay).
 const fencedLog = "fenced: another walrelay process now produces with this transactional id; stopping without confirming anything more"
 
 // restartLog is what it logs then, starting the pipeline again
-// in-process (pkg/relay: it exits only when fenced twice within
+// in-process (internal/relay: it exits only when fenced twice within
 // minutes).
 const restartLog = "restarting the exactly-once pipeline in-process"
 

@@ -658,7 +658,7 @@ func testStandby(t *testing.T, row *result, d delivery) {
 		// The standby joins a running relay. Two exactly-once processes
 		// whose first sessions start at the same moment (both find the
 		// slot free) both fence the transactional id, and the one the
-		// other fenced starts again (pkg/relay's
+		// other fenced starts again (internal/relay's
 		// TestExactlyOnceFencedWhileFencing): not the pair to test.
 		active = startRelay(t, "a0", f.env)
 		waitReady(t, active)

@@ -48,7 +48,7 @@
 // events_published_total has at most relay.max_topics + 1 series (the
 // dead-letter topic).
 //
-// It does not serve HTTP (pkg/server) or poll Postgres (pkg/slotmon does).
+// It does not serve HTTP (internal/server) or poll Postgres (internal/slotmon does).
 package metrics
 
 import (
@@ -84,7 +84,7 @@ type Metrics struct {
 	// KafkaTransactions counts Kafka transactions by result (committed,
 	// aborted): exactly-once delivery only.
 	KafkaTransactions *prometheus.CounterVec
-	// Outbox retention (pkg/retention, outbox.retention): rows and
+	// Outbox retention (internal/retention, outbox.retention): rows and
 	// partitions removed, and the table's oldest row and size as the last
 	// pass measured them (0 until the first pass, or with retention off).
 	OutboxRowsPruned        prometheus.Counter
@@ -92,7 +92,7 @@ type Metrics struct {
 	OutboxOldestRowAge      prometheus.Gauge
 	OutboxTableSize         prometheus.Gauge
 	// SlotJumped is 1 while the slot is found replaced or moved past
-	// walrelay's record of it (pkg/slotrecord) and no operator adopted it;
+	// walrelay's record of it (internal/slotrecord) and no operator adopted it;
 	// RetentionBlocked is 1 for the reason retention's last pass refused
 	// to prune (no_record, slot_jumped, slot_missing, slot_lost), 0 for
 	// the others.

@@ -8,6 +8,6 @@
 // HTTP listener run in-process against the test Postgres and a kfake
 // broker. Out: test failures naming the query, rule or metric at fault.
 //
-// It has no code of its own: the metrics are defined in pkg/metrics, the
-// slot monitor in pkg/relay and the endpoints in pkg/server.
+// It has no code of its own: the metrics are defined in internal/metrics, the
+// slot monitor in internal/relay and the endpoints in internal/server.
 package monitoring

@@ -14,7 +14,7 @@ import (
 // publication item needs to know of a partitioned outbox.
 
 // outboxPartitions reports how the outbox is stored: a plain table, or
-// partitioned with its partitions counted (pkg/partition's List). It fails
+// partitioned with its partitions counted (internal/partition's List). It fails
 // when no partition holds now and there is no DEFAULT partition (the
 // application's INSERTs fail), and warns when fewer than
 // outbox.partitions_ahead partitions lie ahead of now, when a DEFAULT

@@ -324,7 +324,7 @@ type AdvanceRequest struct {
 	PeekRequest
 	To        *pglogrepl.LSN
 	PastEvent string
-	// Records is walrelay's record of its slots (pkg/slotrecord): Advance
+	// Records is walrelay's record of its slots (internal/slotrecord): Advance
 	// records the target there before it moves the slot, so the move is
 	// walrelay's own and not a jump. Zero: not recorded (retention then
 	// finds the slot moved past the record and stops).

@@ -11,5 +11,5 @@
 // It owns the hijacked socket: framing, the receive buffers and their bound,
 // read deadlines, and the socket tuning that batches reads (Reader). It
 // does not decode pgoutput, choose the positions it reports, retry or
-// reconnect: that is pkg/replication's job.
+// reconnect: that is internal/replication's job.
 package pgwire

@@ -12,7 +12,7 @@ import (
 )
 
 // CreateRecordedSlot is `walrelay slot create`: CreateSlot, then the
-// slot's creation in walrelay's record of its slots (pkg/slotrecord). A
+// slot's creation in walrelay's record of its slots (internal/slotrecord). A
 // slot of this name that walrelay confirmed through before (a record
 // exists) is created only with replace, and then the record is marked
 // replaced: retention stays stopped until walrelay verify and walrelay

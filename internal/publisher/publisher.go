@@ -197,8 +197,6 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// Client is the underlying franz-go client (for metrics and admin).
-func (p *Publisher) Client() *kgo.Client { return p.client }
 
 // Stats returns the publisher's counters.
 func (p *Publisher) Stats() Stats {

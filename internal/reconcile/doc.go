@@ -32,7 +32,7 @@
 // is covered, so none is missing, and the report and the log say why.
 //
 // A lost slot (wal_status lost), or a missing one that walrelay's record
-// (pkg/slotrecord) says it confirmed through, is exactly when verify is
+// (internal/slotrecord) says it confirmed through, is exactly when verify is
 // needed: nothing streams from it, so nothing is in flight, and the
 // fence counts as confirmed: every row committed before it and not on its
 // topic is missing. A slot that was replaced or moved past the record is

@@ -54,7 +54,7 @@ func (v *verifier) fence(ctx context.Context, conn *pgx.Conn) (txfence.Fence, er
 }
 
 // slotState notes in the report what walrelay's record says of the slot
-// (pkg/slotrecord), and reports whether the slot is gone: lost, or
+// (internal/slotrecord), and reports whether the slot is gone: lost, or
 // missing while a record says walrelay confirmed through it. A slot
 // missing without a record, not walrelay's, or of another database is
 // an error, as is a record that cannot be read when the slot is lost.

@@ -22,7 +22,7 @@ import (
 const HeaderRepublished = "walrelay.republished"
 
 // headerEventID is the header that carries the event id: Debezium's
-// EventRouter always adds it first, and so does pkg/router.
+// EventRouter always adds it first, and so does internal/router.
 const headerEventID = "id"
 
 // Defaults of Options.
@@ -84,7 +84,7 @@ type Report struct {
 	Passes  int `json:"passes"`
 	MaxHeld int `json:"max_held"`
 	// Slot is postgres.slot. FenceLSN is the WAL position of the fence
-	// verify took before reading (pkg/txfence), ConfirmedLSN the slot's
+	// verify took before reading (internal/txfence), ConfirmedLSN the slot's
 	// confirmed_flush_lsn when verify last looked.
 	Slot         string `json:"slot"`
 	FenceLSN     string `json:"fence_lsn"`
@@ -95,7 +95,7 @@ type Report struct {
 	// where the slot and the fence are, and what to look at.
 	FenceConfirmed bool   `json:"fence_confirmed"`
 	NotConfirmed   string `json:"not_confirmed,omitempty"`
-	// SlotState is what walrelay's record of the slot (pkg/slotrecord)
+	// SlotState is what walrelay's record of the slot (internal/slotrecord)
 	// says of its position: "ok" (a position walrelay confirmed),
 	// "slot_jumped" (replaced or moved past the record), "slot_lost",
 	// "slot_missing" (lost or missing with a record: nothing streams from

@@ -14,7 +14,7 @@ import (
 )
 
 // republisher produces missing rows again with the relay's producer
-// (pkg/publisher: idempotent, acks=all, murmur2 key partitioning, the
+// (internal/publisher: idempotent, acks=all, murmur2 key partitioning, the
 // partition placement honoured, topics prepared as the relay prepares
 // them).
 type republisher struct {

@@ -102,7 +102,7 @@ type row struct {
 	cols []*pglogrepl.TupleDataColumn
 	at   time.Time // the time column
 	// confirmed: the row's xmin precedes a fence the slot confirmed, so
-	// Kafka acknowledged its transaction (see pkg/txfence).
+	// Kafka acknowledged its transaction (see internal/txfence).
 	confirmed bool
 }
 

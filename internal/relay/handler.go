@@ -164,7 +164,7 @@ func (h *handler) Commit(ctx context.Context, m *pglogrepl.CommitMessage) error 
 }
 
 // SessionLost keeps an open transaction open: Postgres re-sends it from
-// its Begin (see pkg/resume).
+// its Begin (see internal/resume).
 func (h *handler) SessionLost() {
 	if commitLSN, open := h.resume.Open(); open {
 		h.log.Info("replication session lost inside a transaction; it resumes when Postgres sends it again",

@@ -1,7 +1,7 @@
 // A lost slot, and its heal from the outbox table.
 //
 // At start, a slot walrelay confirmed through before that is missing,
-// lost (wal_status lost) or moved past walrelay's record (pkg/slotrecord)
+// lost (wal_status lost) or moved past walrelay's record (internal/slotrecord)
 // stops the relay with an error that says what happened and the two ways
 // on, unless outbox.on_slot_loss is heal (or walrelay slot heal runs):
 // then the relay heals it. A missing or lost slot is created again with

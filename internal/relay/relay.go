@@ -37,7 +37,7 @@
 //     publish as routed, and the dead-letter worker.
 //   - status.go: /status, readiness and the gauges read at scrape time.
 //   - snapshot.go: the initial snapshot (snapshot.mode=initial) and the
-//     backfill of walrelay snapshot: rows read by pkg/snapshot, handed to
+//     backfill of walrelay snapshot: rows read by internal/snapshot, handed to
 //     the handler as one tracked transaction, waited for until acked.
 //   - takeover.go: SkipPublished, for taking over from a relay (Debezium)
 //     that stopped inside a transaction.
@@ -61,8 +61,8 @@
 // stops the relay.
 //
 // It does not parse pgoutput, talk the Kafka protocol, compute watermarks,
-// poll the slot or emit heartbeats: those are pkg/replication,
-// pkg/publisher, pkg/checkpoint, pkg/slotmon and pkg/heartbeat.
+// poll the slot or emit heartbeats: those are internal/replication,
+// internal/publisher, internal/checkpoint, internal/slotmon and internal/heartbeat.
 package relay
 
 import (

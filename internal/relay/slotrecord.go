@@ -20,7 +20,7 @@ import (
 )
 
 // recorder is the write-ahead side of walrelay's slot record
-// (pkg/slotrecord): the stream confirms at most what it recorded, and its
+// (internal/slotrecord): the stream confirms at most what it recorded, and its
 // goroutine records what the tracker may confirm, at most every
 // recordEvery while it moves. So that always the slot's
 // confirmed_flush_lsn <= the record, and a slot found past the record was
@@ -83,7 +83,7 @@ type recorder struct {
 	// the same system is one this process recorded itself (see session).
 	system string
 	// fences: the recorder takes a txfence.Fence every fenceEvery while
-	// transactions move the position (see fence.go in pkg/slotrecord).
+	// transactions move the position (see fence.go in internal/slotrecord).
 	fenceConn     *pgx.Conn
 	fenceAt       time.Time
 	fenceProgress pglogrepl.LSN

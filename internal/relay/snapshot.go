@@ -1,6 +1,6 @@
 // The initial snapshot (snapshot.mode=initial) and the backfill of
 // `walrelay snapshot`: rows already in the outbox, read in one Postgres
-// snapshot by pkg/snapshot, routed and produced as the stream's INSERTs
+// snapshot by internal/snapshot, routed and produced as the stream's INSERTs
 // are, and waited for until Kafka acknowledged every one.
 
 package relay

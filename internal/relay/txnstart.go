@@ -97,7 +97,7 @@ func (t *transactions) streaming(ctx context.Context, s replication.Session, rs 
 // transaction it ended inside that were published. The slot may be
 // behind it (a process killed between its Kafka commit and its next
 // status update). Those skips are provisional until the slot proves the
-// checkpoint belongs to this WAL (pkg/resume, SeedFrom): a server restored
+// checkpoint belongs to this WAL (internal/resume, SeedFrom): a server restored
 // from a snapshot keeps its system id and timeline, and its new
 // transactions take the LSNs the checkpoint covers. Meanwhile nothing
 // past the slot's position is confirmed (the tracker is not raised, idle

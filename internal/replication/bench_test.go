@@ -292,7 +292,7 @@ func benchStream(b *testing.B, h Handler) *Stream {
 
 // BenchmarkDispatchInsert is the stream's per-row work after the receive:
 // XLogData header, pgoutput decode, relation lookup and the handler call
-// (a no-op here; pkg/relay's benchmarks cover the handler's own work).
+// (a no-op here; internal/relay's benchmarks cover the handler's own work).
 func BenchmarkDispatchInsert(b *testing.B) {
 	s := benchStream(b, nopHandler{})
 	ctx := context.Background()

@@ -111,7 +111,7 @@ func (s Session) HasWAL(timeline int32, lsn pglogrepl.LSN) bool {
 }
 
 // Checkpointer is the source of the positions the stream reports, and of
-// backpressure. pkg/checkpoint's Tracker implements it.
+// backpressure. internal/checkpoint's Tracker implements it.
 type Checkpointer interface {
 	// Confirmed is the LSN up to which every record is durably published.
 	// It may move on another goroutine (an acknowledgement) while records

@@ -8,7 +8,7 @@ import (
 )
 
 // Sentinel errors; each is wrapped with the details and the fix. The slot
-// and fence ones are pkg/txfence's (the same values, for errors.Is).
+// and fence ones are internal/txfence's (the same values, for errors.Is).
 var (
 	// ErrSlotMissing: postgres.slot does not exist, so nothing says which
 	// transactions Kafka acknowledged. Nothing is pruned.

@@ -64,7 +64,7 @@ func (p *Pruner) fenceAndWait(ctx context.Context, conn *pgx.Conn, deadline time
 }
 
 // readSlot reads the slot and proves its position with walrelay's record
-// of it (pkg/slotrecord): the position retention removes by is the
+// of it (internal/slotrecord): the position retention removes by is the
 // slot's confirmed_flush_lsn only while it is at or before the position
 // the relay recorded before confirming it, on this system, with no jump
 // found since the last walrelay slot adopt. Anything else refuses, with

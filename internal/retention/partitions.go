@@ -33,7 +33,7 @@ func (p Partition) Qualified() string { return pgx.Identifier{p.Schema, p.Name}.
 func (p Partition) String() string { return p.Schema + "." + p.Name }
 
 // tableKind tells a plain outbox from a partitioned one (table in
-// postgres.table's form), as pkg/partition reads it. A partitioned outbox
+// postgres.table's form), as internal/partition reads it. A partitioned outbox
 // must be partitioned by range of the time column alone for its
 // partitions' bounds to say how old their rows are.
 func tableKind(ctx context.Context, conn *pgx.Conn, table, timeCol string) (partitioned bool, err error) {

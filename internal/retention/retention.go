@@ -10,7 +10,7 @@
 // one, a Result per pass, and the metrics walrelay_outbox_rows_pruned_total,
 // walrelay_outbox_partitions_dropped_total,
 // walrelay_outbox_oldest_row_age_seconds and
-// walrelay_outbox_table_size_bytes (pkg/metrics).
+// walrelay_outbox_table_size_bytes (internal/metrics).
 //
 // Why it is safe: a row carries no commit LSN, so retention takes a Fence
 // (a snapshot, then the WAL insert position L) and removes only rows whose
@@ -18,14 +18,14 @@
 // is at or past L; a partition is detached first, which waits for every
 // transaction that wrote to it, and dropped only once a fence taken after
 // the detach is confirmed. The proof is in docs/DESIGN.md, "Retention";
-// the fence is pkg/txfence's.
+// the fence is internal/txfence's.
 // Pruner.Run uses the newest fence an earlier pass took that the slot has
 // confirmed since, so it never waits; Pruner.Once (walrelay outbox prune)
 // takes a fence and waits, bounded, for the slot to pass it.
 //
 // It refuses to remove anything when the slot is missing, not a pgoutput
 // slot of the outbox's database, or invalidated. It does not create
-// partitions (pkg/partition does) and does not relay anything.
+// partitions (internal/partition does) and does not relay anything.
 package retention
 
 import (

@@ -58,7 +58,7 @@ func pruner(t *testing.T, d db, mutate func(*retention.Config)) (*retention.Prun
 
 // advance moves the slot to the server's current WAL position, as a relay
 // confirming everything so far would: walrelay's record of the slot first
-// (pkg/slotrecord's write-ahead rule), then the slot.
+// (internal/slotrecord's write-ahead rule), then the slot.
 func advance(t *testing.T, d db) {
 	t.Helper()
 	conn := testenv.Connect(t, d.dsn)

@@ -14,12 +14,12 @@ import (
 // (debezium.go), and the record is built as Debezium's
 // EventRouterDelegate.apply builds it
 // (debezium-connect-plugins/src/main/java/io/debezium/transforms/outbox/EventRouterDelegate.java)
-// before the converter (pkg/connect) turns it into bytes.
+// before the converter (internal/connect) turns it into bytes.
 
 // headerConverter turns a header's Connect value into bytes.
 type headerConverter func(*connect.Schema, any) ([]byte, error)
 
-// converter returns the pkg/connect converter for s; nil for raw.
+// converter returns the internal/connect converter for s; nil for raw.
 func (s convSpec) converter() connect.Converter {
 	switch s.conv {
 	case ConvString:

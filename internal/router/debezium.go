@@ -113,7 +113,7 @@ func (t colType) schema(optional bool) *connect.Schema {
 	return s
 }
 
-// connectTypes maps the type names above to pkg/connect's types.
+// connectTypes maps the type names above to internal/connect's types.
 var connectTypes = map[string]connect.Type{
 	ctBoolean: connect.TypeBoolean, ctInt16: connect.TypeInt16, ctInt32: connect.TypeInt32,
 	ctInt64: connect.TypeInt64, ctFloat32: connect.TypeFloat32, ctFloat64: connect.TypeFloat64,

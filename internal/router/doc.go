@@ -92,7 +92,7 @@
 // it (the payload with its column's schema, or the envelope struct named
 // <topic.prefix>.<schema>.<table>.<route value>.Value with fields payload
 // and the envelope placements, versioned by
-// table.field.event.schema.version), and pkg/connect writes the bytes.
+// table.field.event.schema.version), and internal/connect writes the bytes.
 // Column types whose Connect form walrelay does not reproduce are refused
 // by Bind.
 //

@@ -78,6 +78,6 @@ func (p *Plan) appendJSON(b, d []byte, null bool, k kind) ([]byte, error) {
 		b = base64.StdEncoding.AppendEncode(b, raw)
 		return append(b, '"'), nil
 	}
-	// Text is written as Kafka Connect's Jackson writes it (pkg/connect).
+	// Text is written as Kafka Connect's Jackson writes it (internal/connect).
 	return connect.AppendJSONString(b, d)
 }

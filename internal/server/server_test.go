@@ -18,7 +18,7 @@ import (
 )
 
 // stubRelay answers readiness and status as the test says. It stands in
-// for the relay, whose real behaviour pkg/relay's integration tests cover.
+// for the relay, whose real behaviour internal/relay's integration tests cover.
 type stubRelay struct {
 	notReady error
 	status   relay.Status

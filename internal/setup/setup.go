@@ -1,10 +1,10 @@
 // Package setup creates what walrelay needs in Postgres: the outbox table
 // (sql/001_outbox_table.sql, or with Names.Partitions the partitioned
 // sql/outbox_partitioned.sql and its partitions from now on, by
-// pkg/partition's scheme), the publication (INSERTs only, through the
+// internal/partition's scheme), the publication (INSERTs only, through the
 // partition root) and the logical replication slot (unless
 // Names.LeaveSlot: snapshot.mode=initial), and walrelay's record of its
-// slots (sql/005_slot_positions.sql, pkg/slotrecord), where it records
+// slots (sql/005_slot_positions.sql, internal/slotrecord), where it records
 // the slot it creates (as a failover slot with Names.Failover). It
 // refuses to create a slot walrelay confirmed through before (a record of
 // it exists): rows after the record may be unpublished (walrelay slot

@@ -73,7 +73,7 @@ type Monitor struct {
 }
 
 // OwnWAL tells the monitor which WAL after the slot's position is only
-// walrelay's own record of the slot (pkg/slotrecord): the relay writes it
+// walrelay's own record of the slot (internal/slotrecord): the relay writes it
 // before it confirms, so on an idle database its last write is always the
 // last WAL, and the slot never confirms it. A slot at or past from with
 // the server's WAL at or before to is caught up, not stalled. Call it

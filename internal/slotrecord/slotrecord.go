@@ -22,9 +22,9 @@
 // its record and the server, read together) and [State.Unproven], and the
 // writes: [Baseline], [Raise], [MarkJumped], [Created], [Moved], [Adopt].
 //
-// Users: pkg/relay (the start check and the write-ahead recorder),
-// pkg/retention and pkg/reconcile (the proof), internal/postgres,
-// internal/operator and pkg/setup (slot create, advance and adopt).
+// Users: internal/relay (the start check and the write-ahead recorder),
+// internal/retention and internal/reconcile (the proof), internal/postgres,
+// internal/operator and internal/setup (slot create, advance and adopt).
 //
 // It does not read or write replication slots: callers do, in the order
 // the write-ahead rule asks (record first, then move the slot).

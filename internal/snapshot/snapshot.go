@@ -32,7 +32,7 @@
 // A process killed before step 4 leaves no slot (a temporary slot dies
 // with its connection, an advisory lock with its session): the next start
 // snapshots again from the beginning. It does not route, produce or wait
-// for Kafka: that is pkg/relay.
+// for Kafka: that is internal/relay.
 package snapshot
 
 import (

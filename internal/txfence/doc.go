@@ -15,8 +15,8 @@
 // acknowledged every row whose xmin precedes X. The proof is in
 // docs/DESIGN.md, "Retention" (the fence).
 //
-// Users: pkg/retention deletes only rows (and drops only partitions) a
-// confirmed fence covers; pkg/reconcile (walrelay verify) calls missing
+// Users: internal/retention deletes only rows (and drops only partitions) a
+// confirmed fence covers; internal/reconcile (walrelay verify) calls missing
 // only rows a confirmed fence covers.
 //
 // What it does not do: it writes no table. TakeFence runs one

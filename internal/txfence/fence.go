@@ -18,7 +18,7 @@ import (
 // committed before the snapshot is confirmed, and a row whose xmin
 // precedes X is one of theirs.
 type Fence struct {
-	// Seq numbers the fences one user took, from 1 (pkg/retention's
+	// Seq numbers the fences one user took, from 1 (internal/retention's
 	// Pruner); TakeFence leaves it 0.
 	Seq int `json:"seq"`
 	// Xmin is the snapshot's xmin (pg_snapshot_xmin), a full 64-bit xid:
