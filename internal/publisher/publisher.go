@@ -197,7 +197,6 @@ func (c *Config) validate() error {
 	return nil
 }
 
-
 // Stats returns the publisher's counters.
 func (p *Publisher) Stats() Stats {
 	return Stats{
