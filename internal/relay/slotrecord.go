@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +17,6 @@ import (
 	"github.com/walrelay/walrelay/internal/pgsession"
 	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/slotrecord"
-	"github.com/walrelay/walrelay/internal/txfence"
 )
 
 // recorder is the write-ahead side of walrelay's slot record
@@ -113,6 +113,28 @@ func newRecorder(r *Relay, table slotrecord.Table) *recorder {
 	return c
 }
 
+// recordIdleLimit is idle_in_transaction_session_timeout on the
+// recorder's connections. Its transactions are a few statements with
+// nothing between them, but one that a frozen process (a zombie: SIGSTOP,
+// a suspended VM) left open holds the record's row lock, which stops the
+// process that took the slot over from recording and so from confirming,
+// and its xid, which stops every logical slot creation on the cluster
+// (walrelay setup, slot create) until it ends. Postgres ends it after this
+// long; the zombie's next write fails and is tried again on a new
+// connection.
+const recordIdleLimit = recordTimeout
+
+// connect opens one of the recorder's connections (the record, its
+// fences) to c.dsn, with recordIdleLimit.
+func (c *recorder) connect(ctx context.Context) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(c.dsn)
+	if err != nil {
+		return nil, err // pgx's parse errors never include the password
+	}
+	cfg.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(recordIdleLimit.Milliseconds(), 10)
+	return pgsession.ConnectConfig(ctx, cfg)
+}
+
 // writer is the connection the startup reads and writes the record on:
 // conn (postgres.dsn), or when decoding from a standby the recorder's own
 // connection to the primary (conn is the standby then, read-only).
@@ -121,7 +143,7 @@ func (c *recorder) writer(ctx context.Context, conn *pgx.Conn) (*pgx.Conn, error
 		return conn, nil
 	}
 	if c.conn == nil || c.conn.IsClosed() {
-		pc, err := pgsession.Connect(ctx, c.dsn)
+		pc, err := c.connect(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("connecting to the primary (postgres.primary_dsn) to keep the slot's record: %w", postgres.ExplainConnectError(err))
 		}
@@ -276,7 +298,7 @@ func (c *recorder) session(ctx context.Context) error {
 	err := func() error {
 		reused := c.conn != nil && !c.conn.IsClosed()
 		if !reused {
-			conn, err := pgsession.Connect(ctx, c.dsn)
+			conn, err := c.connect(ctx)
 			if err != nil {
 				return fmt.Errorf("connecting to read the slot's record: %w", err)
 			}
@@ -294,7 +316,7 @@ func (c *recorder) session(ctx context.Context) error {
 			// restart (a new session follows one): once more on a new one,
 			// which the DSN takes to the server this session streams from.
 			_ = c.conn.Close(context.WithoutCancel(ctx))
-			if c.conn, err = pgsession.Connect(ctx, c.dsn); err != nil {
+			if c.conn, err = c.connect(ctx); err != nil {
 				c.conn = nil
 				return fmt.Errorf("connecting to read the slot's record: %w", err)
 			}
@@ -346,64 +368,6 @@ func (c *recorder) run(ctx context.Context) {
 			c.mu.Unlock()
 		}
 		c.fence(ctx)
-	}
-}
-
-// fenceEvery is how often, at most, the recorder takes a fence while
-// transactions move the position: a heal republishes the rows after the
-// newest covered fence, so this bounds its duplicates to about this much
-// of the outbox's traffic (plus the relay's lag).
-const fenceEvery = 10 * time.Second
-
-// fence takes a txfence.Fence and records it as the record's pending
-// fence (slotrecord.SetFence), when transactions moved the position since
-// the last one and fenceEvery passed. It runs on a connection of its own
-// and never holds io: the stream's record is not held back by it. A
-// failure (a role or server that cannot take one) is logged once and
-// tried again later; without fences a heal republishes every row.
-func (c *recorder) fence(ctx context.Context) {
-	if !c.on.Load() || time.Since(c.fenceAt) < fenceEvery {
-		return
-	}
-	c.mu.Lock()
-	progress := c.progress
-	if cur := c.tracker.Confirmed(); cur != c.idleTop {
-		progress = max(progress, cur)
-	}
-	c.mu.Unlock()
-	if progress <= c.fenceProgress {
-		return
-	}
-	c.fenceAt = time.Now()
-	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
-	defer cancel()
-	err := func() error {
-		if c.fenceConn == nil || c.fenceConn.IsClosed() {
-			conn, err := pgsession.Connect(ctx, c.dsn)
-			if err != nil {
-				return fmt.Errorf("connecting to take a fence: %w", err)
-			}
-			c.fenceConn = conn
-		}
-		f, err := txfence.TakeFence(ctx, c.fenceConn)
-		if err == nil {
-			_, err = slotrecord.SetFence(ctx, c.fenceConn, c.table, c.slot, f)
-		}
-		if err != nil {
-			_ = c.fenceConn.Close(context.WithoutCancel(ctx))
-			c.fenceConn = nil
-			return err
-		}
-		c.fenceProgress = progress
-		return nil
-	}()
-	if err != nil && ctx.Err() == nil && err.Error() != c.fenceErr {
-		c.log.Warn("taking a fence for the slot's record (a heal of a lost slot republishes the rows after the newest covered fence; without one, every row)", "slot", c.slot, "err", err)
-	}
-	if err != nil {
-		c.fenceErr = err.Error()
-	} else {
-		c.fenceErr = ""
 	}
 }
 
@@ -459,7 +423,7 @@ func (c *recorder) raise(ctx context.Context, force bool) error {
 		return nil // only this recorder's own last write since its last idle record
 	}
 	if c.conn == nil || c.conn.IsClosed() {
-		conn, err := pgsession.Connect(ctx, c.dsn)
+		conn, err := c.connect(ctx)
 		if err != nil {
 			return fmt.Errorf("connecting to record the slot's position: %w", err)
 		}
