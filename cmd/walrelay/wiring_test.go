@@ -2,10 +2,7 @@ package main
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -38,32 +35,7 @@ func kafkaOptionBuilders(t *testing.T, root string) []string {
 	skip := []string{builder, "internal/testenv", "internal/bench", "cmd/walrelay-demo"}
 	builds := []string{"SeedBrokers", "DialTLSConfig", "DialTLS", "Dialer", "SASL"}
 	var found []string
-	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if rel == "." {
-				return nil
-			}
-			if strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "bin" || slices.Contains(skip, rel) {
-				return filepath.SkipDir
-			}
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-				return filepath.SkipDir // another module (outbox, inbox)
-			}
-			return nil
-		}
-		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	parseProductionFiles(t, root, skip, func(fset *token.FileSet, _ string, f *ast.File) {
 		kgoName := "" // the file's name for franz-go's kgo, "" if not imported
 		for _, imp := range f.Imports {
 			p, _ := strconv.Unquote(imp.Path.Value)
@@ -80,7 +52,7 @@ func kafkaOptionBuilders(t *testing.T, root string) []string {
 			}
 		}
 		if kgoName == "" {
-			return nil
+			return
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
@@ -96,11 +68,7 @@ func kafkaOptionBuilders(t *testing.T, root string) []string {
 			}
 			return true
 		})
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for i, f := range found {
 		if r, err := filepath.Rel(root, f); err == nil {
 			found[i] = filepath.ToSlash(r)
