@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/walrelay/walrelay/internal/checkpoint"
@@ -23,18 +24,7 @@ import (
 // back below the slot, the recorder's own last record at the slot.
 func TestRecorderReclaimsOwnPositionOnNewConnection(t *testing.T) {
 	ctx := t.Context()
-	dsn := testenv.Postgres(t).NewDatabase(t)
-	slot := testenv.UniqueName(t, "s")
-	testenv.Exec(t, dsn, `SELECT pg_create_logical_replication_slot('`+slot+`', 'pgoutput')`)
-	conn := testenv.Connect(t, dsn)
-	table := slotrecord.Table{Schema: "public"}
-	if _, err := table.Ensure(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
-	s, _, err := slotrecord.Baseline(ctx, conn, table, slot, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dsn, slot, table, conn, s := recordedSlot(t)
 	behind := s.SlotConfirmed
 	// WAL past the record, the slot advanced over it: the slot's new
 	// position is this process's own last record.
@@ -66,4 +56,24 @@ func TestRecorderReclaimsOwnPositionOnNewConnection(t *testing.T) {
 	if after.Record.Confirmed != to {
 		t.Errorf("record at %s, want %s", after.Record.Confirmed, to)
 	}
+}
+
+// recordedSlot makes a database with a logical slot and walrelay's record
+// of it (the record table in public, the slot's position as baseline), and
+// returns them with a connection and the state the baseline left.
+func recordedSlot(t *testing.T) (dsn, slot string, table slotrecord.Table, conn *pgx.Conn, s slotrecord.State) {
+	t.Helper()
+	dsn = testenv.Postgres(t).NewDatabase(t)
+	slot = testenv.UniqueName(t, "s")
+	testenv.Exec(t, dsn, `SELECT pg_create_logical_replication_slot('`+slot+`', 'pgoutput')`)
+	conn = testenv.Connect(t, dsn)
+	table = slotrecord.Table{Schema: "public"}
+	if _, err := table.Ensure(t.Context(), conn); err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := slotrecord.Baseline(t.Context(), conn, table, slot, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dsn, slot, table, conn, s
 }

@@ -22,17 +22,7 @@ import (
 // lock once Postgres ended the idle transaction.
 func TestRecorderConnectionEndsAFrozenTransaction(t *testing.T) {
 	ctx := t.Context()
-	dsn := testenv.Postgres(t).NewDatabase(t)
-	slot := testenv.UniqueName(t, "s")
-	testenv.Exec(t, dsn, `SELECT pg_create_logical_replication_slot('`+slot+`', 'pgoutput')`)
-	table := slotrecord.Table{Schema: "public"}
-	setupConn := testenv.Connect(t, dsn)
-	if _, err := table.Ensure(ctx, setupConn); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := slotrecord.Baseline(ctx, setupConn, table, slot, "test"); err != nil {
-		t.Fatal(err)
-	}
+	dsn, slot, _, _, _ := recordedSlot(t)
 
 	c := &recorder{dsn: dsn, slot: slot}
 	zombie, err := c.connect(ctx)
