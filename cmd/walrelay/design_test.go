@@ -61,7 +61,7 @@ func TestDesignMap(t *testing.T) {
 		}
 	}
 
-	allowed := []string{"github.com/walrelay/walrelay/internal/pgwire", "github.com/walrelay/walrelay/internal/javaprops", "github.com/walrelay/walrelay/internal/connect", "github.com/walrelay/walrelay/internal/pgsession"}
+	allowed := []string{"github.com/walrelay/walrelay/internal/pgwire", "github.com/walrelay/walrelay/internal/javaprops", "github.com/walrelay/walrelay/internal/connect", "github.com/walrelay/walrelay/internal/connect/avro", "github.com/walrelay/walrelay/internal/pgsession"}
 	leaves := []string{"internal/connect", "internal/javaprops", "internal/pgsession"} // these import no walrelay package at all
 	for _, leaf := range []string{"internal/replication", "internal/checkpoint", "internal/router", "internal/publisher", "internal/connect", "internal/javaprops", "internal/pgsession"} {
 		bp, err := build.ImportDir(filepath.Join(root, leaf), 0)
@@ -70,8 +70,18 @@ func TestDesignMap(t *testing.T) {
 		}
 		for _, imp := range bp.Imports {
 			if strings.HasPrefix(imp, "github.com/walrelay/walrelay/") && (!slices.Contains(allowed, imp) || slices.Contains(leaves, leaf)) {
-				t.Errorf("%s imports %s; DESIGN.md says it imports no walrelay package but internal/pgwire, internal/javaprops, internal/connect and internal/pgsession (and those none)", leaf, imp)
+				t.Errorf("%s imports %s; DESIGN.md says it imports no walrelay package but internal/pgwire, internal/javaprops, internal/connect, internal/connect/avro and internal/pgsession (and those none but internal/connect/avro internal/connect)", leaf, imp)
 			}
+		}
+	}
+	// internal/connect/avro builds on internal/connect's model and on nothing else of walrelay's.
+	bp, err := build.ImportDir(filepath.Join(root, "internal/connect/avro"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, imp := range bp.Imports {
+		if strings.HasPrefix(imp, "github.com/walrelay/walrelay/") && imp != "github.com/walrelay/walrelay/internal/connect" {
+			t.Errorf("internal/connect/avro imports %s; DESIGN.md says it imports internal/connect only", imp)
 		}
 	}
 }

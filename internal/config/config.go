@@ -126,6 +126,7 @@ type ErrorPolicies struct {
 	PayloadInvalid      string `yaml:"payload_invalid" help:"a value the router must parse cannot be parsed, or Kafka cannot take it (a timestamp outside 1970-2262 or refused by the broker, a partition the topic lacks): dlq, stop or log"`
 	RecordTooLarge      string `yaml:"record_too_large" help:"the record alone exceeds kafka.batch_max_bytes or the topic's max.message.bytes (MESSAGE_TOO_LARGE for the record sent alone): dlq, stop or log"`
 	TopicRejected       string `yaml:"topic_rejected" help:"the broker refuses the topic (a missing ACL, a policy, a topic that does not exist and cannot be created): dlq, stop or log"`
+	SchemaRejected      string `yaml:"schema_rejected" help:"the schema registry refuses the record's Avro schema (incompatible, invalid, read-only subject, or not registered when converter auto.register.schemas is false); a registry that is down is waited for, never this: dlq, stop or log"`
 }
 
 // Policy returns the policy for an error class (one of
@@ -143,13 +144,15 @@ func (p ErrorPolicies) Policy(class router.ErrorClass) (string, bool) {
 		return p.RecordTooLarge, true
 	case router.ClassTopicRejected:
 		return p.TopicRejected, true
+	case router.ClassSchemaRejected:
+		return p.SchemaRejected, true
 	}
 	return "", false
 }
 
 // SetAll sets every class to policy.
 func (p *ErrorPolicies) SetAll(policy string) {
-	*p = ErrorPolicies{policy, policy, policy, policy, policy}
+	*p = ErrorPolicies{policy, policy, policy, policy, policy, policy}
 }
 
 // Outbox is the outbox table's life besides relaying: its partitions and
@@ -304,7 +307,7 @@ func Default() Config {
 			ShutdownTimeout:    30 * time.Second,
 			DeadLetterTopic:    "walrelay.deadletter",
 			MaxTopics:          1000,
-			OnError:            ErrorPolicies{PolicyDLQ, PolicyDLQ, PolicyDLQ, PolicyDLQ, PolicyDLQ},
+			OnError:            ErrorPolicies{PolicyDLQ, PolicyDLQ, PolicyDLQ, PolicyDLQ, PolicyDLQ, PolicyDLQ},
 			Delivery:           AtLeastOnce,
 			CheckpointTopic:    "walrelay.checkpoints",
 		},

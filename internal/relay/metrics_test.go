@@ -98,6 +98,7 @@ func TestMetricsAfterKnownWorkload(t *testing.T) {
 walrelay_rows_rejected_total{class="payload_invalid",policy="dlq"} 0
 walrelay_rows_rejected_total{class="record_too_large",policy="dlq"} 0
 walrelay_rows_rejected_total{class="routing_value_missing",policy="dlq"} 1
+walrelay_rows_rejected_total{class="schema_rejected",policy="dlq"} 0
 walrelay_rows_rejected_total{class="topic_invalid",policy="dlq"} 0
 walrelay_rows_rejected_total{class="topic_rejected",policy="dlq"} 0
 # HELP walrelay_transactions_total Transactions read from the replication slot.

@@ -357,6 +357,7 @@ func TestErrorClass(t *testing.T) {
 		ClassColumnMissing:       "column_missing",
 		ClassRecordTooLarge:      "record_too_large",
 		ClassTopicRejected:       "topic_rejected",
+		ClassSchemaRejected:      "schema_rejected",
 	}
 	for c, name := range want {
 		if c.String() != name {
@@ -373,7 +374,7 @@ func TestErrorClass(t *testing.T) {
 	for _, c := range OnErrorClasses() {
 		onError = append(onError, c.String())
 	}
-	if got, want := strings.Join(onError, ","), "routing_value_missing,topic_invalid,payload_invalid,record_too_large,topic_rejected"; got != want {
+	if got, want := strings.Join(onError, ","), "routing_value_missing,topic_invalid,payload_invalid,record_too_large,topic_rejected,schema_rejected"; got != want {
 		t.Errorf("OnErrorClasses = %s, want %s", got, want)
 	}
 	if s := ErrorClass(0).String(); s != "unknown(0)" {

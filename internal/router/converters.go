@@ -91,13 +91,59 @@ type Converters struct {
 	ValueDelegate      string `yaml:"value.delegate.converter.type" help:"with the binary value converter, the converter for values that are not bytes (string or json)"`
 	TopicPrefix        string `yaml:"topic.prefix" help:"the Debezium connector's topic.prefix: with the json value converter and envelope placements, the envelope's Connect schema is named <topic.prefix>.<schema>.<table>.<route.by.field value>.Value as Debezium names it (empty: the name starts at <schema>)"`
 	Header             string `yaml:"header" help:"how header values are written: raw (the column's text), simple or string, or the Kafka Connect class (SimpleHeaderConverter, Kafka Connect's default)"`
+	// The avro key converter (Confluent's AvroConverter), with the options
+	// its Kafka Connect configuration takes, value.converter. stripped:
+	// the registry it talks to, and how it names subjects and registers.
+	KeyRegistryURL       string `yaml:"key.schema.registry.url" help:"avro key converter: the schema registry's URL, or several comma-separated (tried in order); credentials in the URL are used with key.basic.auth.credentials.source URL"`
+	KeyBasicAuthSource   string `yaml:"key.basic.auth.credentials.source" help:"avro key converter: USER_INFO (key.basic.auth.user.info) or URL (the user info of the registry URL); empty: none"`
+	KeyBasicAuthUserInfo string `yaml:"key.basic.auth.user.info" help:"avro key converter: user:password for the registry's basic auth (prefer WALRELAY_CONVERTER_KEY_BASIC_AUTH_USER_INFO or ..._FILE)" secret:"true"`
+	KeyBearerAuthSource  string `yaml:"key.bearer.auth.credentials.source" help:"avro key converter: STATIC_TOKEN to send key.bearer.auth.token as a bearer token; empty: none"`
+	KeyBearerAuthToken   string `yaml:"key.bearer.auth.token" help:"avro key converter: the registry's bearer token (prefer WALRELAY_CONVERTER_KEY_BEARER_AUTH_TOKEN or ..._FILE)" secret:"true"`
+	KeyRegistryCAFile    string `yaml:"key.schema.registry.ssl.truststore.location" help:"avro key converter: PEM file of the CAs that verify the registry (empty: the system's); JKS and PKCS12 stores are refused"`
+	KeyRegistryCAType    string `yaml:"key.schema.registry.ssl.truststore.type" help:"avro key converter: PEM, the only truststore type walrelay reads (empty: PEM)"`
+	KeyRegistryCertFile  string `yaml:"key.schema.registry.ssl.keystore.location" help:"avro key converter: PEM file holding the client certificate and its unencrypted key, for a registry that requires one"`
+	KeyRegistryCertType  string `yaml:"key.schema.registry.ssl.keystore.type" help:"avro key converter: PEM, the only keystore type walrelay reads (empty: PEM)"`
+	KeySubjectStrategy   string `yaml:"key.subject.name.strategy" help:"avro key converter: TopicNameStrategy (<topic>-key), RecordNameStrategy or TopicRecordNameStrategy, short or as io.confluent.kafka.serializers.subject class names (empty: TopicNameStrategy)"`
+	KeyAutoRegister      bool   `yaml:"key.auto.register.schemas" help:"avro key converter: register a schema the subject lacks; false: look it up, and a schema not registered is a schema_rejected error"`
+	KeyUseLatestVersion  bool   `yaml:"key.use.latest.version" help:"avro key converter, with key.auto.register.schemas false: write with the subject's latest schema (its fields must be those walrelay derives, in order)"`
+	KeyLatestStrict      bool   `yaml:"key.latest.compatibility.strict" help:"avro key converter, with key.use.latest.version: refuse a latest schema that cannot read what walrelay writes"`
+	KeyNormalizeSchemas  bool   `yaml:"key.normalize.schemas" help:"avro key converter: ask the registry to normalize schemas it registers and looks up"`
+	KeyConnectMetaData   bool   `yaml:"key.connect.meta.data" help:"avro key converter: write Connect's connect.name, connect.version, connect.default and connect.parameters into the schema, as AvroConverter does by default"`
+	KeyEnhancedAvro      bool   `yaml:"key.enhanced.avro.schema.support" help:"avro key converter: accepted for a pasted configuration; it changes nothing the outbox router produces"`
+	KeyScrubInvalidNames bool   `yaml:"key.scrub.invalid.names" help:"avro key converter: replace characters Avro names cannot hold with _, as AvroData's scrub.invalid.names does; false: a JSON key that is not an Avro name is a payload_invalid error"`
+	KeyAvroSchema        string `yaml:"key.avro.schema" help:"avro key converter: connect (the schema AvroData derives from the column, as Debezium does) or registry (the payload's JSON is encoded with the schema registered for the subject: typed Avro without serialising in the application)"`
+	KeyAvroVersionColumn string `yaml:"key.avro.schema.version.column" help:"avro key converter with key.avro.schema registry: a column naming the registry version to encode with (empty or NULL: the latest)"`
+	// The avro value converter (Confluent's AvroConverter), with the options
+	// its Kafka Connect configuration takes, value.converter. stripped:
+	// the registry it talks to, and how it names subjects and registers.
+	ValueRegistryURL       string `yaml:"value.schema.registry.url" help:"avro value converter: the schema registry's URL, or several comma-separated (tried in order); credentials in the URL are used with value.basic.auth.credentials.source URL"`
+	ValueBasicAuthSource   string `yaml:"value.basic.auth.credentials.source" help:"avro value converter: USER_INFO (value.basic.auth.user.info) or URL (the user info of the registry URL); empty: none"`
+	ValueBasicAuthUserInfo string `yaml:"value.basic.auth.user.info" help:"avro value converter: user:password for the registry's basic auth (prefer WALRELAY_CONVERTER_VALUE_BASIC_AUTH_USER_INFO or ..._FILE)" secret:"true"`
+	ValueBearerAuthSource  string `yaml:"value.bearer.auth.credentials.source" help:"avro value converter: STATIC_TOKEN to send value.bearer.auth.token as a bearer token; empty: none"`
+	ValueBearerAuthToken   string `yaml:"value.bearer.auth.token" help:"avro value converter: the registry's bearer token (prefer WALRELAY_CONVERTER_VALUE_BEARER_AUTH_TOKEN or ..._FILE)" secret:"true"`
+	ValueRegistryCAFile    string `yaml:"value.schema.registry.ssl.truststore.location" help:"avro value converter: PEM file of the CAs that verify the registry (empty: the system's); JKS and PKCS12 stores are refused"`
+	ValueRegistryCAType    string `yaml:"value.schema.registry.ssl.truststore.type" help:"avro value converter: PEM, the only truststore type walrelay reads (empty: PEM)"`
+	ValueRegistryCertFile  string `yaml:"value.schema.registry.ssl.keystore.location" help:"avro value converter: PEM file holding the client certificate and its unencrypted key, for a registry that requires one"`
+	ValueRegistryCertType  string `yaml:"value.schema.registry.ssl.keystore.type" help:"avro value converter: PEM, the only keystore type walrelay reads (empty: PEM)"`
+	ValueSubjectStrategy   string `yaml:"value.subject.name.strategy" help:"avro value converter: TopicNameStrategy (<topic>-value), RecordNameStrategy or TopicRecordNameStrategy, short or as io.confluent.kafka.serializers.subject class names (empty: TopicNameStrategy)"`
+	ValueAutoRegister      bool   `yaml:"value.auto.register.schemas" help:"avro value converter: register a schema the subject lacks; false: look it up, and a schema not registered is a schema_rejected error"`
+	ValueUseLatestVersion  bool   `yaml:"value.use.latest.version" help:"avro value converter, with value.auto.register.schemas false: write with the subject's latest schema (its fields must be those walrelay derives, in order)"`
+	ValueLatestStrict      bool   `yaml:"value.latest.compatibility.strict" help:"avro value converter, with value.use.latest.version: refuse a latest schema that cannot read what walrelay writes"`
+	ValueNormalizeSchemas  bool   `yaml:"value.normalize.schemas" help:"avro value converter: ask the registry to normalize schemas it registers and looks up"`
+	ValueConnectMetaData   bool   `yaml:"value.connect.meta.data" help:"avro value converter: write Connect's connect.name, connect.version, connect.default and connect.parameters into the schema, as AvroConverter does by default"`
+	ValueEnhancedAvro      bool   `yaml:"value.enhanced.avro.schema.support" help:"avro value converter: accepted for a pasted configuration; it changes nothing the outbox router produces"`
+	ValueScrubInvalidNames bool   `yaml:"value.scrub.invalid.names" help:"avro value converter: replace characters Avro names cannot hold with _, as AvroData's scrub.invalid.names does; false: a JSON key that is not an Avro name is a payload_invalid error"`
+	ValueAvroSchema        string `yaml:"value.avro.schema" help:"avro value converter: connect (the schema AvroData derives from the column, as Debezium does) or registry (the payload's JSON is encoded with the schema registered for the subject: typed Avro without serialising in the application)"`
+	ValueAvroVersionColumn string `yaml:"value.avro.schema.version.column" help:"avro value converter with value.avro.schema registry: a column naming the registry version to encode with (empty or NULL: the latest)"`
 }
 
 // DefaultConverters returns walrelay's raw format for keys, values and
 // headers, with schemas.enable true as Kafka Connect's JsonConverter
 // defaults it.
 func DefaultConverters() Converters {
-	return Converters{Key: "raw", KeySchemasEnable: true, Value: "raw", ValueSchemasEnable: true, Header: "raw"}
+	return Converters{Key: "raw", KeySchemasEnable: true, Value: "raw", ValueSchemasEnable: true, Header: "raw",
+		KeyAutoRegister: true, KeyLatestStrict: true, KeyConnectMetaData: true, KeyAvroSchema: "connect",
+		ValueAutoRegister: true, ValueLatestStrict: true, ValueConnectMetaData: true, ValueAvroSchema: "connect"}
 }
 
 // convSpec is a parsed key or value converter.

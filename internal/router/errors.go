@@ -44,13 +44,19 @@ const (
 	// ACL, a policy, a topic that does not exist and cannot be created; the
 	// router never returns it).
 	ClassTopicRejected
+	// ClassSchemaRejected: the schema registry refuses the record's Avro
+	// schema (incompatible with the subject's earlier versions, invalid,
+	// the subject read-only, or not registered when walrelay may not
+	// register it; the router never returns it). A registry that is down
+	// is not a row error: the stream waits for it.
+	ClassSchemaRejected
 )
 
 // OnErrorClasses returns the classes relay.on_error sets a policy for, in
 // the order of its options: every class but ClassColumnMissing, which
 // stops walrelay at startup.
 func OnErrorClasses() []ErrorClass {
-	return []ErrorClass{ClassRoutingValueMissing, ClassTopicInvalid, ClassPayloadInvalid, ClassRecordTooLarge, ClassTopicRejected}
+	return []ErrorClass{ClassRoutingValueMissing, ClassTopicInvalid, ClassPayloadInvalid, ClassRecordTooLarge, ClassTopicRejected, ClassSchemaRejected}
 }
 
 // classNames is indexed by ErrorClass; immutable.
@@ -61,6 +67,7 @@ var classNames = [...]string{
 	ClassColumnMissing:       "column_missing",
 	ClassRecordTooLarge:      "record_too_large",
 	ClassTopicRejected:       "topic_rejected",
+	ClassSchemaRejected:      "schema_rejected",
 }
 
 // String returns the class's stable snake_case name, or "unknown(N)".

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/walrelay/walrelay/internal/connect/avro"
 )
 
 // Column describes one column of a table as a pgoutput Relation message does.
@@ -73,6 +75,10 @@ type Message struct {
 	// Partition is meaningful only when HasPartition is true.
 	Partition    int32
 	HasPartition bool
+	// KeyAvro and ValueAvro say how the relay completes a key or value
+	// the avro converter wrote; zero for every other converter, a NULL
+	// key and a tombstone.
+	KeyAvro, ValueAvro AvroRef
 
 	// Buf holds the copied bytes Key, Value and the header values point
 	// into: all of them with RouteTo, only decoded bytea values with
@@ -83,3 +89,26 @@ type Message struct {
 	// recycling buffers that way, routing allocates nothing.
 	Buf []byte
 }
+
+// AvroRef is what the relay needs to finish an Avro key or value, which
+// the router cannot: the router does no I/O, and the schema id (or, for a
+// schema the registry holds, the schema itself) comes from the schema
+// registry.
+type AvroRef struct {
+	// Schema is the schema AvroData derives from the Connect schema: the
+	// bytes start with Confluent's header with a zero id (avro.HeaderSize
+	// bytes), which the relay overwrites with the id the registry gives
+	// Schema under its subject.
+	Schema *avro.Schema
+	// Registry is set with converter.<side>.avro.schema: registry: the
+	// bytes are the payload's JSON text, which the relay encodes with the
+	// schema registered for the subject (Version, or the latest).
+	Registry bool
+	// Version is the registry version to encode with when Registry is set
+	// (from converter.<side>.avro.schema.version.column); 0 is the latest.
+	Version int32
+}
+
+// IsZero reports whether the converter is not avro (or the bytes are a
+// Kafka null).
+func (a AvroRef) IsZero() bool { return a.Schema == nil && !a.Registry }

@@ -1,0 +1,18 @@
+// Package avro turns the Connect schemas and values the outbox router
+// builds into Avro exactly as Confluent's AvroConverter does
+// (confluentinc/schema-registry avro-converter AvroConverter.java, avro-data
+// AvroData.java): the schema text the converter registers, byte for byte as
+// Apache Avro's Schema.toString() writes it, and the Avro binary body it
+// writes after Confluent's 5-byte header (magic byte 0, big-endian schema
+// id). It also names the registry subject a schema goes under
+// (SubjectStrategy), as the serializer's subject name strategies do.
+//
+// In: *connect.Schema and Connect values (internal/connect). Out: *Schema
+// (the registered text, its fingerprint, its record name) and bytes. It
+// does not talk to a schema registry: the id in the header is left zero
+// and the relay patches in the one internal/schemareg returns.
+//
+// docs/design/avro.md holds the research behind it: which parts of
+// AvroData apply to what the EventRouter produces, and where each rule is
+// in Confluent's and Apache Avro's sources.
+package avro
