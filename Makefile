@@ -36,7 +36,7 @@ demo: build
 # fails when either fails and prints each major's result at the end.
 test: deps pg-majors vet fmt-check
 	@mkdir -p bin; .ci/pg-matrix >bin/pg-matrix.txt 2>&1 & matrix=$$!; \
-	WALRELAY_TEST_REQUIRE_MAJORS=1 WALRELAY_PG13_BIN=$(PG13_BIN) $(GO) test -race -count=1 -timeout 20m ./...; suite=$$?; \
+	WALRELAY_TEST_REQUIRE_MAJORS=1 WALRELAY_REQUIRE_PYAVRO=1 WALRELAY_PG13_BIN=$(PG13_BIN) $(GO) test -race -count=1 -timeout 20m ./...; suite=$$?; \
 	for m in $(APP_MODULES); do (cd $$m && $(GO) test -race -count=1 ./...) || suite=1; done; \
 	wait $$matrix; matrixrc=$$?; \
 	echo "--- compatibility suite per Postgres major (.ci/pg-matrix):"; cat bin/pg-matrix.txt; \
@@ -77,13 +77,15 @@ fmt-check:
 
 # deps installs what the tests need when it is missing: the PostgreSQL
 # server (initdb, pg_ctl, postgres), Prometheus (prometheus, promtool;
-# internal/monitoring runs both) and docker-compose (internal/compose
+# internal/monitoring runs both), docker-compose (internal/compose
 # validates docker-compose.yml with `docker-compose config`; no Docker
-# engine is needed). It needs apt-get and root (or sudo).
+# engine is needed) and Apache Avro's Python library (python3-avro, for
+# Debian's /usr/bin/python3: tests decode the Avro walrelay writes with it,
+# independently of walrelay's own code). It needs apt-get and root (or sudo).
 # The Debian package starts a system prometheus on :9090; it is stopped
 # (tests use their own server on a free port, nothing needs :9090).
 # DEPS selects what deps installs (make demo asks only for postgresql).
-DEPS ?= postgresql prometheus docker-compose
+DEPS ?= postgresql prometheus docker-compose python3-avro
 
 deps:
 	@SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
@@ -97,6 +99,9 @@ deps:
 	if [ -z "$${want##* docker-compose *}" ] && ! command -v docker-compose >/dev/null 2>&1; then \
 		echo "docker-compose not found: installing docker-compose with apt-get"; pkgs="$$pkgs docker-compose"; \
 	fi; \
+	if [ -z "$${want##* python3-avro *}" ] && ! /usr/bin/python3 -c 'import avro' >/dev/null 2>&1; then \
+		echo "Apache Avro for Python not found: installing python3-avro with apt-get"; pkgs="$$pkgs python3-avro"; \
+	fi; \
 	[ -n "$$pkgs" ] || exit 0; \
 	$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 	$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkgs >/dev/null || exit 1; \
@@ -106,6 +111,7 @@ deps:
 		command -v promtool >/dev/null && command -v prometheus >/dev/null || exit 1;; \
 	esac; \
 	case "$$pkgs" in *docker-compose*) command -v docker-compose >/dev/null || exit 1;; esac; \
+	case "$$pkgs" in *python3-avro*) /usr/bin/python3 -c 'import avro' || exit 1;; esac; \
 	case "$$pkgs" in *postgresql*) ls -d /usr/lib/postgresql/*/bin;; esac
 
 # soak runs the fault-injection suite with long scenarios and a 1,000,000-row
