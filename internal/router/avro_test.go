@@ -41,7 +41,7 @@ func TestAvroConfigErrors(t *testing.T) {
 			c.ValueSubjectStrategy = "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy"
 		}, wantErr: `converter value.subject.name.strategy TopicRecordNameStrategy: without envelope placements the value's Avro schema is the payload column's`},
 		{name: "record strategy with registry schema", cfg: func(c *Config) { c.AdditionalPlacement = "type:envelope:eventType" },
-			conv: func(c *Converters) { c.ValueSubjectStrategy = "RecordNameStrategy"; c.ValueAvroSchema = "registry" },
+			conv:    func(c *Converters) { c.ValueSubjectStrategy = "RecordNameStrategy"; c.ValueAvroSchema = "registry" },
 			wantErr: `converter value.subject.name.strategy RecordNameStrategy: with converter value.avro.schema registry the schema comes from the subject`},
 		{name: "jks truststore", conv: func(c *Converters) { c.ValueRegistryCAType = "JKS" },
 			wantErr: `converter value.schema.registry.ssl.truststore.type "JKS": walrelay reads PEM files only`},
