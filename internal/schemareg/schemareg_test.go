@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -513,5 +514,95 @@ func TestCheck(t *testing.T) {
 	reg.Down()
 	if r, err := c.Check(ctx, nil); err != nil || r.Reachable || r.OK() || r.Error == "" {
 		t.Errorf("registry down: %+v, %v; want unreachable", r, err)
+	}
+}
+
+// logRecorder is a slog.Handler keeping level and message of each record.
+type logRecorder struct {
+	mu   sync.Mutex
+	recs []string
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	var attrs []string
+	r.Attrs(func(a slog.Attr) bool { attrs = append(attrs, a.String()); return true })
+	l.mu.Lock()
+	l.recs = append(l.recs, r.Level.String()+" "+r.Message+" "+strings.Join(attrs, " "))
+	l.mu.Unlock()
+	return nil
+}
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
+func (l *logRecorder) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.recs...)
+}
+
+// TestWaitLogsRateLimited: many failed attempts within 10s log once (WARN
+// for an unavailable registry, ERROR for refused credentials), and the
+// recovery once, without the password.
+func TestWaitLogsRateLimited(t *testing.T) {
+	for _, tc := range []struct {
+		name, level, class string
+		opts               []testenv.RegistryOpt
+		userInfo           string
+		fail, fix          func(*testenv.SchemaRegistry)
+	}{
+		{name: "unavailable", level: "WARN", class: "unavailable",
+			fail: func(r *testenv.SchemaRegistry) { r.Unavailable() }, fix: func(r *testenv.SchemaRegistry) { r.Up() }},
+		{name: "credentials refused", level: "ERROR", class: "auth", opts: []testenv.RegistryOpt{testenv.RegistryBasicAuth("u", "right")}, userInfo: "u:wrong-pw",
+			fail: func(*testenv.SchemaRegistry) {}, fix: func(r *testenv.SchemaRegistry) { r.SetBasicAuth("u", "wrong-pw") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := testenv.Registry(t, tc.opts...)
+			logs := &logRecorder{}
+			c, h := newClient(t, reg, func(cfg *schemareg.Config) {
+				cfg.Logger = slog.New(logs)
+				cfg.UserInfo = tc.userInfo
+			})
+			tc.fail(reg)
+			waitUntilBackToNormal(t, reg, c, h, tc.class, func() { tc.fix(reg) })
+			lines := logs.lines()
+			if len(lines) != 2 || !strings.HasPrefix(lines[0], tc.level+" ") || !strings.HasPrefix(lines[1], "INFO schema registry answers again") {
+				t.Errorf("log:\n%s\nwant one %s while waiting (rate-limited) and one INFO on recovery", strings.Join(lines, "\n"), tc.level)
+			}
+			if strings.Contains(strings.Join(lines, "\n"), "wrong-pw") {
+				t.Errorf("the log shows the password:\n%s", strings.Join(lines, "\n"))
+			}
+		})
+	}
+}
+
+// TestWaitersOutliveTheFirstCaller: concurrent misses share one request,
+// but a caller whose context ends does not end the others' wait: they go
+// on and get the id once the registry answers.
+func TestWaitersOutliveTheFirstCaller(t *testing.T) {
+	reg := testenv.Registry(t)
+	c, h := newClient(t, reg, nil)
+	reg.Unavailable()
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.ID(ctxFor(t, 200*time.Millisecond), "s", recA, autoRegister)
+		first <- err
+	}()
+	waitFor(t, "the first caller waiting", func() bool { _, _, w, _ := h.snapshot(); return len(w) == 1 })
+	second := make(chan error, 1)
+	go func() {
+		_, err := c.ID(ctxFor(t, 20*time.Second), "s", recA, autoRegister)
+		second <- err
+	}()
+	if err := <-first; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("first caller: %v; want its deadline", err)
+	}
+	select {
+	case err := <-second:
+		t.Fatalf("second caller returned with the first: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	reg.Up()
+	if err := <-second; err != nil {
+		t.Fatalf("second caller after the registry is back: %v", err)
 	}
 }
