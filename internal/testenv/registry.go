@@ -357,8 +357,10 @@ func (r *SchemaRegistry) handle(w http.ResponseWriter, req *http.Request) {
 		writeRegistryError(sw, http.StatusServiceUnavailable, 50003, "Service Unavailable")
 		return
 	}
-	// Confluent's rest-utils answers a missing or wrong credential with
-	// 401 (UNVERIFIED: exact body; tests assert classes, not texts).
+	// A missing or wrong credential: 401 {"error_code":401,"message":"Unauthorized"},
+	// the body users quote (mostafa/xk6-kafka#375) and the Java client's
+	// "Unauthorized; error code: 401" (confluentinc/schema-registry#1759).
+	// Tests assert classes, not texts.
 	if auth != "" && req.Header.Get("Authorization") != auth {
 		writeRegistryError(sw, http.StatusUnauthorized, 401, "Unauthorized")
 		return
