@@ -12,7 +12,8 @@
 // of two kinds:
 //
 //   - the registry is unavailable (transport error, timeout, 408, 429, 5xx)
-//     or refuses the credentials (401, 403): ID and Schema wait, retrying
+//     or refuses the credentials (401, 403, or a TLS certificate refused
+//     either way): ID and Schema wait, retrying
 //     with capped exponential backoff until their context is done
 //     (backpressure: the stream waits, Postgres keeps the WAL), logging at
 //     most every 10s and telling Hooks.Waiting; the error they return then

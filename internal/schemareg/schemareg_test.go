@@ -299,9 +299,17 @@ func TestIDWaitsWhileRegistryDown(t *testing.T) {
 }
 
 func TestIDWaitsWhileCredentialsRefused(t *testing.T) {
-	reg := testenv.Registry(t, testenv.RegistryBasicAuth("walrelay", "right"))
-	c, h := newClient(t, reg, func(cfg *schemareg.Config) { cfg.UserInfo = "walrelay:wrong" })
-	waitUntilBackToNormal(t, reg, c, h, "auth", func() { reg.SetBasicAuth("walrelay", "wrong") })
+	t.Run("401", func(t *testing.T) {
+		reg := testenv.Registry(t, testenv.RegistryBasicAuth("walrelay", "right"))
+		c, h := newClient(t, reg, func(cfg *schemareg.Config) { cfg.UserInfo = "walrelay:wrong" })
+		waitUntilBackToNormal(t, reg, c, h, "auth", func() { reg.SetBasicAuth("walrelay", "wrong") })
+	})
+	t.Run("403", func(t *testing.T) {
+		reg := testenv.Registry(t)
+		c, h := newClient(t, reg, nil)
+		reg.Refuse("orders-value", http.StatusForbidden, 40301, "User is denied operation Write on Subject: orders-value")
+		waitUntilBackToNormal(t, reg, c, h, "auth", func() { reg.Refuse("orders-value", 0, 0, "") })
+	})
 }
 
 func TestIDGivesUpWhenContextEnds(t *testing.T) {
@@ -393,10 +401,37 @@ func TestTLSAndBearer(t *testing.T) {
 		t.Errorf("errors %v; want auth", errs)
 	}
 
-	untrusting, _ := newClient(t, reg, func(cfg *schemareg.Config) { cfg.BearerToken = "tok" })
+	untrusting, uh := newClient(t, reg, func(cfg *schemareg.Config) { cfg.BearerToken = "tok" })
 	r, err := untrusting.Check(ctxFor(t, 10*time.Second), nil)
 	if err != nil || r.Reachable || !strings.Contains(r.Error, "certificate") {
 		t.Errorf("Check without the CA: %+v, %v; want unreachable with a certificate error", r, err)
+	}
+	if _, err := untrusting.ID(ctxFor(t, 200*time.Millisecond), "s", recA, autoRegister); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("ID without the CA: %v; want waiting until the deadline", err)
+	}
+	if _, _, _, errs := uh.snapshot(); errs["auth"] == 0 || errs["unavailable"] != 0 {
+		t.Errorf("errors without the CA %v; want auth (a certificate to fix), not unavailable", errs)
+	}
+}
+
+func TestClientCertificate(t *testing.T) {
+	ca := testenv.NewCA(t, "registry-ca")
+	reg := testenv.Registry(t, testenv.RegistryTLS(ca), testenv.RegistryClientCerts(ca))
+	leaf := ca.Issue(t, "walrelay", "walrelay")
+	with, _ := newClient(t, reg, func(cfg *schemareg.Config) {
+		cfg.TLS = &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{leaf.TLS}, MinVersion: tls.VersionTLS12}
+	})
+	if _, err := with.ID(ctxFor(t, 10*time.Second), "s", recA, autoRegister); err != nil {
+		t.Fatalf("ID with a client certificate: %v", err)
+	}
+	without, h := newClient(t, reg, func(cfg *schemareg.Config) {
+		cfg.TLS = &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
+	})
+	if _, err := without.ID(ctxFor(t, 200*time.Millisecond), "s", recAB, autoRegister); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("ID without a client certificate: %v; want waiting until the deadline", err)
+	}
+	if _, _, _, errs := h.snapshot(); errs["auth"] == 0 {
+		t.Errorf("errors without a client certificate %v; want auth", errs)
 	}
 }
 

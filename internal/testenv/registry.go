@@ -95,6 +95,18 @@ func RegistryTLS(ca *CA) RegistryOpt {
 	}
 }
 
+// RegistryClientCerts makes the TLS registry (RegistryTLS, given before
+// this option) require a client certificate issued by ca.
+func RegistryClientCerts(ca *CA) RegistryOpt {
+	return func(r *SchemaRegistry) {
+		if r.tls == nil {
+			r.tb.Fatal("testenv: registry: RegistryClientCerts needs RegistryTLS first")
+		}
+		r.tls.ClientAuth = tls.RequireAndVerifyClientCert
+		r.tls.ClientCAs = ca.Pool()
+	}
+}
+
 // RegistryIncompatibleCode sets the error_code of the 409 answering an
 // incompatible schema: 409 (registries before schema-registry commit
 // ef43652bfec, the default) or 40901 (newer ones; core
