@@ -67,6 +67,11 @@ func classify(err error) (class string, status int, re *sr.ResponseError) {
 			return ClassAuth, status, re
 		case status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500:
 			return ClassUnavailable, status, re
+		case re.ErrorCode == 0:
+			// A 4xx without the registry's {"error_code":...} body: not the
+			// registry refusing (a proxy's 404 for a wrong path, a gateway's
+			// page); dead-lettering every row for it would be wrong.
+			return ClassUnavailable, status, re
 		default:
 			return ClassRejected, status, re
 		}

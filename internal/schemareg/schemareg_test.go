@@ -288,6 +288,12 @@ func TestIDWaitsWhileRegistryDown(t *testing.T) {
 		reg.Slow(time.Second)
 		waitUntilBackToNormal(t, reg, c, h, "unavailable", func() { reg.Slow(0) })
 	})
+	t.Run("404 without the registry's error body", func(t *testing.T) {
+		reg := testenv.Registry(t)
+		c, h := newClient(t, reg, nil)
+		reg.Refuse("orders-value", http.StatusNotFound, 0, "404 page not found") // a proxy's, not the registry's
+		waitUntilBackToNormal(t, reg, c, h, "unavailable", func() { reg.Refuse("orders-value", 0, 0, "") })
+	})
 	for _, status := range []int{http.StatusTooManyRequests, http.StatusRequestTimeout, http.StatusBadGateway} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			reg := testenv.Registry(t)
