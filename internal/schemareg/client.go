@@ -477,6 +477,14 @@ func retry[V any](ctx context.Context, c *Client, op, subject string, attempt fu
 	}
 }
 
+// Waiting reports whether a call is waiting for the registry (unavailable,
+// or refusing the credentials) now: for readiness and /status.
+func (c *Client) Waiting() bool {
+	c.waitMu.Lock()
+	defer c.waitMu.Unlock()
+	return c.waiters > 0
+}
+
 func (c *Client) beginWait() {
 	c.waitMu.Lock()
 	c.waiters++

@@ -250,11 +250,14 @@ func waitUntilBackToNormal(t *testing.T, reg *testenv.SchemaRegistry, c *schemar
 		t.Fatalf("ID returned while the registry fails: %d, %v", r.id, r.err)
 	default:
 	}
-	if _, _, waiting, _ := h.snapshot(); len(waiting) != 1 || !waiting[0] {
-		t.Fatalf("Waiting calls %v; want [true] while failing", waiting)
+	if _, _, waiting, _ := h.snapshot(); len(waiting) != 1 || !waiting[0] || !c.Waiting() {
+		t.Fatalf("Waiting calls %v, Waiting() %v; want [true], true while failing", waiting, c.Waiting())
 	}
 	fix()
 	r := <-done
+	if c.Waiting() {
+		t.Error("Waiting() after ID returned")
+	}
 	if r.err != nil {
 		t.Fatalf("ID after the registry is back: %v", r.err)
 	}
