@@ -400,7 +400,7 @@ func subjectOf(path string) string {
 
 // anyAvroName parses names as the registry's Java parser does for
 // namespaces: unchecked (docs/design/avro.md §0.10).
-var anyAvroName = avro.WithLaxNames(func(string) error { return nil })
+func anyAvroName() avro.SchemaOpt { return avro.WithLaxNames(func(string) error { return nil }) }
 
 // register handles POST /subjects/{s}/versions: the checks srfake lacks,
 // then srfake's registration. Registrations are serialized so that two
@@ -424,7 +424,7 @@ func (r *SchemaRegistry) register(w http.ResponseWriter, req *http.Request) {
 		r.fake.Handler().ServeHTTP(w, req)
 		return
 	}
-	parsed, err := avro.Parse(s.Schema, anyAvroName)
+	parsed, err := avro.Parse(s.Schema, anyAvroName())
 	if err != nil {
 		writeRegistryError(w, http.StatusUnprocessableEntity, 42201, fmt.Sprintf("Invalid schema %s, details: %v", s.Schema, err))
 		return
@@ -467,7 +467,7 @@ func (r *SchemaRegistry) compatible(subject string, s sr.Schema, parsed *avro.Sc
 		if old.Schema.Schema == s.Schema {
 			return nil
 		}
-		p, err := avro.Parse(old.Schema.Schema, anyAvroName)
+		p, err := avro.Parse(old.Schema.Schema, anyAvroName())
 		if err != nil {
 			return fmt.Errorf("version %d does not parse: %w", versions[i], err)
 		}
