@@ -650,3 +650,28 @@ func TestWaitersOutliveTheFirstCaller(t *testing.T) {
 		t.Fatalf("second caller after the registry is back: %v", err)
 	}
 }
+
+// TestNormalizeAsked: Mode.Normalize (normalize.schemas) asks the registry
+// to normalize (?normalize=true) on register and lookup, and is part of the
+// cache key.
+func TestNormalizeAsked(t *testing.T) {
+	reg := testenv.Registry(t)
+	c, _ := newClient(t, reg, nil)
+	ctx := ctxFor(t, 10*time.Second)
+	for _, m := range []schemareg.Mode{{AutoRegister: true, Normalize: true}, {Normalize: true}, {AutoRegister: true}} {
+		if _, err := c.ID(ctx, "s", recA, m); err != nil {
+			t.Fatalf("ID(%+v): %v", m, err)
+		}
+	}
+	var got []string
+	for _, q := range reg.Requests() {
+		got = append(got, q.Method+" "+q.Path+"?"+q.Query)
+	}
+	want := "POST /subjects/s/versions?normalize=true|POST /subjects/s?normalize=true|POST /subjects/s/versions?"
+	if strings.Join(got, "|") != want {
+		t.Errorf("requests %q, want %q", got, want)
+	}
+	if ua := reg.Requests()[0].UserAgent; ua != "walrelay" {
+		t.Errorf("User-Agent %q, want the default walrelay", ua)
+	}
+}

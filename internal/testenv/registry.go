@@ -67,10 +67,11 @@ type refusal struct {
 
 // RegistryRequest is one request the registry received.
 type RegistryRequest struct {
-	Method string
-	Path   string // unescaped, as routed (/subjects/orders-value/versions)
-	Query  string
-	Status int // the status answered
+	Method    string
+	Path      string // unescaped, as routed (/subjects/orders-value/versions)
+	Query     string
+	Status    int // the status answered
+	UserAgent string
 }
 
 // RegistryOpt configures a SchemaRegistry.
@@ -349,7 +350,7 @@ func (r *SchemaRegistry) handle(w http.ResponseWriter, req *http.Request) {
 	sw := &statusWriter{ResponseWriter: w}
 	defer func() {
 		r.mu.Lock()
-		r.reqs = append(r.reqs, RegistryRequest{Method: req.Method, Path: req.URL.Path, Query: req.URL.RawQuery, Status: sw.status})
+		r.reqs = append(r.reqs, RegistryRequest{Method: req.Method, Path: req.URL.Path, Query: req.URL.RawQuery, Status: sw.status, UserAgent: req.UserAgent()})
 		r.mu.Unlock()
 	}()
 	r.mu.Lock()
