@@ -175,7 +175,7 @@ func TestMismatches(t *testing.T) {
 	c := compile(t, schema)
 	for _, tc := range []struct {
 		name, js, path string
-		err             error
+		err            error
 	}{
 		{"string for int", `{"i": "1"}`, "i", avrojson.ErrType},
 		{"fraction for int", `{"i": 1.5}`, "i", avrojson.ErrType},
@@ -348,7 +348,7 @@ func TestLogicalTypes(t *testing.T) {
 
 	for _, tc := range []struct {
 		name, js, path string
-		err             error
+		err            error
 	}{
 		{"timestamp finer than millis", `{"ts": "2024-05-01T12:00:00.1234Z"}`, "ts", avrojson.ErrLogical},
 		{"timestamp without offset", `{"ts": "2024-05-01T12:00:00"}`, "ts", avrojson.ErrLogical},
