@@ -385,3 +385,63 @@ func TestCompile(t *testing.T) {
 		t.Errorf("body %x", got)
 	}
 }
+
+// TestConcurrent: one Codec serves many goroutines (the relay shares the
+// cached Codec of a registry id); run with -race.
+func TestConcurrent(t *testing.T) {
+	c := compile(t, orderSchema)
+	want := encode(t, c, orderJSON)
+	done := make(chan error)
+	for range 4 {
+		go func() {
+			var buf []byte
+			for range 200 {
+				var err error
+				if buf, err = c.AppendJSON(buf[:0], []byte(orderJSON)); err != nil {
+					done <- err
+					return
+				}
+				if !bytes.Equal(buf, want) {
+					done <- errors.New("different bytes")
+					return
+				}
+				if _, err := c.AppendJSON(nil, []byte(`{"items": [{}]}`)); err == nil {
+					done <- errors.New("no error for a bad payload")
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// FuzzAppendJSON: whatever the document, AppendJSON returns bytes or a
+// *FieldError, never panics (its scanner trusts json.Valid's verdict).
+func FuzzAppendJSON(f *testing.F) {
+	for _, s := range []string{orderJSON, `{"items": [{"sku": "a\"]}"}]}`, `{"a\u0022": 1}`, `[]`, `"\ud800"`, `{"tags": {"": 1, "\\": 2}}`, `1e999`} {
+		f.Add(s)
+	}
+	c, err := avrojson.Compile(orderSchema)
+	if err != nil {
+		f.Fatal(err)
+	}
+	u, err := avrojson.Compile(`["null", "int", "double", "string", {"type": "array", "items": ["null", "string"]}, {"type": "map", "values": "long"}]`)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, js string) {
+		for _, c := range []*avrojson.Codec{c, u} {
+			if _, err := c.AppendJSON(nil, []byte(js)); err != nil {
+				var fe *avrojson.FieldError
+				if !errors.As(err, &fe) {
+					t.Fatalf("%q: error %v is not a *FieldError", js, err)
+				}
+			}
+		}
+	})
+}
