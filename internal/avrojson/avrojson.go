@@ -28,8 +28,9 @@
 //
 //   - null only for null, or a union with a null branch (else ErrNull);
 //   - int and long: an integer literal in range (no fraction, no exponent;
-//     else ErrType or ErrRange); float and double: any JSON number, a float
-//     out of float32's range is ErrRange; also the strings "NaN",
+//     else ErrType or ErrRange); float and double: any JSON number, rounded to
+//     the nearest (an underflow to zero), one beyond the type's range is
+//     ErrRange; also the strings "NaN",
 //     "Infinity" and "-Infinity" (Java Avro's JSON encoding);
 //   - string: a JSON string; enum: a symbol; bytes and fixed: a JSON string
 //     of code points U+0000..U+00FF, one per byte, as Avro's JSON encoding
