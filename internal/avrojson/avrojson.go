@@ -65,6 +65,12 @@
 // types) are out of scope: Compile of a schema naming a type it does not
 // define fails ("unknown type").
 //
+// The body is what Confluent's serializer writes after its 5-byte header:
+// the Avro binary, except that the value of a top-level "bytes" schema is
+// written without its length prefix, as AbstractKafkaAvroSerializer does
+// (`if (rawSchema.getType().equals(Type.BYTES)) baos.write((byte[]) value)`;
+// docs/design/avro.md 1.2) and its deserializer expects.
+//
 // Avro binary writing follows the specification's Binary Encoding: zig-zag
 // varints, length-prefixed strings and bytes, one block for a non-empty
 // array or map followed by the 0 end block, a union's branch index before
@@ -145,7 +151,8 @@ func Compile(schema string) (*Codec, error) {
 func (c *Codec) Schema() *avro.Schema { return c.schema }
 
 // AppendJSON appends the Avro binary of the JSON document js (no Confluent
-// header) to dst. On error it returns dst unchanged (in length) and a
+// header; a top-level bytes value without its length prefix, as Confluent
+// writes it) to dst. On error it returns dst unchanged (in length) and a
 // *FieldError.
 func (c *Codec) AppendJSON(dst, js []byte) ([]byte, error) {
 	e, _ := c.states.Get().(*encoder)

@@ -117,7 +117,14 @@ func (e *encoder) encodeDocument(dst, js []byte, root *node) ([]byte, error) {
 	}
 	e.js = js
 	i := skipWS(js, 0)
-	return e.value(dst, root, i, skipValue(js, i))
+	mark := len(dst)
+	out, err := e.value(dst, root, i, skipValue(js, i))
+	if err != nil || root.kind != kBytes {
+		return out, err
+	}
+	// Confluent's top-level bytes: no length prefix.
+	_, n := binary.Uvarint(out[mark:])
+	return append(out[:mark], out[mark+n:]...), nil
 }
 
 // value appends the Avro binary of the JSON value js[i:j] by n.
