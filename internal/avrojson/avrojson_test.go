@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"testing"
 
 	"github.com/twmb/avro"
@@ -450,4 +451,34 @@ func FuzzAppendJSON(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDecimalsAgainstTwmb: the decimal's two's complement (minimal for
+// bytes, sign-extended for fixed) equals twmb/avro's for numerals around
+// every byte boundary.
+func TestDecimalsAgainstTwmb(t *testing.T) {
+	for _, schema := range []string{
+		`{"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 2}`,
+		`{"type": "fixed", "name": "F", "size": 6, "logicalType": "decimal", "precision": 12, "scale": 2}`,
+	} {
+		c := compile(t, `{"type": "array", "items": `+schema+`}`)
+		s := avro.MustParse(schema)
+		for _, base := range []int64{0, 1 << 7, 1 << 8, 1 << 15, 1 << 16, 1 << 23, 1 << 31, 1 << 39} {
+			for _, delta := range []int64{-2, -1, 0, 1, 2} {
+				for _, sign := range []int64{1, -1} {
+					unscaled := sign * (base + delta)
+					text := strconv.FormatFloat(float64(unscaled)/100, 'f', 2, 64)
+					got := encode(t, c, `["`+text+`"]`)
+					want, err := s.AppendEncode([]byte{0x02}, text) // one-item block
+					if err != nil {
+						t.Fatalf("twmb/avro %s: %v", text, err)
+					}
+					want = append(want, 0)
+					if !bytes.Equal(got, want) {
+						t.Errorf("%s by %s: %x, twmb/avro %x", text, schema, got, want)
+					}
+				}
+			}
+		}
+	}
 }
