@@ -252,6 +252,13 @@ func TestValues(t *testing.T) {
 		{"member with an escaped name", `{"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}`, `{"\u0061": 1}`, "02", `{"a":1}`},
 		{"recursive record", `{"type": "record", "name": "Node", "fields": [{"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Node"], "default": null}]}`,
 			`{"v": 1, "next": {"v": 2, "next": {"v": 3}}}`, "02" + "02" + "04" + "02" + "06" + "00", `{"next":{"next":{"next":null,"v":3},"v":2},"v":1}`},
+		{"defaults of referenced named types", `{"type": "record", "name": "O", "namespace": "com.x", "fields": [
+			{"name": "a", "type": {"type": "record", "name": "Address", "fields": [{"name": "city", "type": "string"}, {"name": "zip", "type": ["null", "string"], "default": null}]}},
+			{"name": "b", "type": "Address", "default": {"city": "Porto"}},
+			{"name": "c", "type": {"type": "array", "items": "com.x.Address"}, "default": [{"city": "Faro", "zip": "8000"}]},
+			{"name": "u", "type": ["null", "Address"], "default": null}]}`,
+			`{"a": {"city": "Lisboa"}, "u": {"Address": {"city": "Braga"}}}`, "0c4c6973626f6100" + "0a506f72746f00" + "02084661726f0208383030300" + "0" + "020a427261676100",
+			`{"a":{"city":"Lisboa","zip":null},"b":{"city":"Porto","zip":null},"c":[{"city":"Faro","zip":"8000"}],"u":{"city":"Braga","zip":null}}`},
 		{"whitespace around the document", `"int"`, " \n\t1 \r\n", "02", `1`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
