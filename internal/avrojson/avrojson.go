@@ -17,7 +17,9 @@
 // Resolution"):
 //
 //   - a JSON member the record lacks is ignored (a writer-only field); a
-//     member named by one of a field's aliases counts as the field;
+//     member named by one of a field's aliases counts as the field (a field given
+//     twice, or by name and alias, takes the last member, as encoding/json
+//     does);
 //   - a field the JSON lacks takes the field's default, and is an error
 //     (ErrMissingField) without one, even for a nullable field: a union with
 //     null has no implicit default in Avro;
@@ -110,7 +112,8 @@ var (
 // FieldError is a JSON document that does not match the schema, at Path: the
 // dotted path of the field from the top ("address.city", "items[2].sku",
 // `attrs["k"]`), "" for the document itself. Err wraps one of the Err*
-// sentinels. The message never quotes the payload's values.
+// sentinels. The message never quotes the payload's values (a map key in
+// Path is the only payload text in it).
 type FieldError struct {
 	Path string
 	Err  error
