@@ -20,7 +20,13 @@ const (
 	SettingJSONNoSchemas Setting = "json-noschemas" // JsonConverter schemas.enable=false, SimpleHeaderConverter
 )
 
+// SettingJSONHeaders is JsonConverter for keys, values and headers, each
+// with schemas.enable=true (also the header converter's default).
+const SettingJSONHeaders Setting = "json-headers"
+
 var allSettings = []Setting{SettingRaw, SettingString, SettingJSON, SettingJSONNoSchemas}
+
+func init() { allSettings = append(allSettings, SettingJSONHeaders) }
 
 // Outcome is what a case expects of the relay.
 type Outcome int
@@ -263,7 +269,7 @@ func (w *Record) keyBytes(s Setting) (b []byte, ok bool) {
 		return rawScalar(w.Key), true
 	case SettingString:
 		return stringConverter(w.Key)
-	case SettingJSON:
+	case SettingJSON, SettingJSONHeaders:
 		return jsonConverter(w.KeySchema, w.Key, true), true
 	default:
 		return jsonConverter(w.KeySchema, w.Key, false), true
@@ -283,7 +289,7 @@ func (w *Record) valueBytes(s Setting) (b []byte, ok bool) {
 		return rawScalar(w.Value), true
 	case SettingString:
 		return stringConverter(w.Value)
-	case SettingJSON:
+	case SettingJSON, SettingJSONHeaders:
 		return jsonConverter(w.ValueSchema, w.Value, true), true
 	default:
 		return jsonConverter(w.ValueSchema, w.Value, false), true
@@ -292,8 +298,13 @@ func (w *Record) valueBytes(s Setting) (b []byte, ok bool) {
 
 // headerBytes is a header value as the setting's header converter writes it.
 func headerBytes(h Header, s Setting) []byte {
-	if s == SettingRaw {
+	switch s {
+	case SettingRaw:
 		return rawScalar(h.Value)
+	case SettingJSONHeaders:
+		// JsonConverter.fromConnectHeader is fromConnectData with the
+		// header's schema (apache/kafka JsonConverter.java).
+		return jsonConverter(h.Schema, h.Value, true)
 	}
 	return simpleHeader(h.Value)
 }

@@ -47,9 +47,11 @@ func converters(s Setting) router.Converters {
 	case SettingString:
 		c.Key, c.Value, c.Header = str, str, simple
 	case SettingJSON, SettingJSONNoSchemas:
-		c.Key, c.Value, c.Header = json, json, simple
+		c.Key, c.Value, c.Header = json, json, json
 		c.KeySchemasEnable = s == SettingJSON
 		c.ValueSchemasEnable = s == SettingJSON
+	case SettingJSONHeaders:
+		c.Key, c.Value, c.Header = json, json, json
 	}
 	return c
 }
