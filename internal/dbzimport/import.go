@@ -126,8 +126,9 @@ func Import(c Connector) (Result, error) {
 	im.replication()
 	im.tables()
 	im.kafka()
+	im.transforms() // before the converters: an envelope makes the value an Avro record
 	im.converters()
-	im.transforms()
+	im.nameAdjustment()
 	im.relay()
 	im.rest()
 	return im.result()
@@ -187,6 +188,8 @@ func (im *importer) add(kind Kind, option, reason string) {
 		value = "(not printed)"
 	case value == "":
 		value = `""`
+	default:
+		value = redactUserInfo(value)
 	}
 	im.findings = append(im.findings, Finding{Option: option, Value: value, Kind: kind, Reason: reason})
 }
@@ -202,7 +205,7 @@ func (im *importer) set(path string, value any, comment string) {
 // secretOption reports options whose values are never printed.
 func secretOption(key string) bool {
 	k := strings.ToLower(key)
-	for _, s := range []string{"password", "secret", "jaas.config", "credential", "token", "apikey", "api.key"} {
+	for _, s := range []string{"password", "secret", "jaas.config", "credential", "token", "apikey", "api.key", "user.info"} {
 		if strings.Contains(k, s) {
 			return true
 		}
