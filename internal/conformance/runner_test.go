@@ -47,7 +47,7 @@ func converters(s Setting) router.Converters {
 	case SettingString:
 		c.Key, c.Value, c.Header = str, str, simple
 	case SettingJSON, SettingJSONNoSchemas:
-		c.Key, c.Value, c.Header = json, json, json
+		c.Key, c.Value, c.Header = json, json, simple
 		c.KeySchemasEnable = s == SettingJSON
 		c.ValueSchemasEnable = s == SettingJSON
 	case SettingJSONHeaders:
