@@ -181,7 +181,9 @@ func connector(opts ...string) Connector {
 	return Connector{Name: c["name"], Config: c}
 }
 
-// load decodes an import's YAML as `walrelay config` does.
+// load decodes an import's YAML as `walrelay config` does, with the
+// registry secrets the YAML leaves to the environment given as the
+// variables it names would give them.
 func load(t *testing.T, out []byte) config.Config {
 	t.Helper()
 	c := config.Default()
@@ -189,6 +191,24 @@ func load(t *testing.T, out []byte) config.Config {
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
 		t.Fatalf("decoding the YAML: %v\n%s", err, out)
+	}
+	conv := &c.Converter
+	for _, s := range []struct {
+		source, bearer  string
+		userInfo, token *string
+	}{
+		{conv.KeyBasicAuthSource, conv.KeyBearerAuthSource, &conv.KeyBasicAuthUserInfo, &conv.KeyBearerAuthToken},
+		{conv.ValueBasicAuthSource, conv.ValueBearerAuthSource, &conv.ValueBasicAuthUserInfo, &conv.ValueBearerAuthToken},
+	} {
+		if *s.userInfo != "" || *s.token != "" {
+			t.Errorf("the YAML holds a registry secret:\n%s", out)
+		}
+		if s.source == "USER_INFO" {
+			*s.userInfo = "user:password" // WALRELAY_CONVERTER_<SIDE>_BASIC_AUTH_USER_INFO
+		}
+		if s.bearer == "STATIC_TOKEN" {
+			*s.token = "token" // WALRELAY_CONVERTER_<SIDE>_BEARER_AUTH_TOKEN
+		}
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatalf("the YAML does not validate: %v\n%s", err, out)
@@ -356,7 +376,7 @@ func TestImport(t *testing.T) {
 			check: func(t *testing.T, c config.Config) {
 				conv := c.Converter
 				if conv.Value != "avro" || conv.ValueRegistryURL != "https://sr.internal:8081/" || conv.ValueBasicAuthSource != "USER_INFO" ||
-					conv.ValueBasicAuthUserInfo != "" || conv.ValueRegistryCAFile != "" || conv.ValueRegistryCertFile != "/etc/kafka/secrets/client.pem" ||
+					conv.ValueRegistryCAFile != "" || conv.ValueRegistryCertFile != "/etc/kafka/secrets/client.pem" ||
 					conv.ValueRegistryCertType != "PEM" || conv.ValueSubjectStrategy != "TopicRecordNameStrategy" ||
 					conv.ValueAutoRegister || !conv.ValueUseLatestVersion || conv.ValueLatestStrict || !conv.ValueNormalizeSchemas ||
 					conv.ValueConnectMetaData || !conv.ValueScrubInvalidNames || !conv.ValueEnhancedAvro {
@@ -386,8 +406,8 @@ func TestImport(t *testing.T) {
 				"value.converter.bearer.auth.token=eyJ0b2tlbiI6InNlY3JldCJ9", "value.converter.bearer.auth.logical.cluster=lsrc-123"),
 			check: func(t *testing.T, c config.Config) {
 				conv := c.Converter
-				if conv.Key != "avro" || conv.KeyBasicAuthSource != "USER_INFO" || conv.KeyBasicAuthUserInfo != "" ||
-					conv.Value != "avro" || conv.ValueBearerAuthSource != "STATIC_TOKEN" || conv.ValueBearerAuthToken != "" {
+				if conv.Key != "avro" || conv.KeyBasicAuthSource != "USER_INFO" ||
+					conv.Value != "avro" || conv.ValueBearerAuthSource != "STATIC_TOKEN" {
 					t.Errorf("converters %+v", conv)
 				}
 			},
