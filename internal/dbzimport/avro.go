@@ -140,7 +140,10 @@ func (im *importer) avro(side string, envelope bool) string {
 	userInfoUsed := false
 	source, sourceSet := im.get(pre + "basic.auth.credentials.source")
 	switch s := strings.ToUpper(strings.TrimSpace(source)); {
-	case !sourceSet:
+	case s == "": // unset or empty: none (RestService.configure's isNonEmpty)
+		if sourceSet {
+			im.ignore(pre+"basic.auth.credentials.source", "empty: no basic auth, walrelay's default")
+		}
 		if urlInfo {
 			im.check(pre+"schema.registry.url", "its user info (user:password@) is left out of the URL; Confluent's client does not send it without basic.auth.credentials.source URL, so neither does walrelay")
 		}
@@ -176,8 +179,11 @@ func (im *importer) avro(side string, envelope bool) string {
 	// Confluent's client sends no token.
 	tokenVar := envVar(out + "bearer.auth.token")
 	tokenUsed := false
-	if v, ok := im.get(pre + "bearer.auth.credentials.source"); ok {
-		if s := strings.ToUpper(strings.TrimSpace(v)); s == "STATIC_TOKEN" {
+	basicSet := strings.TrimSpace(source) != ""
+	if v, ok := im.get(pre + "bearer.auth.credentials.source"); ok && strings.TrimSpace(v) != "" {
+		if s := strings.ToUpper(strings.TrimSpace(v)); basicSet {
+			im.drop(pre+"bearer.auth.credentials.source", "with basic.auth.credentials.source set too, Confluent's client refuses the configuration (RestService.configure: only one of them may be specified), and so does walrelay; the import keeps the basic auth")
+		} else if s == "STATIC_TOKEN" {
 			tokenUsed = true
 			im.set(out+"bearer.auth.credentials.source", "STATIC_TOKEN", fmt.Sprintf("The bearer token is a secret, not written here: set %s (or %s_FILE, a file holding it).", tokenVar, tokenVar))
 		} else {
@@ -273,6 +279,10 @@ func (im *importer) avro(side string, envelope bool) string {
 		notes = append(notes, fmt.Sprintf("Subjects: TopicNameStrategy (<topic>-%s), what %s.subject.name.strategy gives when unset on a registry without subject associations.", side, side))
 	}
 
+	autoRegister := true // AbstractKafkaSchemaSerDeConfig.AUTO_REGISTER_SCHEMAS' default
+	if b, err := parseBool(im.conf[pre+"auto.register.schemas"]); err == nil {
+		autoRegister = b
+	}
 	for _, o := range avroBools {
 		v, ok := im.get(pre + o)
 		if !ok {
@@ -281,6 +291,12 @@ func (im *importer) avro(side string, envelope bool) string {
 		b, err := parseBool(v)
 		if err != nil {
 			im.drop(pre+o, "not true or false")
+			continue
+		}
+		if o == "use.latest.version" && b && autoRegister {
+			// AbstractKafkaAvroSerializer.serializeImpl registers first:
+			// use.latest.version is read only without auto-registration.
+			im.ignore(pre+o, "read only with auto.register.schemas false: Confluent's serializer registers the schema first, as walrelay does")
 			continue
 		}
 		comment := ""

@@ -452,6 +452,24 @@ func TestImport(t *testing.T) {
 			absent: []string{"Cl-S3cret", "K3y-P4ss"},
 		},
 		{
+			name: "AvroConverter: use.latest.version with auto-registration, basic auth and a bearer token",
+			in: connector("value.converter=io.confluent.connect.avro.AvroConverter", "-value.converter.schemas.enable",
+				"value.converter.schema.registry.url=http://sr:8081", "value.converter.use.latest.version=true",
+				"value.converter.basic.auth.credentials.source=USER_INFO", "value.converter.basic.auth.user.info=u:Both-P4ss",
+				"value.converter.bearer.auth.credentials.source=STATIC_TOKEN", "value.converter.bearer.auth.token=Both-T0ken"),
+			check: func(t *testing.T, c config.Config) {
+				conv := c.Converter
+				if conv.Value != "avro" || conv.ValueUseLatestVersion || !conv.ValueAutoRegister || conv.ValueBasicAuthSource != "USER_INFO" || conv.ValueBearerAuthSource != "" {
+					t.Errorf("converters %+v", conv)
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored,
+				"value.converter.use.latest.version": Ignored, "value.converter.basic.auth.user.info": Check,
+				"value.converter.bearer.auth.credentials.source": Dropped, "value.converter.bearer.auth.token": Ignored,
+				"field.name.adjustment.mode": Check},
+			absent: []string{"Both-P4ss", "Both-T0ken"},
+		},
+		{
 			name: "JsonConverter headers without schemas",
 			in:   connector("header.converter=org.apache.kafka.connect.json.JsonConverter", "header.converter.schemas.enable=false"),
 			check: func(t *testing.T, c config.Config) {
