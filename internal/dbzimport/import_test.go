@@ -745,3 +745,81 @@ func TestParse(t *testing.T) {
 		})
 	}
 }
+
+// TestImportAvroCombinations imports every combination of the
+// AvroConverter options whose values interact (auth sources, URLs with and
+// without user info, strategies with and without an envelope), with the
+// registration options and the stores cycled through, on either side:
+// each must give YAML that walrelay validates (Import errors otherwise)
+// and print no secret.
+func TestImportAvroCombinations(t *testing.T) {
+	opt := func(name string, values ...string) [][]string {
+		out := [][]string{nil}
+		for _, v := range values {
+			out = append(out, []string{name + "=" + v})
+		}
+		return out
+	}
+	dims := [][][]string{
+		opt("schema.registry.url", "http://sr:8081", "https://u:Url-P4ss@sr:8081,https://sr2:8081", "ftp://sr"),
+		append(opt("basic.auth.credentials.source", "USER_INFO", "URL", "SASL_INHERIT", ""),
+			[]string{"basic.auth.credentials.source=USER_INFO", "basic.auth.user.info=u:Ui-P4ss"},
+			[]string{"basic.auth.user.info=u:Ui-P4ss"}),
+		append(opt("bearer.auth.credentials.source", "STATIC_TOKEN", "OAUTHBEARER"),
+			[]string{"bearer.auth.credentials.source=STATIC_TOKEN", "bearer.auth.token=T0ken-S3cret"}),
+		opt("SIDE.subject.name.strategy", "TopicNameStrategy", "io.confluent.kafka.serializers.subject.RecordNameStrategy",
+			"TopicRecordNameStrategy", "AssociatedNameStrategy", "com.example.Custom"),
+		{nil, {"auto.register.schemas=false"}, {"use.latest.version=true"}, {"auto.register.schemas=false", "use.latest.version=true"}},
+		{nil, {"schema.registry.ssl.truststore.location=/s/ca.pem", "schema.registry.ssl.truststore.type=PEM"},
+			{"schema.registry.ssl.truststore.location=/s/ts.jks", "schema.registry.ssl.truststore.password=Ts-P4ss"},
+			{"schema.registry.ssl.keystore.location=/s/c.pem", "schema.registry.ssl.keystore.type=PEM"}},
+	}
+	cycled := dims[4:]
+	dims = dims[:4]
+	n := 0
+	for _, side := range []string{"key", "value"} {
+		for _, envelope := range []bool{false, true} {
+			idx := make([]int, len(dims))
+			for {
+				opts := []string{side + ".converter=" + AvroConverterClass, "-value.converter.schemas.enable"}
+				add := func(d [][]string, i int) {
+					for _, o := range d[i] {
+						opts = append(opts, side+".converter."+strings.ReplaceAll(o, "SIDE", side))
+					}
+				}
+				for d, i := range idx {
+					add(dims[d], i)
+				}
+				for k, d := range cycled {
+					add(d, (n+k)%len(d))
+				}
+				if envelope {
+					opts = append(opts, "transforms.outbox.table.fields.additional.placement=type:envelope:eventType")
+				}
+				res, err := Import(connector(opts...))
+				n++
+				if err != nil {
+					t.Fatalf("%v: %v", opts, err)
+				}
+				all := string(res.YAML) + findingsText(res.Findings)
+				for _, s := range []string{"Url-P4ss", "Ui-P4ss", "T0ken-S3cret", "Ts-P4ss"} {
+					if strings.Contains(all, s) {
+						t.Fatalf("%v: the output holds %q:\n%s", opts, s, all)
+					}
+				}
+				// Next combination.
+				d := 0
+				for ; d < len(dims); d++ {
+					if idx[d]++; idx[d] < len(dims[d]) {
+						break
+					}
+					idx[d] = 0
+				}
+				if d == len(dims) {
+					break
+				}
+			}
+		}
+	}
+	t.Logf("%d combinations imported", n)
+}
