@@ -20,13 +20,7 @@ const (
 	SettingJSONNoSchemas Setting = "json-noschemas" // JsonConverter schemas.enable=false, SimpleHeaderConverter
 )
 
-// SettingJSONHeaders is JsonConverter for keys, values and headers, each
-// with schemas.enable=true (also the header converter's default).
-const SettingJSONHeaders Setting = "json-headers"
-
 var allSettings = []Setting{SettingRaw, SettingString, SettingJSON, SettingJSONNoSchemas}
-
-func init() { allSettings = append(allSettings, SettingJSONHeaders) }
 
 // Outcome is what a case expects of the relay.
 type Outcome int
@@ -295,6 +289,12 @@ func (w *Record) valueBytes(s Setting) (b []byte, ok bool) {
 		return jsonConverter(w.ValueSchema, w.Value, false), true
 	}
 }
+
+// SettingJSONHeaders is JsonConverter for keys, values and headers, each
+// with schemas.enable=true (also the header converter's default).
+const SettingJSONHeaders Setting = "json-headers"
+
+func init() { allSettings = append(allSettings, SettingJSONHeaders) }
 
 // headerBytes is a header value as the setting's header converter writes it.
 func headerBytes(h Header, s Setting) []byte {

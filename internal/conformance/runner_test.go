@@ -50,7 +50,8 @@ func converters(s Setting) router.Converters {
 		c.Key, c.Value, c.Header = json, json, simple
 		c.KeySchemasEnable = s == SettingJSON
 		c.ValueSchemasEnable = s == SettingJSON
-	case SettingJSONHeaders:
+	}
+	if s == SettingJSONHeaders {
 		c.Key, c.Value, c.Header = json, json, json
 	}
 	return c
