@@ -212,7 +212,7 @@ func New(cfg Config, conv Converters) (*Router, error) {
 		return nil, err
 	}
 	r.keyConverter, r.valueConverter = r.keyConv.converter(), r.valueConv.converter()
-	r.headerConverter = headerConv.headerFunc(conv.HeaderSchemasEnable)
+	r.headerConverter = headerConv.headerFunc()
 	for _, req := range [...]struct{ opt, val string }{
 		{optFieldEventID, cfg.FieldEventID},
 		{optFieldEventPayload, cfg.FieldEventPayload},

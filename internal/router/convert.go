@@ -38,21 +38,20 @@ func (s convSpec) converter() connect.Converter {
 	return nil
 }
 
-// headerFunc returns the header converter for h; nil for raw. schemas is
-// header.schemas.enable, which only the json header converter reads.
-func (h HeaderConverter) headerFunc(schemas bool) headerConverter {
+// headerFunc returns the header converter for h; nil for raw.
+func (h HeaderConverter) headerFunc() headerConverter {
 	switch h {
 	case HeaderSimple:
 		return connect.SimpleHeaderConverter{}.FromConnectHeader
 	case HeaderString:
 		return connect.StringConverter{}.FromConnectData
-	case HeaderJSON:
+	case HeaderJSON, HeaderJSONNoSchemas:
 		// JsonConverter.fromConnectHeader(topic, headerKey, schema, value)
 		// is fromConnectData(topic, schema, value), configured from
 		// header.converter.* (schemas.enable defaults to true there too):
 		// apache/kafka connect/json/src/main/java/org/apache/kafka/connect/
 		// json/JsonConverter.java, fromConnectHeader and configure.
-		return connect.JSONConverter{DisableSchemas: !schemas}.FromConnectData
+		return connect.JSONConverter{DisableSchemas: h == HeaderJSONNoSchemas}.FromConnectData
 	}
 	return nil
 }

@@ -46,8 +46,10 @@ const (
 	HeaderString
 	// HeaderJSON is org.apache.kafka.connect.json.JsonConverter used as a
 	// header converter: its fromConnectHeader is fromConnectData, with the
-	// header converter's own schemas.enable.
+	// header converter's own schemas.enable (true).
 	HeaderJSON
+	// HeaderJSONNoSchemas is HeaderJSON with header.schemas.enable false.
+	HeaderJSONNoSchemas
 )
 
 // converterNames maps the names users give, short or as Connect's class
@@ -189,6 +191,9 @@ func parseConverters(c Converters) (key, value convSpec, header HeaderConverter,
 	var ok bool
 	if header, ok = headerConverterNames[strings.TrimSpace(c.Header)]; !ok {
 		err = fmt.Errorf("converter header %q: want raw, simple, string or json, or their Kafka Connect class", c.Header)
+	}
+	if header == HeaderJSON && !c.HeaderSchemasEnable {
+		header = HeaderJSONNoSchemas
 	}
 	return
 }
