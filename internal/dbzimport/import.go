@@ -14,13 +14,18 @@
 // slot.name, publication.name (Debezium's defaults debezium and
 // dbz_publication when omitted); table.include.list to postgres.table; the
 // options of the transform whose type is Debezium's EventRouter to router.*;
-// key/value/header.converter to converter.*; topic.creation.default.* to
-// kafka.topic_*; heartbeat.interval.ms and status.update.interval.ms.
+// key/value/header.converter to converter.* (Confluent's AvroConverter with
+// its schema registry options included: avro.go); topic.creation.default.*
+// to kafka.topic_*; heartbeat.interval.ms and status.update.interval.ms.
 //
 // The password is never written anywhere: not the DSN, not a comment, not
 // a finding; the YAML names the variables that carry it instead
 // (PGPASSWORD, WALRELAY_POSTGRES_DSN_FILE). Kafka Connect config provider
-// references (${file:…}) in it are treated the same way.
+// references (${file:…}) in it are treated the same way. So are the schema
+// registry's secrets (basic.auth.user.info, the user info of its URL,
+// bearer.auth.token: WALRELAY_CONVERTER_<SIDE>_BASIC_AUTH_USER_INFO and
+// ..._BEARER_AUTH_TOKEN, or their _FILE variants), and a finding prints no
+// URL's user info.
 //
 // It reads no file and connects to nothing.
 package dbzimport
