@@ -263,7 +263,7 @@ func (w *Record) keyBytes(s Setting) (b []byte, ok bool) {
 		return rawScalar(w.Key), true
 	case SettingString:
 		return stringConverter(w.Key)
-	case SettingJSON:
+	case SettingJSON, SettingJSONHeaders:
 		return jsonConverter(w.KeySchema, w.Key, true), true
 	default:
 		return jsonConverter(w.KeySchema, w.Key, false), true
@@ -283,17 +283,28 @@ func (w *Record) valueBytes(s Setting) (b []byte, ok bool) {
 		return rawScalar(w.Value), true
 	case SettingString:
 		return stringConverter(w.Value)
-	case SettingJSON:
+	case SettingJSON, SettingJSONHeaders:
 		return jsonConverter(w.ValueSchema, w.Value, true), true
 	default:
 		return jsonConverter(w.ValueSchema, w.Value, false), true
 	}
 }
 
+// SettingJSONHeaders is JsonConverter for keys, values and headers, each
+// with schemas.enable=true (also the header converter's default).
+const SettingJSONHeaders Setting = "json-headers"
+
+func init() { allSettings = append(allSettings, SettingJSONHeaders) }
+
 // headerBytes is a header value as the setting's header converter writes it.
 func headerBytes(h Header, s Setting) []byte {
-	if s == SettingRaw {
+	switch s {
+	case SettingRaw:
 		return rawScalar(h.Value)
+	case SettingJSONHeaders:
+		// JsonConverter.fromConnectHeader is fromConnectData with the
+		// header's schema (apache/kafka JsonConverter.java).
+		return jsonConverter(h.Schema, h.Value, true)
 	}
 	return simpleHeader(h.Value)
 }

@@ -51,6 +51,9 @@ func converters(s Setting) router.Converters {
 		c.KeySchemasEnable = s == SettingJSON
 		c.ValueSchemasEnable = s == SettingJSON
 	}
+	if s == SettingJSONHeaders {
+		c.Key, c.Value, c.Header = json, json, json
+	}
 	return c
 }
 

@@ -17,6 +17,7 @@ var converterClasses = map[string]string{
 var headerConverterClasses = map[string]string{
 	"org.apache.kafka.connect.storage.SimpleHeaderConverter": "simple",
 	"org.apache.kafka.connect.storage.StringConverter":       "string",
+	"org.apache.kafka.connect.json.JsonConverter":            "json",
 }
 
 // workerDefaults says where the worker defaults the import assumes come
@@ -50,8 +51,10 @@ func (im *importer) converters() {
 				opt, side, opt, opt, strings.ToUpper(side), strings.ToUpper(side)))
 		case converterClasses[class] != "":
 			conv = converterClasses[class]
+		case class == AvroConverterClass:
+			conv = "avro"
 		default:
-			im.drop(opt, "walrelay implements StringConverter, JsonConverter, ByteArrayConverter and Debezium's BinaryDataConverter; converter."+side+" keeps walrelay's raw format")
+			im.drop(opt, "walrelay implements StringConverter, JsonConverter, ByteArrayConverter, Debezium's BinaryDataConverter and Confluent's AvroConverter; converter."+side+" keeps walrelay's raw format")
 			conv = ""
 		}
 		schemas := true
@@ -89,12 +92,17 @@ func (im *importer) converters() {
 				im.ignore(opt+".delegate.converter.type.schemas.enable", "only a JsonConverter delegate of BinaryDataConverter reads it")
 			}
 		}
+		if conv == "avro" {
+			at := len(im.settings)
+			im.set("converter."+side, conv, "")
+			im.settings[at].comment = im.avro(side, im.hasEnvelope())
+		}
 		for _, k := range im.keys(opt + ".") {
 			if !im.used[k] {
 				im.drop(k, "a setting of the "+side+" converter walrelay does not take")
 			}
 		}
-		if conv == "" {
+		if conv == "" || conv == "avro" {
 			continue
 		}
 		comment := fmt.Sprintf("%s %s.", opt, class)
@@ -111,18 +119,35 @@ func (im *importer) converters() {
 	}
 	class, ok := im.get("header.converter")
 	class = strings.TrimSpace(class)
-	switch h := headerConverterClasses[class]; {
+	h := headerConverterClasses[class]
+	switch {
 	case !ok:
 		assumed = append(assumed, "header.converter")
 		im.check("header.converter", "not in the connector config, so the Kafka Connect worker's header.converter applies, which the import cannot see; converter.header assumes SimpleHeaderConverter, Kafka Connect's default: CHECK header.converter in the worker's properties")
 		im.set("converter.header", "simple", "")
 	case h == "":
-		im.drop("header.converter", "walrelay implements SimpleHeaderConverter and StringConverter for headers; converter.header keeps walrelay's raw format")
+		im.drop("header.converter", "walrelay implements SimpleHeaderConverter, StringConverter and JsonConverter for headers; converter.header keeps walrelay's raw format")
 	default:
 		im.set("converter.header", h, "header.converter "+class+".")
 	}
+	if v, set := im.get("header.converter.schemas.enable"); set {
+		// JsonConverter as a header converter reads its own schemas.enable
+		// (apache/kafka JsonConverter.configure; fromConnectHeader is
+		// fromConnectData).
+		b, err := parseBool(v)
+		switch {
+		case err != nil:
+			im.drop("header.converter.schemas.enable", "not true or false")
+		case h == "json":
+			im.set("converter.header.schemas.enable", b, "")
+		default:
+			im.ignore("header.converter.schemas.enable", "only JsonConverter reads it")
+		}
+	}
 	for _, k := range im.keys("header.converter.") {
-		im.drop(k, "a setting of the header converter walrelay does not take")
+		if !im.used[k] {
+			im.drop(k, "a setting of the header converter walrelay does not take")
+		}
 	}
 	if im.prefix != "" {
 		im.set("converter.topic.prefix", im.prefix, "topic.prefix: Debezium names an envelope's Connect schema after it.")

@@ -14,13 +14,18 @@
 // slot.name, publication.name (Debezium's defaults debezium and
 // dbz_publication when omitted); table.include.list to postgres.table; the
 // options of the transform whose type is Debezium's EventRouter to router.*;
-// key/value/header.converter to converter.*; topic.creation.default.* to
-// kafka.topic_*; heartbeat.interval.ms and status.update.interval.ms.
+// key/value/header.converter to converter.* (Confluent's AvroConverter with
+// its schema registry options included: avro.go); topic.creation.default.*
+// to kafka.topic_*; heartbeat.interval.ms and status.update.interval.ms.
 //
 // The password is never written anywhere: not the DSN, not a comment, not
 // a finding; the YAML names the variables that carry it instead
 // (PGPASSWORD, WALRELAY_POSTGRES_DSN_FILE). Kafka Connect config provider
-// references (${file:…}) in it are treated the same way.
+// references (${file:…}) in it are treated the same way. So are the schema
+// registry's secrets (basic.auth.user.info, the user info of its URL,
+// bearer.auth.token: WALRELAY_CONVERTER_<SIDE>_BASIC_AUTH_USER_INFO and
+// ..._BEARER_AUTH_TOKEN, or their _FILE variants), and a finding prints no
+// URL's user info.
 //
 // It reads no file and connects to nothing.
 package dbzimport
@@ -126,8 +131,9 @@ func Import(c Connector) (Result, error) {
 	im.replication()
 	im.tables()
 	im.kafka()
+	im.transforms() // before the converters: an envelope makes the value an Avro record
 	im.converters()
-	im.transforms()
+	im.nameAdjustment()
 	im.relay()
 	im.rest()
 	return im.result()
@@ -187,6 +193,8 @@ func (im *importer) add(kind Kind, option, reason string) {
 		value = "(not printed)"
 	case value == "":
 		value = `""`
+	default:
+		value = redactUserInfo(value)
 	}
 	im.findings = append(im.findings, Finding{Option: option, Value: value, Kind: kind, Reason: reason})
 }
@@ -202,7 +210,7 @@ func (im *importer) set(path string, value any, comment string) {
 // secretOption reports options whose values are never printed.
 func secretOption(key string) bool {
 	k := strings.ToLower(key)
-	for _, s := range []string{"password", "secret", "jaas.config", "credential", "token", "apikey", "api.key"} {
+	for _, s := range []string{"password", "secret", "jaas.config", "credential", "token", "apikey", "api.key", "user.info"} {
 		if strings.Contains(k, s) {
 			return true
 		}

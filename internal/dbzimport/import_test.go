@@ -41,37 +41,7 @@ var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 func TestImportPublishedExamples(t *testing.T) {
 	for _, name := range []string{"docs-postgresql-connector", "examples-outbox-register-postgres"} {
 		t.Run(name, func(t *testing.T) {
-			data, err := os.ReadFile(filepath.Join("testdata", name+".json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := Parse(data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := Import(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got bytes.Buffer
-			got.Write(res.YAML)
-			got.WriteString("\n# ---- report ----\n")
-			for _, f := range res.Findings {
-				fmt.Fprintf(&got, "# %s: %s\n", f.Kind, f)
-			}
-			golden := filepath.Join("testdata", name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if got.String() != string(want) {
-				t.Errorf("import of %s differs from %s (run with -update if intended):\n%s", name, golden, got.String())
-			}
+			c, res, out := importGolden(t, name)
 			// The docs' password is also their user's and database's name:
 			// look for it only where nothing else could put it.
 			pw := c.Config["database.password"]
@@ -80,13 +50,98 @@ func TestImportPublishedExamples(t *testing.T) {
 					pw = ""
 				}
 			}
-			if pw != "" && strings.Contains(got.String(), pw) {
+			if pw != "" && strings.Contains(out, pw) {
 				t.Errorf("the password %q is in the output", pw)
 			}
 			if dsn := load(t, res.YAML).Postgres.DSN; strings.Contains(dsn, "password") || strings.Contains(dsn, "@") {
 				t.Errorf("the DSN holds a password: %s", dsn)
 			}
 		})
+	}
+}
+
+// importGolden imports testdata/<name>.json and compares the YAML and the
+// report with testdata/<name>.golden; out is both, as the golden holds
+// them.
+func importGolden(t *testing.T, name string) (c Connector, res Result, out string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err = Parse(data); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = Import(c); err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	got.Write(res.YAML)
+	got.WriteString("\n# ---- report ----\n")
+	for _, f := range res.Findings {
+		fmt.Fprintf(&got, "# %s: %s\n", f.Kind, f)
+	}
+	golden := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got.String() != string(want) {
+		t.Errorf("import of %s differs from %s (run with -update if intended):\n%s", name, golden, got.String())
+	}
+	return c, res, got.String()
+}
+
+// TestImportAvroGolden pins the import of a connector on Confluent's
+// AvroConverter for keys and values (testdata/confluent-avro-outbox.json,
+// written for this test in the shape of Confluent's "Using Kafka Connect
+// with Schema Registry" examples: the registry's URLs, basic auth with
+// USER_INFO, a PEM truststore, the subject strategy and serializer
+// options), and checks that `walrelay config` accepts the YAML with the
+// secrets given as the YAML says (environment variables), and that no
+// secret is printed.
+func TestImportAvroGolden(t *testing.T) {
+	c, res, out := importGolden(t, "confluent-avro-outbox")
+	for _, k := range []string{"database.password", "key.converter.basic.auth.user.info", "value.converter.basic.auth.user.info"} {
+		secret := c.Config[k]
+		if secret == "" {
+			t.Fatalf("the test connector has no %s", k)
+		}
+		for _, s := range []string{secret, secret[strings.Index(secret, ":")+1:]} {
+			if strings.Contains(out, s) {
+				t.Errorf("%s: %q is in the output", k, s)
+			}
+		}
+	}
+	// `walrelay config --config FILE` with the variables the YAML names,
+	// and the CA file where walrelay runs.
+	path := filepath.Join(t.TempDir(), "walrelay.yaml")
+	if err := os.WriteFile(path, res.YAML, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ca := writeCA(t)
+	cfg, err := config.Load(nil, []string{"WALRELAY_CONFIG=" + path, "PGPASSWORD=x",
+		"WALRELAY_CONVERTER_KEY_BASIC_AUTH_USER_INFO=" + c.Config["key.converter.basic.auth.user.info"],
+		"WALRELAY_CONVERTER_VALUE_BASIC_AUTH_USER_INFO=" + c.Config["value.converter.basic.auth.user.info"],
+		"WALRELAY_CONVERTER_KEY_SCHEMA_REGISTRY_SSL_TRUSTSTORE_LOCATION=" + ca,
+		"WALRELAY_CONVERTER_VALUE_SCHEMA_REGISTRY_SSL_TRUSTSTORE_LOCATION=" + ca,
+	})
+	if err != nil {
+		t.Fatalf("walrelay config refuses the imported YAML: %v", err)
+	}
+	conv := cfg.Converter
+	if conv.Key != "avro" || conv.Value != "avro" || conv.ValueRegistryURL != "https://sr-1.internal:8081,https://sr-2.internal:8081" ||
+		conv.ValueBasicAuthSource != "USER_INFO" || conv.ValueBasicAuthUserInfo != c.Config["value.converter.basic.auth.user.info"] ||
+		conv.KeyRegistryCAType != "PEM" || conv.ValueSubjectStrategy != "TopicNameStrategy" || !conv.ValueEnhancedAvro {
+		t.Errorf("converters %+v", conv)
+	}
+	if res.Dropped() {
+		t.Errorf("some option was not mapped:\n%s", findingsText(res.Findings))
 	}
 }
 
@@ -126,7 +181,9 @@ func connector(opts ...string) Connector {
 	return Connector{Name: c["name"], Config: c}
 }
 
-// load decodes an import's YAML as `walrelay config` does.
+// load decodes an import's YAML as `walrelay config` does, with the
+// registry secrets the YAML leaves to the environment given as the
+// variables it names would give them.
 func load(t *testing.T, out []byte) config.Config {
 	t.Helper()
 	c := config.Default()
@@ -134,6 +191,24 @@ func load(t *testing.T, out []byte) config.Config {
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
 		t.Fatalf("decoding the YAML: %v\n%s", err, out)
+	}
+	conv := &c.Converter
+	for _, s := range []struct {
+		source, bearer  string
+		userInfo, token *string
+	}{
+		{conv.KeyBasicAuthSource, conv.KeyBearerAuthSource, &conv.KeyBasicAuthUserInfo, &conv.KeyBearerAuthToken},
+		{conv.ValueBasicAuthSource, conv.ValueBearerAuthSource, &conv.ValueBasicAuthUserInfo, &conv.ValueBearerAuthToken},
+	} {
+		if *s.userInfo != "" || *s.token != "" {
+			t.Errorf("the YAML holds a registry secret:\n%s", out)
+		}
+		if s.source == "USER_INFO" {
+			*s.userInfo = "user:password" // WALRELAY_CONVERTER_<SIDE>_BASIC_AUTH_USER_INFO
+		}
+		if s.bearer == "STATIC_TOKEN" {
+			*s.token = "token" // WALRELAY_CONVERTER_<SIDE>_BEARER_AUTH_TOKEN
+		}
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatalf("the YAML does not validate: %v\n%s", err, out)
@@ -273,12 +348,167 @@ func TestImport(t *testing.T) {
 				"value.converter.delegate.converter.type.schemas.enable=false"),
 			check: func(t *testing.T, c config.Config) {
 				conv := c.Converter
-				if conv.Key != "raw" || conv.Value != "binary" || conv.ValueDelegate != "json" || conv.ValueSchemasEnable {
+				if conv.Key != "avro" || conv.KeyRegistryURL != "http://sr:8081" || conv.Value != "binary" || conv.ValueDelegate != "json" || conv.ValueSchemasEnable {
 					t.Errorf("converters %+v", conv)
 				}
 			},
 			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored,
-				"key.converter": Dropped, "key.converter.schema.registry.url": Dropped, "value.converter.schemas.enable": Ignored},
+				"value.converter.schemas.enable": Ignored, "field.name.adjustment.mode": Check},
+		},
+		{
+			name: "AvroConverter values: every registry option",
+			in: connector("value.converter=io.confluent.connect.avro.AvroConverter", "-value.converter.schemas.enable",
+				"value.converter.schema.registry.url=https://sr-user:Url-P4ss@sr.internal:8081/",
+				"value.converter.basic.auth.credentials.source=URL",
+				"value.converter.schema.registry.ssl.truststore.location=/etc/kafka/secrets/sr.truststore.jks",
+				"value.converter.schema.registry.ssl.truststore.password=Tr-P4ss",
+				"value.converter.schema.registry.ssl.keystore.location=/etc/kafka/secrets/client.pem",
+				"value.converter.schema.registry.ssl.keystore.type=pem",
+				"value.converter.value.subject.name.strategy=io.confluent.kafka.serializers.subject.TopicRecordNameStrategy",
+				"value.converter.key.subject.name.strategy=io.confluent.kafka.serializers.subject.RecordNameStrategy",
+				"value.converter.auto.register.schemas=false", "value.converter.use.latest.version=true",
+				"value.converter.latest.compatibility.strict=FALSE", "value.converter.normalize.schemas=true",
+				"value.converter.connect.meta.data=false", "value.converter.scrub.invalid.names=true",
+				"value.converter.enhanced.avro.schema.support=true",
+				"value.converter.value.schema.id.serializer=io.confluent.kafka.serializers.schema.id.PrefixSchemaIdSerializer",
+				"value.converter.max.retries=5", "value.converter.use.schema.id=3", "value.converter.context.name.strategy=com.example.Ctx",
+				"transforms.outbox.table.fields.additional.placement=type:envelope:eventType"),
+			check: func(t *testing.T, c config.Config) {
+				conv := c.Converter
+				if conv.Value != "avro" || conv.ValueRegistryURL != "https://sr.internal:8081/" || conv.ValueBasicAuthSource != "USER_INFO" ||
+					conv.ValueRegistryCAFile != "" || conv.ValueRegistryCertFile != "/etc/kafka/secrets/client.pem" ||
+					conv.ValueRegistryCertType != "PEM" || conv.ValueSubjectStrategy != "TopicRecordNameStrategy" ||
+					conv.ValueAutoRegister || !conv.ValueUseLatestVersion || conv.ValueLatestStrict || !conv.ValueNormalizeSchemas ||
+					conv.ValueConnectMetaData || !conv.ValueScrubInvalidNames || !conv.ValueEnhancedAvro {
+					t.Errorf("converters %+v", conv)
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored,
+				"value.converter.schema.registry.url":                     Check,
+				"value.converter.schema.registry.ssl.truststore.location": Dropped,
+				"value.converter.schema.registry.ssl.truststore.password": Check,
+				"value.converter.key.subject.name.strategy":               Ignored,
+				"value.converter.enhanced.avro.schema.support":            Ignored,
+				"value.converter.value.schema.id.serializer":              Ignored,
+				"value.converter.max.retries":                             Ignored,
+				"value.converter.use.schema.id":                           Dropped,
+				"value.converter.context.name.strategy":                   Dropped,
+				"field.name.adjustment.mode":                              Check},
+			absent: []string{"sr-user", "Url-P4ss", "Tr-P4ss"},
+		},
+		{
+			name: "AvroConverter keys and values: USER_INFO and a static token never printed",
+			in: connector("key.converter=io.confluent.connect.avro.AvroConverter", "value.converter=io.confluent.connect.avro.AvroConverter",
+				"-value.converter.schemas.enable",
+				"key.converter.schema.registry.url=http://sr:8081", "key.converter.basic.auth.credentials.source=USER_INFO",
+				"key.converter.basic.auth.user.info=sr-key-user:Key-P4ss",
+				"value.converter.schema.registry.url=http://sr:8081", "value.converter.bearer.auth.credentials.source=STATIC_TOKEN",
+				"value.converter.bearer.auth.token=eyJ0b2tlbiI6InNlY3JldCJ9", "value.converter.bearer.auth.logical.cluster=lsrc-123"),
+			check: func(t *testing.T, c config.Config) {
+				conv := c.Converter
+				if conv.Key != "avro" || conv.KeyBasicAuthSource != "USER_INFO" ||
+					conv.Value != "avro" || conv.ValueBearerAuthSource != "STATIC_TOKEN" {
+					t.Errorf("converters %+v", conv)
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored,
+				"key.converter.basic.auth.user.info": Check, "value.converter.bearer.auth.token": Check,
+				"value.converter.bearer.auth.logical.cluster": Dropped, "field.name.adjustment.mode": Check},
+			absent: []string{"sr-key-user", "Key-P4ss", "eyJ0b2tlbiI6InNlY3JldCJ9"},
+		},
+		{
+			name: "AvroConverter: what walrelay does not do",
+			in: connector("key.converter=io.confluent.connect.avro.AvroConverter", "value.converter=io.confluent.connect.avro.AvroConverter",
+				"-value.converter.schemas.enable",
+				"key.converter.basic.auth.credentials.source=SASL_INHERIT",
+				"key.converter.key.subject.name.strategy=RecordNameStrategy",
+				"value.converter.schema.registry.url=http://sr:8081",
+				"value.converter.bearer.auth.credentials.source=OAUTHBEARER", "value.converter.bearer.auth.client.secret=Cl-S3cret",
+				"value.converter.value.subject.name.strategy=RecordNameStrategy",
+				"value.converter.use.latest.with.metadata=app=orders",
+				"value.converter.value.schema.id.serializer=io.confluent.kafka.serializers.schema.id.HeaderSchemaIdSerializer",
+				"value.converter.schema.registry.ssl.keystore.location=/etc/kafka/client.p12",
+				"value.converter.schema.registry.ssl.keystore.type=PKCS12",
+				"value.converter.schema.registry.ssl.key.password=K3y-P4ss"),
+			check: func(t *testing.T, c config.Config) {
+				conv := c.Converter
+				if conv.Key != "avro" || conv.KeyRegistryURL != "http://localhost:8081" || conv.KeyBasicAuthSource != "" ||
+					conv.KeySubjectStrategy != "" || conv.ValueSubjectStrategy != "" || conv.ValueBearerAuthSource != "" || conv.ValueRegistryCertFile != "" {
+					t.Errorf("converters %+v", conv)
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored,
+				"key.converter.schema.registry.url":                     Check,
+				"key.converter.basic.auth.credentials.source":           Dropped,
+				"key.converter.key.subject.name.strategy":               Dropped,
+				"value.converter.bearer.auth.credentials.source":        Dropped,
+				"value.converter.bearer.auth.client.secret":             Dropped,
+				"value.converter.value.subject.name.strategy":           Dropped,
+				"value.converter.use.latest.with.metadata":              Dropped,
+				"value.converter.value.schema.id.serializer":            Dropped,
+				"value.converter.schema.registry.ssl.keystore.location": Dropped,
+				"value.converter.schema.registry.ssl.key.password":      Dropped,
+				"field.name.adjustment.mode":                            Check},
+			absent: []string{"Cl-S3cret", "K3y-P4ss"},
+		},
+		{
+			name: "AvroConverter: use.latest.version with auto-registration, basic auth and a bearer token",
+			in: connector("value.converter=io.confluent.connect.avro.AvroConverter", "-value.converter.schemas.enable",
+				"value.converter.schema.registry.url=http://sr:8081", "value.converter.use.latest.version=true",
+				"value.converter.basic.auth.credentials.source=USER_INFO", "value.converter.basic.auth.user.info=u:Both-P4ss",
+				"value.converter.bearer.auth.credentials.source=STATIC_TOKEN", "value.converter.bearer.auth.token=Both-T0ken"),
+			check: func(t *testing.T, c config.Config) {
+				conv := c.Converter
+				if conv.Value != "avro" || conv.ValueUseLatestVersion || !conv.ValueAutoRegister || conv.ValueBasicAuthSource != "USER_INFO" || conv.ValueBearerAuthSource != "" {
+					t.Errorf("converters %+v", conv)
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored,
+				"value.converter.use.latest.version": Ignored, "value.converter.basic.auth.user.info": Check,
+				"value.converter.bearer.auth.credentials.source": Dropped, "value.converter.bearer.auth.token": Ignored,
+				"field.name.adjustment.mode": Check},
+			absent: []string{"Both-P4ss", "Both-T0ken"},
+		},
+		{
+			name: "JsonConverter headers without schemas",
+			in:   connector("header.converter=org.apache.kafka.connect.json.JsonConverter", "header.converter.schemas.enable=false"),
+			check: func(t *testing.T, c config.Config) {
+				if c.Converter.Header != "json" || c.Converter.HeaderSchemasEnable {
+					t.Errorf("converters %+v", c.Converter)
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored},
+		},
+		{
+			name: "header schemas.enable without JsonConverter",
+			in:   connector("header.converter.schemas.enable=false", "header.converter.other=1"),
+			check: func(t *testing.T, c config.Config) {
+				if c.Converter.Header != "simple" || !c.Converter.HeaderSchemasEnable {
+					t.Errorf("converters %+v", c.Converter)
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored,
+				"header.converter.schemas.enable": Ignored, "header.converter.other": Dropped},
+		},
+		{
+			name:     "schema.name.adjustment.mode avro changes the envelope's name",
+			in:       connector("topic.prefix=orders-db", "schema.name.adjustment.mode=avro", "transforms.outbox.table.fields.additional.placement=type:envelope"),
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored, "schema.name.adjustment.mode": Dropped},
+		},
+		{
+			name:     "schema.name.adjustment.mode avro on valid names",
+			in:       connector("schema.name.adjustment.mode=avro", "transforms.outbox.table.fields.additional.placement=type:envelope"),
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored, "schema.name.adjustment.mode": Ignored},
+		},
+		{
+			name:     "schema.name.adjustment.mode avro_unicode without an envelope",
+			in:       connector("topic.prefix=orders-db", "schema.name.adjustment.mode=avro_unicode"),
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored, "schema.name.adjustment.mode": Ignored},
+		},
+		{
+			name:     "field.name.adjustment.mode avro without Avro",
+			in:       connector("field.name.adjustment.mode=avro", "schema.name.adjustment.mode=none"),
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored, "field.name.adjustment.mode": Check, "schema.name.adjustment.mode": Ignored},
 		},
 		{
 			name: "topic creation, heartbeat, status interval, producer overrides",
@@ -419,12 +649,18 @@ func writeCA(t *testing.T) string {
 	return path
 }
 
-// secrets returns the password options' values.
+// secrets returns the values of the options holding secrets: passwords,
+// a registry's user:password and tokens (and the password part of the
+// user info).
 func secrets(c Connector) []string {
 	var out []string
 	for k, v := range c.Config {
-		if strings.Contains(k, "password") && v != "" {
-			out = append(out, v)
+		if v == "" || !strings.Contains(k, "password") && !strings.Contains(k, "user.info") && !strings.Contains(k, "token") {
+			continue
+		}
+		out = append(out, v)
+		if _, pw, ok := strings.Cut(v, ":"); ok && strings.Contains(k, "user.info") {
+			out = append(out, pw)
 		}
 	}
 	return out
@@ -508,4 +744,82 @@ func TestParse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestImportAvroCombinations imports every combination of the
+// AvroConverter options whose values interact (auth sources, URLs with and
+// without user info, strategies with and without an envelope), with the
+// registration options and the stores cycled through, on either side:
+// each must give YAML that walrelay validates (Import errors otherwise)
+// and print no secret.
+func TestImportAvroCombinations(t *testing.T) {
+	opt := func(name string, values ...string) [][]string {
+		out := [][]string{nil}
+		for _, v := range values {
+			out = append(out, []string{name + "=" + v})
+		}
+		return out
+	}
+	dims := [][][]string{
+		opt("schema.registry.url", "http://sr:8081", "https://u:Url-P4ss@sr:8081,https://sr2:8081", "ftp://sr"),
+		append(opt("basic.auth.credentials.source", "USER_INFO", "URL", "SASL_INHERIT", ""),
+			[]string{"basic.auth.credentials.source=USER_INFO", "basic.auth.user.info=u:Ui-P4ss"},
+			[]string{"basic.auth.user.info=u:Ui-P4ss"}),
+		append(opt("bearer.auth.credentials.source", "STATIC_TOKEN", "OAUTHBEARER"),
+			[]string{"bearer.auth.credentials.source=STATIC_TOKEN", "bearer.auth.token=T0ken-S3cret"}),
+		opt("SIDE.subject.name.strategy", "TopicNameStrategy", "io.confluent.kafka.serializers.subject.RecordNameStrategy",
+			"TopicRecordNameStrategy", "AssociatedNameStrategy", "com.example.Custom"),
+		{nil, {"auto.register.schemas=false"}, {"use.latest.version=true"}, {"auto.register.schemas=false", "use.latest.version=true"}},
+		{nil, {"schema.registry.ssl.truststore.location=/s/ca.pem", "schema.registry.ssl.truststore.type=PEM"},
+			{"schema.registry.ssl.truststore.location=/s/ts.jks", "schema.registry.ssl.truststore.password=Ts-P4ss"},
+			{"schema.registry.ssl.keystore.location=/s/c.pem", "schema.registry.ssl.keystore.type=PEM"}},
+	}
+	cycled := dims[4:]
+	dims = dims[:4]
+	n := 0
+	for _, side := range []string{"key", "value"} {
+		for _, envelope := range []bool{false, true} {
+			idx := make([]int, len(dims))
+			for {
+				opts := []string{side + ".converter=" + AvroConverterClass, "-value.converter.schemas.enable"}
+				add := func(d [][]string, i int) {
+					for _, o := range d[i] {
+						opts = append(opts, side+".converter."+strings.ReplaceAll(o, "SIDE", side))
+					}
+				}
+				for d, i := range idx {
+					add(dims[d], i)
+				}
+				for k, d := range cycled {
+					add(d, (n+k)%len(d))
+				}
+				if envelope {
+					opts = append(opts, "transforms.outbox.table.fields.additional.placement=type:envelope:eventType")
+				}
+				res, err := Import(connector(opts...))
+				n++
+				if err != nil {
+					t.Fatalf("%v: %v", opts, err)
+				}
+				all := string(res.YAML) + findingsText(res.Findings)
+				for _, s := range []string{"Url-P4ss", "Ui-P4ss", "T0ken-S3cret", "Ts-P4ss"} {
+					if strings.Contains(all, s) {
+						t.Fatalf("%v: the output holds %q:\n%s", opts, s, all)
+					}
+				}
+				// Next combination.
+				d := 0
+				for ; d < len(dims); d++ {
+					if idx[d]++; idx[d] < len(dims[d]) {
+						break
+					}
+					idx[d] = 0
+				}
+				if d == len(dims) {
+					break
+				}
+			}
+		}
+	}
+	t.Logf("%d combinations imported", n)
 }

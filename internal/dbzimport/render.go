@@ -119,7 +119,9 @@ func comment(text string) string {
 // validate loads out as `walrelay config --config` would (over the
 // defaults, unknown keys refused) and validates it. The DSN is replaced by
 // dsnNoFiles: the TLS files it names are on the machine walrelay will run
-// on, not necessarily on this one.
+// on, not necessarily on this one. For the same reason the registry's PEM
+// files are left out, and the registry secrets the YAML leaves to the
+// environment are given placeholders, as the variables will give them.
 func validate(out []byte, dsnNoFiles string) error {
 	c := config.Default()
 	dec := yaml.NewDecoder(bytes.NewReader(out))
@@ -128,5 +130,23 @@ func validate(out []byte, dsnNoFiles string) error {
 		return err
 	}
 	c.Postgres.DSN = dsnNoFiles
+	conv := &c.Converter
+	for _, side := range []struct {
+		caFile, caType, certFile, certType, userInfo, token *string
+		basic, bearer                                       string
+	}{
+		{&conv.KeyRegistryCAFile, &conv.KeyRegistryCAType, &conv.KeyRegistryCertFile, &conv.KeyRegistryCertType,
+			&conv.KeyBasicAuthUserInfo, &conv.KeyBearerAuthToken, conv.KeyBasicAuthSource, conv.KeyBearerAuthSource},
+		{&conv.ValueRegistryCAFile, &conv.ValueRegistryCAType, &conv.ValueRegistryCertFile, &conv.ValueRegistryCertType,
+			&conv.ValueBasicAuthUserInfo, &conv.ValueBearerAuthToken, conv.ValueBasicAuthSource, conv.ValueBearerAuthSource},
+	} {
+		*side.caFile, *side.caType, *side.certFile, *side.certType = "", "", "", ""
+		if side.basic == "USER_INFO" && *side.userInfo == "" {
+			*side.userInfo = "user:password"
+		}
+		if side.bearer == "STATIC_TOKEN" && *side.token == "" {
+			*side.token = "token"
+		}
+	}
 	return c.Validate()
 }

@@ -440,8 +440,12 @@ func TestConverterNames(t *testing.T) {
 			wantErr: `converter value.delegate.converter.type "string": only the binary converter takes a delegate`},
 		{name: "binary delegating to binary", conv: func(c *Converters) { c.Key = "binary"; c.KeyDelegate = "binary" },
 			wantErr: `converter key.delegate.converter.type "binary": want string, json or bytes, or their Kafka Connect class`},
-		{name: "json header converter", conv: func(c *Converters) { c.Header = "json" },
-			wantErr: `converter header "json": want raw, simple or string, or org.apache.kafka.connect.storage.SimpleHeaderConverter`},
+		{name: "json header converter", conv: func(c *Converters) { c.Header = " org.apache.kafka.connect.json.JsonConverter" },
+			key: convSpec{conv: ConvRaw, schemas: true}, value: convSpec{conv: ConvRaw, schemas: true}, header: HeaderJSON},
+		{name: "json header converter without schemas", conv: func(c *Converters) { c.Header = "json"; c.HeaderSchemasEnable = false },
+			key: convSpec{conv: ConvRaw, schemas: true}, value: convSpec{conv: ConvRaw, schemas: true}, header: HeaderJSONNoSchemas},
+		{name: "unknown header converter", conv: func(c *Converters) { c.Header = "io.confluent.connect.avro.AvroConverter" },
+			wantErr: `converter header "io.confluent.connect.avro.AvroConverter": want raw, simple, string or json, or their Kafka Connect class`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -53,6 +53,13 @@ func (h HeaderConverter) headerFunc() headerConverter {
 		return connect.SimpleHeaderConverter{}.FromConnectHeader
 	case HeaderString:
 		return connect.StringConverter{}.FromConnectData
+	case HeaderJSON, HeaderJSONNoSchemas:
+		// JsonConverter.fromConnectHeader(topic, headerKey, schema, value)
+		// is fromConnectData(topic, schema, value), configured from
+		// header.converter.* (schemas.enable defaults to true there too):
+		// apache/kafka connect/json/src/main/java/org/apache/kafka/connect/
+		// json/JsonConverter.java, fromConnectHeader and configure.
+		return connect.JSONConverter{DisableSchemas: h == HeaderJSONNoSchemas}.FromConnectData
 	}
 	return nil
 }

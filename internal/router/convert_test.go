@@ -1,8 +1,12 @@
 package router
 
 import (
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
+
+	"github.com/walrelay/walrelay/internal/connect"
 )
 
 // convRow is an outbox row as Debezium's own ITs declare it: NOT NULL
@@ -127,6 +131,27 @@ func TestConverters(t *testing.T) {
 			key: `agg-1`, value: `{"a": 1}`,
 			headers: []string{"id=5b1c3f0e-8a9d-4e53-9a51-3f8f5a3e2c11", "eventType=OrderCreated", "ok=true",
 				"at=2026-01-02T03:04:05.678000Z", "ts=1767323045678000", "raw=AP8QQWJj", "n=<nil>"}},
+		// JsonConverter as the header converter (header.converter
+		// org.apache.kafka.connect.json.JsonConverter): fromConnectHeader is
+		// fromConnectData with the column's schema, so the uuid id header
+		// carries io.debezium.data.Uuid, and a NULL header is an envelope
+		// with a null payload (or the 4 bytes null without schemas).
+		{name: "json headers with schemas",
+			cfg:  func(c *Config) { c.AdditionalPlacement = "type:header:eventType,ok:header,n:header" },
+			conv: func(c *Converters) { c.Header = "org.apache.kafka.connect.json.JsonConverter" },
+			row:  append(convRow(), text("ok", oidBool, "t"), null("n", oidText)),
+			key:  `agg-1`, value: `{"a": 1}`,
+			headers: []string{
+				`id={"schema":{"type":"string","optional":false,"name":"io.debezium.data.Uuid","version":1},"payload":"5b1c3f0e-8a9d-4e53-9a51-3f8f5a3e2c11"}`,
+				`eventType={"schema":{"type":"string","optional":false},"payload":"OrderCreated"}`,
+				`ok={"schema":{"type":"boolean","optional":true},"payload":true}`,
+				`n={"schema":{"type":"string","optional":true},"payload":null}`}},
+		{name: "json headers without schemas",
+			cfg:  func(c *Config) { c.AdditionalPlacement = "type:header:eventType,ok:header,n:header" },
+			conv: func(c *Converters) { c.Header = "json"; c.HeaderSchemasEnable = false },
+			row:  append(convRow(), text("ok", oidBool, "t"), null("n", oidText)),
+			key:  `agg-1`, value: `{"a": 1}`,
+			headers: []string{`id="5b1c3f0e-8a9d-4e53-9a51-3f8f5a3e2c11"`, `eventType="OrderCreated"`, `ok=true`, `n=null`}},
 		{name: "raw headers unchanged",
 			cfg: func(c *Config) { c.AdditionalPlacement = "ok:header,at:header" },
 			row: append(convRow(), text("ok", oidBool, "t"), text("at", oidTimestamptz, "2026-01-02 03:04:05.678+00")),
@@ -309,5 +334,48 @@ func TestDebeziumDefault(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("debeziumDefault(%d, %q) = %#v, want %#v", tc.oid, tc.expr, got, tc.want)
 		}
+	}
+}
+
+// TestJSONHeaderConverterIsJSONConverter checks the json header converter
+// against connect.JSONConverter for the same Connect schema and value, as
+// Kafka's JsonConverter.fromConnectHeader is fromConnectData: the id
+// header against the uuid schema Debezium gives the id column, and a
+// placement header of the key column against the json key converter's
+// bytes for that column.
+func TestJSONHeaderConverterIsJSONConverter(t *testing.T) {
+	const id = "5b1c3f0e-8a9d-4e53-9a51-3f8f5a3e2c11"
+	for _, schemas := range []bool{true, false} {
+		t.Run(fmt.Sprintf("schemas.enable=%t", schemas), func(t *testing.T) {
+			cfg, conv := DefaultConfig(), DefaultConverters()
+			cfg.AdditionalPlacement = "aggregateid:header:agg"
+			conv.Key, conv.KeySchemasEnable = "json", schemas
+			conv.Header, conv.HeaderSchemasEnable = "json", schemas
+			r, err := New(cfg, conv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := r.Bind(relation(convRow()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := p.Route(tuple(convRow()), commitTime)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantID, err := connect.JSONConverter{DisableSchemas: !schemas}.FromConnectData(
+				&connect.Schema{Type: connect.TypeString, Name: "io.debezium.data.Uuid", Version: 1, HasVersion: true}, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{"id": string(wantID), "agg": string(m.Key)}
+			got := map[string]string{}
+			for _, h := range m.Headers {
+				got[h.Key] = string(h.Value)
+			}
+			if !maps.Equal(got, want) {
+				t.Errorf("headers %q, want %q", got, want)
+			}
+		})
 	}
 }

@@ -49,6 +49,12 @@ const (
 	HeaderSimple
 	// HeaderString is StringConverter used as a header converter.
 	HeaderString
+	// HeaderJSON is org.apache.kafka.connect.json.JsonConverter used as a
+	// header converter: its fromConnectHeader is fromConnectData, with the
+	// header converter's own schemas.enable (true).
+	HeaderJSON
+	// HeaderJSONNoSchemas is HeaderJSON with header.schemas.enable false.
+	HeaderJSONNoSchemas
 )
 
 // converterNames maps the names users give, short or as Connect's class
@@ -71,8 +77,10 @@ var headerConverterNames = map[string]HeaderConverter{
 	"raw":    HeaderRaw,
 	"simple": HeaderSimple,
 	"string": HeaderString,
+	"json":   HeaderJSON,
 	"org.apache.kafka.connect.storage.SimpleHeaderConverter": HeaderSimple,
 	"org.apache.kafka.connect.storage.StringConverter":       HeaderString,
+	"org.apache.kafka.connect.json.JsonConverter":            HeaderJSON,
 }
 
 var convNames = [...]string{ConvRaw: "raw", ConvString: "string", ConvJSON: "json", ConvBytes: "bytes", ConvBinary: "binary", ConvAvro: "avro"}
@@ -97,7 +105,10 @@ type Converters struct {
 	ValueSchemasEnable bool   `yaml:"value.schemas.enable" help:"with the json value converter, wrap each value in JsonConverter's {\"schema\":…,\"payload\":…} envelope (Kafka Connect's default)"`
 	ValueDelegate      string `yaml:"value.delegate.converter.type" help:"with the binary value converter, the converter for values that are not bytes (string or json)"`
 	TopicPrefix        string `yaml:"topic.prefix" help:"the Debezium connector's topic.prefix: with the json value converter and envelope placements, the envelope's Connect schema is named <topic.prefix>.<schema>.<table>.<route.by.field value>.Value as Debezium names it (empty: the name starts at <schema>)"`
-	Header             string `yaml:"header" help:"how header values are written: raw (the column's text), simple or string, or the Kafka Connect class (SimpleHeaderConverter, Kafka Connect's default)"`
+	Header             string `yaml:"header" help:"how header values are written: raw (the column's text), simple, string or json, or the Kafka Connect class (SimpleHeaderConverter, Kafka Connect's default; StringConverter; JsonConverter)"`
+	// header.converter.schemas.enable, as Kafka Connect configures a
+	// JsonConverter used as the header converter.
+	HeaderSchemasEnable bool `yaml:"header.schemas.enable" help:"with the json header converter, wrap each header value in JsonConverter's {\"schema\":…,\"payload\":…} envelope (JsonConverter's default, also as a header converter)"`
 	// The avro key converter (Confluent's AvroConverter), with the options
 	// its Kafka Connect configuration takes, value.converter. stripped:
 	// the registry it talks to, and how it names subjects and registers.
@@ -148,7 +159,7 @@ type Converters struct {
 // headers, with schemas.enable true as Kafka Connect's JsonConverter
 // defaults it.
 func DefaultConverters() Converters {
-	return Converters{Key: "raw", KeySchemasEnable: true, Value: "raw", ValueSchemasEnable: true, Header: "raw",
+	return Converters{Key: "raw", KeySchemasEnable: true, Value: "raw", ValueSchemasEnable: true, Header: "raw", HeaderSchemasEnable: true,
 		KeyAutoRegister: true, KeyLatestStrict: true, KeyConnectMetaData: true, KeyAvroSchema: "connect",
 		ValueAutoRegister: true, ValueLatestStrict: true, ValueConnectMetaData: true, ValueAvroSchema: "connect"}
 }
@@ -196,7 +207,10 @@ func parseConverters(c Converters) (key, value convSpec, header HeaderConverter,
 	}
 	var ok bool
 	if header, ok = headerConverterNames[strings.TrimSpace(c.Header)]; !ok {
-		err = fmt.Errorf("converter header %q: want raw, simple or string, or org.apache.kafka.connect.storage.SimpleHeaderConverter", c.Header)
+		err = fmt.Errorf("converter header %q: want raw, simple, string or json, or their Kafka Connect class", c.Header)
+	}
+	if header == HeaderJSON && !c.HeaderSchemasEnable {
+		header = HeaderJSONNoSchemas
 	}
 	return
 }
