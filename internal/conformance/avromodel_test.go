@@ -1,0 +1,100 @@
+package conformance
+
+import (
+	"encoding/hex"
+	"strings"
+	"testing"
+)
+
+// TestAvroModelExamples pins the Avro model to the examples of
+// docs/design/avro.md §1.7, whose schema texts and bodies were printed by
+// Apache Avro 1.8.2's own Java code (Schema.toString() and
+// GenericDatumWriter over a direct BinaryEncoder, fed by a line-cited port
+// of AvroData.fromConnectSchema) and decoded back by python3-avro 1.11.1:
+// as TestModelBytes pins the JsonConverter model to issue 21's bytes.
+func TestAvroModelExamples(t *testing.T) {
+	jsonb := func(optional bool) *Schema {
+		return &Schema{Type: "string", Optional: optional, Name: "io.debezium.data.Json", Version: 1}
+	}
+	jsonbDefault := jsonb(false)
+	jsonbDefault.Default = "{}"
+	envE := structS("test_server.public.outbox.order.Value", false,
+		field("payload", jsonb(true)),
+		field("eventType", strS()),
+		field("prio", &Schema{Type: "int16", Optional: true}),
+		field("status", &Schema{Type: "string", Optional: true, Default: "new"}))
+	envE.Version = 3
+	address := structS("payload.address", true, field("city", optStrS()))
+	expF := structS("payload", true,
+		field("a", optI32S()), field("address", address), field("tags", arrayS(optStrS())))
+	valF := Struct{expF, map[string]any{"a": int32(1),
+		"address": Struct{address, map[string]any{"city": "X"}}, "tags": []any{"t"}}}
+	envF2 := structS("test_server.public.outbox.order.Value", false, field("payload", expF), field("type", strS()))
+
+	for _, tc := range []struct {
+		name   string
+		schema *Schema
+		value  any
+		text   string
+		body   string // hex; "-" for a Kafka null
+	}{
+		{"A text NOT NULL", strS(), "abc", `"string"`, "06616263"},
+		{"B jsonb nullable", jsonb(true), `{"a": 1}`,
+			`["null",{"type":"string","connect.version":1,"connect.name":"io.debezium.data.Json"}]`, "02107b2261223a20317d"},
+		{"C jsonb NOT NULL DEFAULT '{}'", jsonbDefault, "{}",
+			`{"type":"string","connect.version":1,"connect.default":"{}","connect.name":"io.debezium.data.Json"}`, "047b7d"},
+		{"D bytea NOT NULL", bytesS(), []byte{1, 2}, `"bytes"`, "0102"},
+		{"D2 bytea nullable", opt(bytesS()), []byte{1, 2}, `["null","bytes"]`, "02040102"},
+		{"K uuid NOT NULL", uuidS(), "f9171eb6-19f3-4579-9206-0e179d2ebad7",
+			`{"type":"string","connect.version":1,"connect.name":"io.debezium.data.Uuid"}`,
+			"48" + hex.EncodeToString([]byte("f9171eb6-19f3-4579-9206-0e179d2ebad7"))},
+		{"E envelope", envE, Struct{envE, map[string]any{"payload": `{"a": 1}`, "eventType": "OrderCreated"}},
+			`{"type":"record","name":"Value","namespace":"test_server.public.outbox.order","fields":[{"name":"payload","type":["null",{"type":"string","connect.version":1,"connect.name":"io.debezium.data.Json"}],"default":null},{"name":"eventType","type":"string"},{"name":"prio","type":["null",{"type":"int","connect.type":"int16"}],"default":null},{"name":"status","type":[{"type":"string","connect.default":"new"},"null"],"default":"new"}],"connect.version":3,"connect.name":"test_server.public.outbox.order.Value"}`,
+			"02107b2261223a20317d184f7264657243726561746564000006" + "6e6577"},
+		{"F expanded JSON", expF, valF,
+			`["null",{"type":"record","name":"payload","fields":[{"name":"a","type":["null","int"],"default":null},{"name":"address","type":["null",{"type":"record","name":"address","namespace":"payload","fields":[{"name":"city","type":["null","string"],"default":null}],"connect.name":"payload.address"}],"default":null},{"name":"tags","type":["null",{"type":"array","items":["null","string"]}],"default":null}],"connect.name":"payload"}]`,
+			"02020202020258020202027400"},
+		{"T tombstone", nil, nil, "", "-"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.schema == nil {
+				if _, ok := avroBody(nil, nil, tc.value); ok {
+					t.Errorf("a null value is not a Kafka null")
+				}
+				return
+			}
+			n := avroSchemaOf(tc.schema, true)
+			if got := avroText(n); got != tc.text {
+				t.Errorf("schema text:\n got  %s\n want %s", got, tc.text)
+			}
+			body, ok := avroBody(n, tc.schema, tc.value)
+			if got := hex.EncodeToString(body); !ok || got != tc.body {
+				t.Errorf("body: got %s (ok %v), want %s", got, ok, tc.body)
+			}
+		})
+	}
+
+	// F2: the expanded struct as the envelope's payload field: the inner
+	// record is written with "namespace":"" (a null namespace inside a
+	// non-null one) and the field defaults to null.
+	t.Run("F2 expanded JSON in an envelope", func(t *testing.T) {
+		got := avroText(avroSchemaOf(envF2, true))
+		want := `{"name":"payload","type":["null",{"type":"record","name":"payload","namespace":"","fields":[`
+		if !strings.Contains(got, want) {
+			t.Errorf("schema text %s\nlacks %s", got, want)
+		}
+		if !strings.Contains(got, `"connect.name":"payload"}],"default":null}`) {
+			t.Errorf("schema text %s: the payload field does not default to null", got)
+		}
+	})
+
+	// connect.meta.data=false (AvroDataConfig CONNECT_META_DATA_CONFIG):
+	// no connect.* property anywhere (AD 1008-1037 are skipped).
+	t.Run("E without connect.meta.data", func(t *testing.T) {
+		got := avroText(avroSchemaOf(envE, false))
+		want := `{"type":"record","name":"Value","namespace":"test_server.public.outbox.order","fields":[{"name":"payload","type":["null","string"],"default":null},{"name":"eventType","type":"string"},{"name":"prio","type":["null","int"],"default":null},{"name":"status","type":["string","null"],"default":"new"}]}`
+		if got != want {
+			t.Errorf("schema text:\n got  %s\n want %s", got, want)
+		}
+	})
+}
