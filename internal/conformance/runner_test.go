@@ -228,11 +228,11 @@ type run struct {
 	setting     Setting
 	registryURL string // the avro settings' registry
 	slot        string
-	logs    testenv.SyncBuffer
-	err     error // Run's result
-	exited  bool
-	records []*kgo.Record // what landed on the group's topics
-	dead    []*kgo.Record // dead letters
+	logs        testenv.SyncBuffer
+	err         error // Run's result
+	exited      bool
+	records     []*kgo.Record // what landed on the group's topics
+	dead        []*kgo.Record // dead letters
 }
 
 func (s *suite) runGroup(t *testing.T, g *group) {
