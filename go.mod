@@ -21,10 +21,12 @@ require (
 	github.com/spf13/pflag v1.0.9 // flags derived from the config struct
 	github.com/testcontainers/testcontainers-go v0.44.0 // tests: containers when a Docker engine is reachable
 	github.com/testcontainers/testcontainers-go/modules/postgres v0.44.0 // tests: Postgres container
+	github.com/twmb/avro v1.9.1 // Avro schemas parsed for compatibility checks (use.latest.version's strict check, the test registry) and item 3's JSON-to-Avro encoding; by franz-go's author
 	github.com/twmb/franz-go v1.22.2 // Kafka client: idempotent producer, Java-compatible partitioning
 	github.com/twmb/franz-go/pkg/kadm v1.19.0 // Kafka admin: topic creation
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // in-process Kafka-protocol broker for the demo and tests, with fault injection (pinned)
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // Kafka protocol messages (fault selectors in tests)
+	github.com/twmb/franz-go/pkg/sr v1.8.0 // Schema Registry REST client (Confluent's API), franz-go's own: no dependencies, srfake (an in-process registry) for tests
 	github.com/twmb/franz-go/plugin/kprom v1.5.0 // franz-go client metrics on walrelay's registry
 	github.com/twmb/franz-go/plugin/kslog v1.0.0 // franz-go's own log (warnings, errors) through walrelay's slog logger: franz-go's adapter, not a hand-made one
 	github.com/walrelay/walrelay/inbox v0.0.0-00010101000000-000000000000 // the app library for idempotent consumers (examples/inbox, its tests)

@@ -45,6 +45,15 @@
 //	retention_blocked{reason}                        1 for the reason retention's last pass refused to prune (no_record, slot_jumped, slot_missing, slot_lost), 0 for the others
 //	slot_jumped{slot}                                1 while the slot was found replaced or moved past walrelay's record of it, until walrelay slot adopt
 //
+// Registered only when a converter uses a schema registry (SchemaRegistry):
+//
+//	schema_registry_requests_total{op,code}          requests to the registry by operation (register, lookup, latest, version, config, mode) and HTTP status (none: no answer)
+//	schema_registry_request_duration_seconds{op}     histogram: each request's duration
+//	schema_registry_errors_total{class}              failed requests: unavailable (waited out), auth (401/403, waited out), rejected (schema_rejected)
+//	schema_registry_cache_hits_total                 schema ids and schemas answered from the cache
+//	schema_registry_cache_misses_total               ... that needed the registry
+//	schema_registry_waiting                          1 while the stream waits for the registry (unavailable or refusing the credentials)
+//
 // events_published_total has at most relay.max_topics + 1 series (the
 // dead-letter topic).
 //
@@ -54,7 +63,9 @@ package metrics
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -102,6 +113,9 @@ type Metrics struct {
 	eventsPublished *prometheus.CounterVec
 	mu              sync.Mutex
 	byTopic         map[string]prometheus.Counter
+
+	registryOnce sync.Once
+	registry     *SchemaRegistry
 }
 
 // New creates the metrics and registers them on reg.
@@ -237,3 +251,83 @@ func (m *Metrics) replace(c prometheus.Collector) {
 
 // Registerer is the registry the metrics live on (for kprom).
 func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }
+
+// SchemaRegistry is the schema registry client's metrics; it implements
+// internal/schemareg's Hooks.
+type SchemaRegistry struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	errors   *prometheus.CounterVec
+	hits     prometheus.Counter
+	misses   prometheus.Counter
+	waiting  prometheus.Gauge
+}
+
+// SchemaRegistry returns the schema registry client's metrics, registering
+// them on the first call: a relay whose converters use no registry has none
+// of these series.
+func (m *Metrics) SchemaRegistry() *SchemaRegistry {
+	m.registryOnce.Do(func() {
+		r := &SchemaRegistry{
+			requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Namespace: Namespace, Name: "schema_registry_requests_total",
+				Help: "Requests to the schema registry, by operation (register, lookup, latest, version, config, mode) and HTTP status (none: no answer).",
+			}, []string{"op", "code"}),
+			duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+				Namespace: Namespace, Name: "schema_registry_request_duration_seconds",
+				Help:    "Duration of each request to the schema registry, by operation.",
+				Buckets: latencyBuckets,
+			}, []string{"op"}),
+			errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+				Namespace: Namespace, Name: "schema_registry_errors_total",
+				Help: "Failed schema registry requests by class: unavailable and auth are waited out (the stream waits), rejected goes by relay.on_error.schema_rejected.",
+			}, []string{"class"}),
+			hits: prometheus.NewCounter(prometheus.CounterOpts{
+				Namespace: Namespace, Name: "schema_registry_cache_hits_total",
+				Help: "Schema ids and registered schemas answered from walrelay's cache.",
+			}),
+			misses: prometheus.NewCounter(prometheus.CounterOpts{
+				Namespace: Namespace, Name: "schema_registry_cache_misses_total",
+				Help: "Schema ids and registered schemas that needed the schema registry.",
+			}),
+			waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+				Namespace: Namespace, Name: "schema_registry_waiting",
+				Help: "1 while the stream waits for the schema registry (unavailable, or refusing the credentials); Postgres keeps the WAL meanwhile.",
+			}),
+		}
+		for _, class := range []string{"unavailable", "auth", "rejected"} {
+			r.errors.WithLabelValues(class) // every class exists from the first use, at 0
+		}
+		m.reg.MustRegister(r.requests, r.duration, r.errors, r.hits, r.misses, r.waiting)
+		m.registry = r
+	})
+	return m.registry
+}
+
+// Request counts one request and observes its duration.
+func (r *SchemaRegistry) Request(op string, status int, d time.Duration) {
+	code := "none"
+	if status != 0 {
+		code = strconv.Itoa(status)
+	}
+	r.requests.WithLabelValues(op, code).Inc()
+	r.duration.WithLabelValues(op).Observe(d.Seconds())
+}
+
+// CacheHit counts a cached answer.
+func (r *SchemaRegistry) CacheHit() { r.hits.Inc() }
+
+// CacheMiss counts an answer that needed the registry.
+func (r *SchemaRegistry) CacheMiss() { r.misses.Inc() }
+
+// Waiting sets the waiting gauge.
+func (r *SchemaRegistry) Waiting(w bool) {
+	if w {
+		r.waiting.Set(1)
+	} else {
+		r.waiting.Set(0)
+	}
+}
+
+// Error counts a failed request by class.
+func (r *SchemaRegistry) Error(class string) { r.errors.WithLabelValues(class).Inc() }
