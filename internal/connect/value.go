@@ -65,6 +65,16 @@ func (st *Struct) Get(name string) any {
 	return st.schema.Fields[i].Schema.Default
 }
 
+// At returns the value of the i-th field of the struct's schema, or its
+// schema's default when the value is unset: Get by position, for
+// converters that walk the fields in order (internal/connect/avro).
+func (st *Struct) At(i int) any {
+	if v := st.values[i]; v != nil {
+		return v
+	}
+	return st.schema.Fields[i].Schema.Default
+}
+
 // Validate checks that every field without a value is optional or has a
 // default and that the values fit (Struct.validate).
 func (st *Struct) Validate() error {
