@@ -163,7 +163,7 @@ type Relay struct {
 type Option func(*options)
 
 type options struct {
-	version      string          // Version
+	version      string // Version
 	largeMessage func(n int)
 	published    *dbzoffset.Open // SkipPublished
 	started      func()          // AfterStartup
