@@ -29,6 +29,13 @@ func BenchmarkRoute(b *testing.B) {
 		// key and value, SimpleHeaderConverter.
 		{name: "json_converters", conv: func(c *Converters) { c.Key, c.Value, c.Header = "json", "json", "simple" },
 			row: with(baseRow(), text("payload", oidJSONB, benchPayload))},
+		// Confluent's AvroConverter for key and value (the relay patches
+		// the registry's id in later), without and with an envelope.
+		{name: "avro_converters", conv: func(c *Converters) { *c = avroConv(true) },
+			row: with(baseRow(), text("payload", oidJSONB, benchPayload))},
+		{name: "avro_envelope", cfg: func(c *Config) { c.AdditionalPlacement = "type:envelope:eventType,tenant:envelope" },
+			conv: func(c *Converters) { *c = avroConv(true) },
+			row:  with(baseRow(), text("payload", oidJSONB, benchPayload), text("tenant", oidText, "acme"))},
 	}
 	for _, bc := range benches {
 		b.Run(bc.name, func(b *testing.B) {

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/walrelay/walrelay/internal/connect"
+	"github.com/walrelay/walrelay/internal/connect/avro"
 )
 
 // Debezium option names, used as YAML keys and in error messages.
@@ -195,7 +196,12 @@ type Router struct {
 
 	// The converters other than raw; nil for raw.
 	keyConverter, valueConverter connect.Converter
-	headerConverter              headerConverter
+	// interner hands out the avro converter's schemas, one pointer per
+	// schema text across the router's plans.
+	interner *avro.Interner
+	// avroRegistry: a side's avro converter has avro.schema registry.
+	avroRegistry    bool
+	headerConverter headerConverter
 
 	ignoreMissing bool // table.field.additional.missing=ignore
 	jsonNulls     bool // table.json.payload.null.behavior=optional_bytes
@@ -211,7 +217,8 @@ func New(cfg Config, conv Converters) (*Router, error) {
 	if r.keyConv, r.valueConv, headerConv, err = parseConverters(conv); err != nil {
 		return nil, err
 	}
-	r.keyConverter, r.valueConverter = r.keyConv.converter(), r.valueConv.converter()
+	r.interner = avro.NewInterner(0)
+	r.keyConverter, r.valueConverter = r.keyConv.converter(r.interner), r.valueConv.converter(r.interner)
 	r.headerConverter = headerConv.headerFunc()
 	for _, req := range [...]struct{ opt, val string }{
 		{optFieldEventID, cfg.FieldEventID},
@@ -248,6 +255,10 @@ func New(cfg Config, conv Converters) (*Router, error) {
 			r.envelope = true
 		}
 	}
+	if err := r.checkAvro(); err != nil {
+		return nil, err
+	}
+	r.avroRegistry = r.keyConv.avro != nil && r.keyConv.avro.Registry || r.valueConv.avro != nil && r.valueConv.avro.Registry
 
 	switch strings.ToLower(strings.TrimSpace(cfg.InvalidOpBehavior)) {
 	case "warn":
@@ -502,9 +513,9 @@ func (r *Router) Inert() []Inert {
 		out = append(out, Inert{optTracingFieldOnly, "true",
 			"walrelay only ever forwards a trace context the row carries, which is what this setting asks"})
 	}
-	if r.cfg.FieldEventSchemaVersion != "" && (r.valueConv.conv != ConvJSON || !r.valueConv.schemas || !r.envelope) {
+	if r.cfg.FieldEventSchemaVersion != "" && !(r.envelope && (r.valueConv.conv == ConvJSON && r.valueConv.schemas || r.valueConv.conv == ConvAvro)) {
 		out = append(out, Inert{optSchemaVersion, r.cfg.FieldEventSchemaVersion,
-			"it sets the version of the envelope's Connect schema, which only the json value converter with schemas and envelope placements writes"})
+			"it sets the version of the envelope's Connect schema, which only the json value converter with schemas and the avro value converter write, with envelope placements"})
 	}
 	if r.cfg.ExpandJSONPayload && r.valueConv.conv == ConvRaw {
 		out = append(out, Inert{optExpandJSONPayload, "true",

@@ -434,8 +434,8 @@ func TestConverterNames(t *testing.T) {
 			c.ValueDelegate = "org.apache.kafka.connect.json.JsonConverter"
 			c.Header = "string"
 		}, key: convSpec{conv: ConvBytes, schemas: true}, value: convSpec{conv: ConvBinary, schemas: true, delegate: ConvJSON}, header: HeaderString},
-		{name: "unknown key converter", conv: func(c *Converters) { c.Key = "io.confluent.connect.avro.AvroConverter" },
-			wantErr: `converter key "io.confluent.connect.avro.AvroConverter": want raw, string, json, bytes or binary, or a Kafka Connect converter class walrelay implements`},
+		{name: "unknown key converter", conv: func(c *Converters) { c.Key = "io.confluent.connect.protobuf.ProtobufConverter" },
+			wantErr: `converter key "io.confluent.connect.protobuf.ProtobufConverter": want raw, string, json, bytes, binary or avro, or a Kafka Connect converter class walrelay implements`},
 		{name: "delegate without binary", conv: func(c *Converters) { c.Value = "json"; c.ValueDelegate = "string" },
 			wantErr: `converter value.delegate.converter.type "string": only the binary converter takes a delegate`},
 		{name: "binary delegating to binary", conv: func(c *Converters) { c.Key = "binary"; c.KeyDelegate = "binary" },

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pglogrepl"
 
 	"github.com/walrelay/walrelay/internal/connect"
+	"github.com/walrelay/walrelay/internal/connect/avro"
 )
 
 // This file applies the key, value and header converters other than raw:
@@ -19,8 +20,10 @@ import (
 // headerConverter turns a header's Connect value into bytes.
 type headerConverter func(*connect.Schema, any) ([]byte, error)
 
-// converter returns the internal/connect converter for s; nil for raw.
-func (s convSpec) converter() connect.Converter {
+// converter returns the internal/connect converter for s; nil for raw
+// (and for avro.schema registry, which writes the column's text). interner
+// is the Router's, for the avro converter.
+func (s convSpec) converter(interner *avro.Interner) connect.Converter {
 	switch s.conv {
 	case ConvString:
 		return connect.StringConverter{}
@@ -31,9 +34,14 @@ func (s convSpec) converter() connect.Converter {
 	case ConvBinary:
 		var d connect.Converter
 		if s.delegate != 0 {
-			d = convSpec{conv: s.delegate, schemas: s.schemas}.converter()
+			d = convSpec{conv: s.delegate, schemas: s.schemas}.converter(nil)
 		}
 		return connect.BinaryDataConverter{Delegate: d}
+	case ConvAvro:
+		if s.avro.Registry {
+			return nil // the column's text, as raw; the relay encodes it
+		}
+		return avroConverter{opts: s.avro.Options, interner: interner}
 	}
 	return nil
 }
@@ -101,11 +109,15 @@ func (p *Plan) convert(msg *Message, cols []*pglogrepl.TupleDataColumn, rv []byt
 			}
 			ks = p.key.typed.s
 		}
-		b, err := r.keyConverter.FromConnectData(ks, kv)
-		if err != nil {
+		if r.keyConv.conv == ConvAvro {
+			if err := p.avroKeyTo(msg, ks, kv); err != nil {
+				return err
+			}
+		} else if b, err := r.keyConverter.FromConnectData(ks, kv); err != nil {
 			return &RowError{Class: ClassPayloadInvalid, Column: p.key.name, Err: fmt.Errorf("key converter %s: %w", r.keyConv.conv, err)}
+		} else {
+			msg.Key = b
 		}
-		msg.Key = b
 	}
 	if r.headerConverter != nil {
 		// The id header follows the trace headers; placements follow it.
@@ -131,6 +143,9 @@ func (p *Plan) convert(msg *Message, cols []*pglogrepl.TupleDataColumn, rv []byt
 	}
 	if tombstone {
 		return nil // Debezium's null schema and value: a Kafka null
+	}
+	if r.valueConv.conv == ConvAvro {
+		return p.avroValueTo(msg, cols, rv)
 	}
 	s, v, err := p.connectPayload(cols)
 	if err != nil {
@@ -188,15 +203,7 @@ func (p *Plan) connectEnvelope(cols []*pglogrepl.TupleDataColumn, rv []byte, ps 
 			return nil, nil, err
 		}
 	}
-	s := &connect.Schema{Type: connect.TypeStruct, Name: p.schemaPrefix + string(rv) + ".Value"}
-	if version != nil {
-		s.Version, s.HasVersion = version.(int32), true
-	}
-	s.Fields = append(s.Fields, connect.Field{Name: envelopePayloadField, Schema: ps})
-	for i := range p.envFields {
-		e := &p.envFields[i]
-		s.Fields = append(s.Fields, connect.Field{Name: e.alias, Schema: e.typed.s})
-	}
+	s := p.envelopeSchema(rv, version, ps)
 	st, err := connect.NewStruct(s)
 	if err == nil {
 		err = st.Put(envelopePayloadField, pv)
@@ -212,6 +219,22 @@ func (p *Plan) connectEnvelope(cols []*pglogrepl.TupleDataColumn, rv []byte, ps 
 		return nil, nil, &RowError{Class: ClassPayloadInvalid, Err: fmt.Errorf("building the envelope: %w", err)}
 	}
 	return s, st, nil
+}
+
+// envelopeSchema returns the envelope's Connect schema for routing value
+// rv, schema version (nil for none) and payload schema ps.
+func (p *Plan) envelopeSchema(rv []byte, version any, ps *connect.Schema) *connect.Schema {
+	s := &connect.Schema{Type: connect.TypeStruct, Name: p.schemaPrefix + string(rv) + ".Value"}
+	if version != nil {
+		s.Version, s.HasVersion = version.(int32), true
+	}
+	s.Fields = make([]connect.Field, 0, 1+len(p.envFields))
+	s.Fields = append(s.Fields, connect.Field{Name: envelopePayloadField, Schema: ps})
+	for i := range p.envFields {
+		e := &p.envFields[i]
+		s.Fields = append(s.Fields, connect.Field{Name: e.alias, Schema: e.typed.s})
+	}
+	return s
 }
 
 // nullPayloadDefault reports, for a NULL payload, whether a converter

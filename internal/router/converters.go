@@ -29,6 +29,11 @@ const (
 	// ConvBinary is io.debezium.converters.BinaryDataConverter: bytes as
 	// they are, anything else through a delegate converter.
 	ConvBinary
+	// ConvAvro is io.confluent.connect.avro.AvroConverter: the Avro schema
+	// AvroData derives from the Connect schema, registered with a schema
+	// registry, and Confluent's wire format (internal/connect/avro; the
+	// relay patches in the registry's id).
+	ConvAvro
 )
 
 // HeaderConverter names what turns header values into bytes.
@@ -54,10 +59,12 @@ var converterNames = map[string]Converter{
 	"json":   ConvJSON,
 	"bytes":  ConvBytes,
 	"binary": ConvBinary,
+	"avro":   ConvAvro,
 	"org.apache.kafka.connect.storage.StringConverter":       ConvString,
 	"org.apache.kafka.connect.json.JsonConverter":            ConvJSON,
 	"org.apache.kafka.connect.converters.ByteArrayConverter": ConvBytes,
 	"io.debezium.converters.BinaryDataConverter":             ConvBinary,
+	"io.confluent.connect.avro.AvroConverter":                ConvAvro,
 }
 
 var headerConverterNames = map[string]HeaderConverter{
@@ -68,7 +75,7 @@ var headerConverterNames = map[string]HeaderConverter{
 	"org.apache.kafka.connect.storage.StringConverter":       HeaderString,
 }
 
-var convNames = [...]string{ConvRaw: "raw", ConvString: "string", ConvJSON: "json", ConvBytes: "bytes", ConvBinary: "binary"}
+var convNames = [...]string{ConvRaw: "raw", ConvString: "string", ConvJSON: "json", ConvBytes: "bytes", ConvBinary: "binary", ConvAvro: "avro"}
 
 // String returns the converter's short name.
 func (c Converter) String() string {
@@ -149,8 +156,9 @@ func DefaultConverters() Converters {
 // convSpec is a parsed key or value converter.
 type convSpec struct {
 	conv     Converter
-	schemas  bool      // JsonConverter's schemas.enable
-	delegate Converter // BinaryDataConverter's delegate; 0 when none
+	schemas  bool          // JsonConverter's schemas.enable
+	delegate Converter     // BinaryDataConverter's delegate; 0 when none
+	avro     *AvroSettings // the avro converter's options; nil for the others
 }
 
 // parseConverters validates c.
@@ -159,13 +167,22 @@ func parseConverters(c Converters) (key, value convSpec, header HeaderConverter,
 		s := convSpec{schemas: schemas}
 		var ok bool
 		if s.conv, ok = converterNames[strings.TrimSpace(name)]; !ok {
-			return s, fmt.Errorf("converter %s %q: want raw, string, json, bytes or binary, or a Kafka Connect converter class walrelay implements", side, name)
+			return s, fmt.Errorf("converter %s %q: want raw, string, json, bytes, binary or avro, or a Kafka Connect converter class walrelay implements", side, name)
+		}
+		ao := c.avroOptions(side == "key")
+		if s.conv == ConvAvro {
+			var err error
+			if s.avro, err = parseAvro(ao); err != nil {
+				return s, err
+			}
+		} else if opt := ao.set(); opt != "" {
+			return s, fmt.Errorf("converter %s.%s: an avro converter option, but converter %s is %q", side, opt, side, name)
 		}
 		if d := strings.TrimSpace(delegate); d != "" {
 			if s.conv != ConvBinary {
 				return s, fmt.Errorf("converter %s.delegate.converter.type %q: only the binary converter takes a delegate", side, delegate)
 			}
-			if s.delegate, ok = converterNames[d]; !ok || s.delegate == ConvBinary || s.delegate == ConvRaw {
+			if s.delegate, ok = converterNames[d]; !ok || s.delegate == ConvBinary || s.delegate == ConvRaw || s.delegate == ConvAvro {
 				return s, fmt.Errorf("converter %s.delegate.converter.type %q: want string, json or bytes, or their Kafka Connect class", side, delegate)
 			}
 		}

@@ -96,6 +96,20 @@
 // Column types whose Connect form walrelay does not reproduce are refused
 // by Bind.
 //
+// The avro converter (Confluent's AvroConverter, avro.go) writes the Avro
+// schema AvroData derives from that Connect schema and Confluent's wire
+// format with a zero schema id, interning the schema (one *avro.Schema per
+// schema text: per plan for the key and the payload column, per route
+// value and version for an envelope, per row for an expanded JSON
+// payload), and hands the relay the schema in Message.KeyAvro and
+// ValueAvro: the router does no I/O, so the relay registers the schema and
+// patches the registry's id into bytes 1-4. With avro.schema registry the
+// key or value is the column's text as raw writes it, marked for the
+// relay to encode with the subject's registered schema. [Router.Avro]
+// gives the relay each side's registry options. A JSON key that is not an
+// Avro name (without scrub.invalid.names) is a payload_invalid error
+// naming it, where Connect's task would fail.
+//
 // # Deliberate differences from Debezium
 //
 //   - Debezium caches the envelope schema per payload schema (or per

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pglogrepl"
+
+	"github.com/walrelay/walrelay/internal/connect/avro"
 )
 
 // Type OIDs with special handling (pg_type.dat).
@@ -90,6 +92,13 @@ type Plan struct {
 	headers      []extra
 	envFields    []extra
 
+	// The avro converter's schemas: the key column's and the payload
+	// column's, derived at Bind; the envelope's per route.by.field value
+	// and version; and the avro.schema.version.column columns.
+	avroKey, avroValue               *avro.Schema
+	avroEnv                          map[string][]envAvro
+	avroKeyVersion, avroValueVersion field
+
 	topics map[string]string // route.by.field value -> valid topic
 	pieces []piece           // scratch: key, id, payload, header placements
 	tmp    []byte            // scratch for bytea inside an envelope
@@ -168,6 +177,9 @@ func (r *Router) Bind(rel Relation) (*Plan, error) {
 	}
 	p.version.idx = -1
 	if err := p.bindConverters(rel, lookup); err != nil {
+		return nil, err
+	}
+	if err := p.bindAvro(rel, lookup); err != nil {
 		return nil, err
 	}
 	p.pieces = make([]piece, 3+len(p.headers))

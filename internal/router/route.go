@@ -204,7 +204,12 @@ func (p *Plan) routeTo(out *Message, cols []*pglogrepl.TupleDataColumn, commitTi
 		}
 	}
 	if r.keyConverter != nil || r.valueConverter != nil || r.headerConverter != nil {
-		return p.convert(msg, cols, rv, asked)
+		if err := p.convert(msg, cols, rv, asked); err != nil {
+			return err
+		}
+	}
+	if r.avroRegistry {
+		return p.avroRegistryRefs(msg, cols)
 	}
 	return nil
 }
