@@ -181,7 +181,7 @@ func (e *encoder) value(dst []byte, n *node, i, j int) ([]byte, error) {
 		case c == '"':
 			switch string(e.stringValue(i, j)) {
 			case "NaN":
-				f = math.NaN()
+				f = javaNaN
 			case "Infinity":
 				f = math.Inf(1)
 			case "-Infinity":
@@ -446,6 +446,11 @@ func takesToken(n *node, c byte) bool {
 	}
 	return false
 }
+
+// javaNaN is Java's Double.NaN (0x7ff8000000000000), the NaN Java's Avro
+// writes (and, narrowed, Float.NaN 0x7fc00000); Go's math.NaN() has another
+// bit pattern.
+var javaNaN = math.Float64frombits(0x7ff8000000000000)
 
 func isNumberStart(c byte) bool { return c == '-' || (c >= '0' && c <= '9') }
 

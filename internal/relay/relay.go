@@ -154,12 +154,16 @@ type Relay struct {
 	// heal, set by prepare, is the heal of a lost slot to run before
 	// streaming (heal.go).
 	heal *healPlan
+	// avro finishes the avro converter's keys and values with the schema
+	// registry (avro.go); nil when neither side is avro.
+	avro *avroStage
 }
 
 // Option configures a Relay beyond its config.
 type Option func(*options)
 
 type options struct {
+	version      string // Version
 	largeMessage func(n int)
 	published    *dbzoffset.Open // SkipPublished
 	started      func()          // AfterStartup
@@ -172,6 +176,12 @@ type options struct {
 // reported by the relay's one error alone.
 func AfterStartup(fn func()) Option {
 	return func(o *options) { o.started = fn }
+}
+
+// Version is the running walrelay's version, which the schema registry
+// clients send in their User-Agent (walrelay/<version>).
+func Version(v string) Option {
+	return func(o *options) { o.version = v }
 }
 
 // OnLargeMessage has fn called, on the stream's goroutine, with the size
@@ -244,6 +254,9 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		}
 		r.delivery = newAtLeastOnce(r, pub)
 	}
+	if r.avro, err = newAvro(cfg, rt, m, log, o.version); err != nil {
+		return nil, err
+	}
 	r.started = o.started
 	r.newOpts = opts
 	schema, _, _ := config.SplitTable(cfg.Postgres.Table) // validated
@@ -280,6 +293,25 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 	}
 	m.PublishErrors.WithLabelValues("produce")
 	return r, nil
+}
+
+// newAvro builds the schema registry clients of the avro converters
+// (kafkaconf.Registries) and the stage that uses them, or returns nil
+// when neither side is avro: no client, no registry metrics.
+func newAvro(cfg config.Config, rt *router.Router, m *metrics.Metrics, log *slog.Logger, version string) (*avroStage, error) {
+	if !kafkaconf.IsAvro(cfg.Converter.Key) && !kafkaconf.IsAvro(cfg.Converter.Value) {
+		return nil, nil
+	}
+	if version == "" {
+		version = "unknown"
+	}
+	hooks := m.SchemaRegistry()
+	key, value, err := kafkaconf.Registries(cfg.Converter, kafkaconf.RegistryOptions{
+		UserAgent: "walrelay/" + version, Hooks: hooks, Log: log.With("component", "schema-registry")})
+	if err != nil {
+		return nil, err
+	}
+	return newAvroStage(key, value, rt.Config(), hooks), nil
 }
 
 // newPublisher builds the Kafka producer, transactional with txnID when it

@@ -175,13 +175,13 @@ func TestIDLookupOnly(t *testing.T) {
 
 func TestIDRejected(t *testing.T) {
 	for _, tc := range []struct {
-		name       string
-		opts       []testenv.RegistryOpt
-		setup      func(*testenv.SchemaRegistry)
-		schema     string
-		status     int
-		code       int
-		msgHas     string
+		name   string
+		opts   []testenv.RegistryOpt
+		setup  func(*testenv.SchemaRegistry)
+		schema string
+		status int
+		code   int
+		msgHas string
 	}{
 		{name: "409 incompatible (error_code 409)", setup: func(r *testenv.SchemaRegistry) { r.Register("s", recA) },
 			schema: recAB, status: 409, code: 409, msgHas: "incompatible with an earlier schema"},
