@@ -26,11 +26,14 @@ package conformance
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // avroNode is an Avro schema as Apache Avro's Schema object holds it:
@@ -78,9 +81,10 @@ func (n *avroNode) addProp(key string, json []byte) {
 }
 
 // avroModel is AvroConverter's AvroData for one conversion, with the
-// converter's connect.meta.data option.
+// converter's connect.meta.data and scrub.invalid.names options.
 type avroModel struct {
-	meta bool
+	meta, scrub bool
+	err         error // the first name Avro refuses
 
 	nameIndex int                  // FromConnectContext.incrementAndGetNameIndex
 	schemaMap map[string]*avroNode // FromConnectContext.schemaMap: required Connect schema → Avro
@@ -88,16 +92,39 @@ type avroModel struct {
 }
 
 // avroSchemaOf is AvroData.fromConnectSchema(s): the Avro schema the
-// converter registers for a Connect schema.
+// converter registers for a Connect schema, with connect.meta.data meta
+// and scrub.invalid.names false (the router's schemas hold valid names).
 func avroSchemaOf(s *Schema, meta bool) *avroNode {
-	m := &avroModel{meta: meta, schemaMap: map[string]*avroNode{}, cycles: map[string]*avroNode{}}
-	return m.fromConnect(s, false)
+	n, err := avroSchemaOpts(s, meta, false)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+// avroSchemaOpts is avroSchemaOf with scrub.invalid.names; the error is
+// the SchemaParseException Avro's Name or Field constructor throws for a
+// name it refuses.
+func avroSchemaOpts(s *Schema, meta, scrub bool) (*avroNode, error) {
+	m := &avroModel{meta: meta, scrub: scrub, schemaMap: map[string]*avroNode{}, cycles: map[string]*avroNode{}}
+	n := m.fromConnect(s, false)
+	return n, m.err
 }
 
 // connectKey identifies a Connect schema by value, as ConnectSchema.equals
-// compares them (type, optional, name, version, default, fields, items):
-// its JsonConverter rendering carries all of these.
-func connectKey(s *Schema) string { return string(jsonSchema(nil, s, "")) }
+// compares them: type, optional, name, version, default, fields, items.
+func connectKey(s *Schema) string {
+	if s == nil {
+		return "-"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "{%s %v %q %d %T:%#v [", s.Type, s.Optional, s.Name, s.Version, s.Default, s.Default)
+	for _, f := range s.Fields {
+		fmt.Fprintf(&b, "%q:%s ", f.Name, connectKey(f.Schema))
+	}
+	fmt.Fprintf(&b, "] %s}", connectKey(s.Items))
+	return b.String()
+}
 
 // fromConnect is AvroData.fromConnectSchema(schema, ctx, ignoreOptional)
 // (AD 816-1120) for the types the router produces.
@@ -135,12 +162,18 @@ func (m *avroModel) fromConnect(s *Schema, ignoreOptional bool) *avroNode {
 			break
 		}
 		space, name := m.nameOrDefault(s.Name)
+		m.validateName(name)
 		base = &avroNode{kind: "record", name: name, space: space}
 		if s.Name != "" {
 			m.cycles[s.Name] = base
 		}
 		for _, f := range s.Fields {
-			base.fields = append(base.fields, m.recordField(f.Name, f.Schema))
+			name := f.Name
+			if m.scrub {
+				name = scrubName(name)
+			}
+			m.validateName(name) // Schema.Field's constructor
+			base.fields = append(base.fields, m.recordField(name, f.Schema))
 		}
 	default:
 		panic(fmt.Sprintf("avro model: Connect type %q", s.Type))
@@ -157,10 +190,10 @@ func (m *avroModel) fromConnect(s *Schema, ignoreOptional bool) *avroNode {
 				base.addProp("connect.default", avroDefaultJSON(nil, s, s.Default))
 			}
 			if s.Name != "" {
-				base.addProp("connect.name", jacksonString(nil, s.Name))
+				base.addProp("connect.name", avroString(nil, s.Name))
 			}
 			if connectType != "" {
-				base.addProp("connect.type", jacksonString(nil, connectType))
+				base.addProp("connect.type", avroString(nil, connectType))
 			}
 		}
 		if !ignoreOptional {
@@ -197,10 +230,81 @@ func (m *avroModel) nameOrDefault(name string) (space, simple string) {
 		}
 		return "io.confluent.connect.avro", simple
 	}
-	if i := strings.LastIndexByte(name, '.'); i >= 0 {
-		return name[:i], name[i+1:]
+	parts := strings.Split(name, ".")
+	if m.scrub {
+		for i, p := range parts {
+			parts[i] = scrubName(p)
+		}
 	}
-	return "", name
+	return strings.Join(parts[:len(parts)-1], "."), parts[len(parts)-1]
+}
+
+// validateName is Avro 1.8.2's Schema.validateName, which the Name (a
+// record's simple name, not its namespace) and Field constructors call:
+// a letter or _, then letters, digits or _, as Java's Character.isLetter
+// and isLetterOrDigit read them (Unicode).
+func (m *avroModel) validateName(name string) {
+	if m.err != nil {
+		return
+	}
+	switch {
+	case name == "":
+		m.err = errors.New("Empty name")
+	case !isJavaLetter(rune16(name)) && name[0] != '_':
+		m.err = errors.New("Illegal initial character: " + name)
+	default:
+		for _, r := range name {
+			if !(isJavaLetter(r) || unicode.IsDigit(r) || r == '_') {
+				m.err = errors.New("Illegal character in: " + name)
+				return
+			}
+		}
+	}
+}
+
+func rune16(s string) rune { r, _ := utf8.DecodeRuneInString(s); return r }
+
+func isJavaLetter(r rune) bool { return unicode.IsLetter(r) }
+
+// scrubName is AvroData.doScrubName (AD 1173-1217): a name that is not
+// [A-Za-z_][A-Za-z0-9_]* is URL-encoded (java.net.URLEncoder, UTF-8),
+// prefixed with x when that starts with a digit, and every character but
+// [A-Za-z0-9_] becomes _.
+func scrubName(name string) string {
+	ok := name != "" && !(name[0] >= '0' && name[0] <= '9')
+	for i := 0; i < len(name); i++ {
+		if !asciiNameChar(name[i]) {
+			ok = false
+		}
+	}
+	if ok || name == "" {
+		return name
+	}
+	var enc []byte
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case asciiNameChar(c) || c == '.' || c == '-' || c == '*':
+			enc = append(enc, c)
+		case c == ' ':
+			enc = append(enc, '+')
+		default:
+			enc = append(enc, '%', "0123456789ABCDEF"[c>>4], "0123456789ABCDEF"[c&15])
+		}
+	}
+	if enc[0] >= '0' && enc[0] <= '9' {
+		enc = append([]byte{'x'}, enc...)
+	}
+	for i, c := range enc {
+		if !asciiNameChar(c) {
+			enc[i] = '_'
+		}
+	}
+	return string(enc)
+}
+
+func asciiNameChar(c byte) bool {
+	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_'
 }
 
 // maybeMakeOptional (AD 1134-1148): an optional schema is a union, null
@@ -222,7 +326,13 @@ func (m *avroModel) recordField(name string, s *Schema) avroField {
 	f := avroField{name: name}
 	switch {
 	case s.Default != nil:
-		f.def = avroDefaultJSON(nil, s, s.Default)
+		// JacksonUtils.toObject turns a float default into a Double before
+		// Schema.Field writes it back as JSON.
+		d := s.Default
+		if fl, ok := d.(float32); ok {
+			d = float64(fl)
+		}
+		f.def = avroDefaultJSON(nil, s, d)
 	case s.Optional:
 		f.def = []byte("null")
 	}
@@ -237,6 +347,12 @@ func avroDefaultJSON(b []byte, s *Schema, v any) []byte {
 	switch v := v.(type) {
 	case nil:
 		return append(b, "null"...)
+	case string:
+		return avroString(b, v)
+	case float32:
+		return append(b, javaFloating(float64(v), 32)...) // FloatNode: Float.toString
+	case float64:
+		return append(b, javaFloating(v, 64)...) // DoubleNode: Double.toString
 	case int8:
 		return strconv.AppendInt(b, int64(v), 10)
 	case int16:
@@ -246,14 +362,14 @@ func avroDefaultJSON(b []byte, s *Schema, v any) []byte {
 		for i, c := range v {
 			r[i] = rune(c)
 		}
-		return jacksonString(b, string(r))
+		return avroString(b, string(r))
 	case Struct:
 		b = append(b, '{')
 		for i, f := range v.Schema.Fields {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = jacksonString(b, f.Name)
+			b = avroString(b, f.Name)
 			b = append(b, ':')
 			b = avroDefaultJSON(b, f.Schema, structGet(v, f))
 		}
@@ -314,20 +430,20 @@ func (w *avroWriter) write(b []byte, n *avroNode) []byte {
 		// qualified unless it is in the enclosing namespace.
 		if prev := w.seen[n.fullName()]; prev != nil && avroEqual(prev, n) {
 			if n.space == "" || n.space == w.space {
-				return jacksonString(b, n.name)
+				return avroString(b, n.name)
 			}
-			return jacksonString(b, n.fullName())
+			return avroString(b, n.fullName())
 		}
 		w.seen[n.fullName()] = n
 		saved := w.space
 		b = append(b, `{"type":"record","name":`...)
-		b = jacksonString(b, n.name)
+		b = avroString(b, n.name)
 		// Name.writeName: the namespace when it differs from the
 		// enclosing one, "" for a null namespace inside a non-null one.
 		switch {
 		case n.space != "" && n.space != w.space:
 			b = append(b, `,"namespace":`...)
-			b = jacksonString(b, n.space)
+			b = avroString(b, n.space)
 		case n.space == "" && w.space != "":
 			b = append(b, `,"namespace":""`...)
 		}
@@ -338,7 +454,7 @@ func (w *avroWriter) write(b []byte, n *avroNode) []byte {
 				b = append(b, ',')
 			}
 			b = append(b, `{"name":`...)
-			b = jacksonString(b, f.name)
+			b = avroString(b, f.name)
 			b = append(b, `,"type":`...)
 			b = w.write(b, f.node)
 			if f.def != nil {
@@ -354,21 +470,86 @@ func (w *avroWriter) write(b []byte, n *avroNode) []byte {
 	}
 	// A primitive: its name, or an object when it has properties.
 	if len(n.props) == 0 {
-		return jacksonString(b, n.kind)
+		return avroString(b, n.kind)
 	}
 	b = append(b, `{"type":`...)
-	b = jacksonString(b, n.kind)
+	b = avroString(b, n.kind)
 	return append(w.props(b, n), '}')
 }
 
 func (w *avroWriter) props(b []byte, n *avroNode) []byte {
 	for _, p := range n.props {
 		b = append(b, ',')
-		b = jacksonString(b, p.key)
+		b = avroString(b, p.key)
 		b = append(b, ':')
 		b = append(b, p.json...)
 	}
 	return b
+}
+
+// avroString writes s as a JSON string the way Avro's Schema.toString
+// does: Jackson's generator over a java.io.StringWriter, which escapes '"',
+// '\\' and the characters below 0x20 (\b \t \n \f \r short, the others
+// \u00XX) and writes everything else as it is, characters beyond U+FFFF
+// included (unlike JsonConverter's UTF-8 generator, jacksonString).
+func avroString(b []byte, s string) []byte {
+	const hexDigits = "0123456789ABCDEF"
+	b = append(b, '"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b = append(b, '\\', byte(r))
+		case r == '\b':
+			b = append(b, `\b`...)
+		case r == '\t':
+			b = append(b, `\t`...)
+		case r == '\n':
+			b = append(b, `\n`...)
+		case r == '\f':
+			b = append(b, `\f`...)
+		case r == '\r':
+			b = append(b, `\r`...)
+		case r < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hexDigits[r>>4], hexDigits[r&0xf])
+		default:
+			b = utf8.AppendRune(b, r)
+		}
+	}
+	return append(b, '"')
+}
+
+// javaFloating is Java's Double.toString (bitSize 64) or Float.toString
+// (32), as Jackson writes a DoubleNode or FloatNode: a plain decimal with
+// at least one fractional digit from 10^-3 to 10^7, else d.dddE±n; the
+// shortest digits that read back (JDK 19 and later; earlier JDKs agree
+// on the values the cases use).
+func javaFloating(f float64, bitSize int) string {
+	switch {
+	case math.IsNaN(f):
+		return "NaN"
+	case math.IsInf(f, 1):
+		return "Infinity"
+	case math.IsInf(f, -1):
+		return "-Infinity"
+	case f == 0:
+		if math.Signbit(f) {
+			return "-0.0"
+		}
+		return "0.0"
+	}
+	if a := math.Abs(f); a >= 1e-3 && a < 1e7 {
+		s := strconv.FormatFloat(f, 'f', -1, bitSize)
+		if !strings.Contains(s, ".") {
+			s += ".0"
+		}
+		return s
+	}
+	mant, exp, _ := strings.Cut(strconv.FormatFloat(f, 'E', -1, bitSize), "E")
+	if !strings.Contains(mant, ".") {
+		mant += ".0"
+	}
+	e, _ := strconv.Atoi(exp)
+	return mant + "E" + strconv.Itoa(e)
 }
 
 // avroEqual is Schema.equals for the model's kinds: same kind, names,

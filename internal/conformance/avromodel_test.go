@@ -2,8 +2,13 @@ package conformance
 
 import (
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -159,4 +164,205 @@ func TestAvroModelPython(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAvroModelGoldens pins the model to the golden files of
+// internal/connect/avro/testdata: the schema text and body (or the
+// SchemaParseException) that Apache Avro 1.8.2's own Java code writes for
+// each Connect schema and value of cases.json (its README says how they
+// were made: a line-cited port of AvroData.fromConnectSchema building the
+// schema with Avro's Schema API, Schema.toString() and GenericDatumWriter).
+// The model shares no code with internal/connect/avro, which the same
+// goldens pin: two readings of AvroData agreeing with Avro's own output.
+func TestAvroModelGoldens(t *testing.T) {
+	dir := filepath.Join("..", "connect", "avro", "testdata")
+	raw, err := os.ReadFile(filepath.Join(dir, "cases.json"))
+	if err != nil {
+		t.Fatalf("the goldens of internal/connect/avro: %v", err)
+	}
+	var cases []struct {
+		Name    string
+		Options struct {
+			Meta  *bool `json:"connect.meta.data"`
+			Scrub bool  `json:"scrub.invalid.names"`
+		}
+		Schema json.RawMessage
+		Value  json.RawMessage
+	}
+	if err := json.Unmarshal(raw, &cases); err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) == 0 {
+		t.Fatal("no cases")
+	}
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			want := readAvroGolden(t, filepath.Join(dir, "golden", c.Name+".golden"))
+			s, err := goldenSchema(c.Schema)
+			if err != nil {
+				t.Fatalf("schema: %v", err)
+			}
+			v, err := goldenValue(s, c.Value)
+			if err != nil {
+				t.Fatalf("value: %v", err)
+			}
+			if v == nil {
+				v = s.Default // the router reads a NULL payload column as Struct.get does
+			}
+			n, err := avroSchemaOpts(s, c.Options.Meta == nil || *c.Options.Meta, c.Options.Scrub)
+			if want["error"] != "" {
+				if err == nil || err.Error() != want["error"] {
+					t.Errorf("error %v, want Avro's %q", err, want["error"])
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := avroText(n); got != want["schema"] {
+				t.Errorf("schema text:\n got  %s\n want %s", got, want["schema"])
+			}
+			body, _ := avroBody(n, s, v)
+			if got := hex.EncodeToString(body); got != want["body"] {
+				t.Errorf("body:\n got  %s\n want %s", got, want["body"])
+			}
+		})
+	}
+}
+
+// readAvroGolden reads a golden file's "key: value" lines (# comments).
+func readAvroGolden(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(l, ": ")
+		if !ok {
+			t.Fatalf("%s: line %q", path, l)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// goldenSchema reads a cases.json schema (JsonConverter's type names,
+// optional, name, version, default, fields, items) into the model's.
+func goldenSchema(raw json.RawMessage) (*Schema, error) {
+	var j struct {
+		Type     string
+		Optional bool
+		Name     string
+		Version  int
+		Default  json.RawMessage
+		Fields   []struct {
+			Name   string
+			Schema json.RawMessage
+		}
+		Items json.RawMessage
+	}
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return nil, err
+	}
+	s := &Schema{Type: j.Type, Optional: j.Optional, Name: j.Name, Version: j.Version}
+	for _, f := range j.Fields {
+		fs, err := goldenSchema(f.Schema)
+		if err != nil {
+			return nil, err
+		}
+		s.Fields = append(s.Fields, Field{f.Name, fs})
+	}
+	if j.Items != nil {
+		var err error
+		if s.Items, err = goldenSchema(j.Items); err != nil {
+			return nil, err
+		}
+	}
+	if j.Default != nil {
+		d, err := goldenValue(s, j.Default)
+		if err != nil {
+			return nil, fmt.Errorf("default: %w", err)
+		}
+		s.Default = d
+	}
+	return s, nil
+}
+
+// goldenValue reads a cases.json value of schema s into the model's
+// values: bytes from hex, a struct from an object (absent fields unset).
+func goldenValue(s *Schema, raw json.RawMessage) (any, error) {
+	if raw == nil || string(raw) == "null" {
+		return nil, nil
+	}
+	var err error
+	num := func() json.Number {
+		var n json.Number
+		err = json.Unmarshal(raw, &n)
+		return n
+	}
+	switch s.Type {
+	case "boolean":
+		var b bool
+		err = json.Unmarshal(raw, &b)
+		return b, err
+	case "int8", "int16", "int32", "int64":
+		i, perr := strconv.ParseInt(string(num()), 10, 64)
+		switch s.Type {
+		case "int8":
+			return int8(i), errors.Join(err, perr)
+		case "int16":
+			return int16(i), errors.Join(err, perr)
+		case "int32":
+			return int32(i), errors.Join(err, perr)
+		}
+		return i, errors.Join(err, perr)
+	case "float":
+		f, perr := strconv.ParseFloat(string(num()), 32)
+		return float32(f), errors.Join(err, perr)
+	case "double":
+		f, perr := strconv.ParseFloat(string(num()), 64)
+		return f, errors.Join(err, perr)
+	case "string":
+		var str string
+		err = json.Unmarshal(raw, &str)
+		return str, err
+	case "bytes":
+		var h string
+		if err = json.Unmarshal(raw, &h); err != nil {
+			return nil, err
+		}
+		return hex.DecodeString(h)
+	case "array":
+		var items []json.RawMessage
+		if err = json.Unmarshal(raw, &items); err != nil {
+			return nil, err
+		}
+		out := make([]any, len(items))
+		for i, it := range items {
+			if out[i], err = goldenValue(s.Items, it); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	case "struct":
+		var fields map[string]json.RawMessage
+		if err = json.Unmarshal(raw, &fields); err != nil {
+			return nil, err
+		}
+		st := Struct{Schema: s, Values: map[string]any{}}
+		for _, f := range s.Fields {
+			if fr, ok := fields[f.Name]; ok {
+				if st.Values[f.Name], err = goldenValue(f.Schema, fr); err != nil {
+					return nil, fmt.Errorf("field %s: %w", f.Name, err)
+				}
+			}
+		}
+		return st, nil
+	}
+	return nil, fmt.Errorf("type %q", s.Type)
 }
