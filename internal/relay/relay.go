@@ -254,7 +254,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		}
 		r.delivery = newAtLeastOnce(r, pub)
 	}
-	if r.avro, err = newAvro(cfg, rt, m, log, o.version); err != nil {
+	if r.avro, err = newAvro(rt, m, log, o.version); err != nil {
 		return nil, err
 	}
 	r.started = o.started
@@ -298,15 +298,16 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 // newAvro builds the schema registry clients of the avro converters
 // (kafkaconf.Registries) and the stage that uses them, or returns nil
 // when neither side is avro: no client, no registry metrics.
-func newAvro(cfg config.Config, rt *router.Router, m *metrics.Metrics, log *slog.Logger, version string) (*avroStage, error) {
-	if !kafkaconf.IsAvro(cfg.Converter.Key) && !kafkaconf.IsAvro(cfg.Converter.Value) {
+func newAvro(rt *router.Router, m *metrics.Metrics, log *slog.Logger, version string) (*avroStage, error) {
+	_, keyAvro := rt.Avro(true)
+	if _, valueAvro := rt.Avro(false); !keyAvro && !valueAvro {
 		return nil, nil
 	}
 	if version == "" {
 		version = "unknown"
 	}
 	hooks := m.SchemaRegistry()
-	key, value, err := kafkaconf.Registries(cfg.Converter, kafkaconf.RegistryOptions{
+	key, value, err := kafkaconf.Registries(rt, kafkaconf.RegistryOptions{
 		UserAgent: "walrelay/" + version, Hooks: hooks, Log: log.With("component", "schema-registry")})
 	if err != nil {
 		return nil, err
