@@ -3,10 +3,10 @@ package relay_test
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/deadletter"
+	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/internal/testenv"
 )
 
@@ -175,6 +176,119 @@ func TestAvroKeysAndValuesWithRegistryIDs(t *testing.T) {
 	}
 }
 
-var _ = sort.Strings
-var _ = strings.Contains
-var _ = deadletter.HeaderErrorClass
+
+// A registry that refuses a schema (an incompatible earlier version
+// registered under BACKWARD: 409) is a schema_rejected row error: with
+// relay.on_error.schema_rejected dlq (the default) the row goes to the
+// dead-letter topic with the registry's message, and the rows after it
+// (another topic) go on; with stop the relay stops naming the row, which
+// stays unconfirmed.
+func TestAvroSchemaRejected(t *testing.T) {
+	const bad, good = "outbox.event.bad", "outbox.event.good"
+	for _, policy := range []string{config.PolicyDLQ, config.PolicyStop} {
+		t.Run(policy, func(t *testing.T) {
+			reg := testenv.Registry(t)
+			reg.Register(bad+"-value", `{"type":"record","name":"Earlier","fields":[{"name":"f","type":"int"}]}`)
+			f := newFixture(t, func(c *config.Config) {
+				avroConfig(reg)(c)
+				c.Relay.OnError.SchemaRejected = policy
+			})
+			f.createProbe(t)
+			run := f.start(t)
+			badID, badXid := insertRow(t, f.dsn, "bad", "b-1", `{"a": 1}`)
+			goodID, _ := insertRow(t, f.dsn, "good", "g-1", `{"a": 2}`)
+			if policy == config.PolicyStop {
+				err := run.wait(30 * time.Second)
+				t.Logf("Run: %v", err)
+				if !errors.Is(err, relay.ErrStopped) || !strings.Contains(err.Error(), badID) || !strings.Contains(err.Error(), "schema_rejected") ||
+					!strings.Contains(err.Error(), "incompatible with an earlier schema") {
+					t.Fatalf("Run = %v, want ErrStopped naming row %s, schema_rejected and the registry's message", err, badID)
+				}
+				if confirmed, _ := f.slot(t); confirmed >= f.txEnd(t, badXid) {
+					t.Errorf("confirmed_flush_lsn %s passed the refused row's transaction end", confirmed)
+				}
+				return
+			}
+			dl := f.broker.ReadAll(t, []string{f.cfg.Relay.DeadLetterTopic}, 1, 30*time.Second)
+			class, _ := header(dl[0], deadletter.HeaderErrorClass)
+			msg, _ := header(dl[0], deadletter.HeaderErrorMessage)
+			oid, _ := header(dl[0], deadletter.HeaderOutboxID)
+			t.Logf("dead letter: class %s, outbox id %s, message %s", class, oid, msg)
+			if class != "schema_rejected" || oid != badID || !strings.Contains(msg, "Schema being registered is incompatible with an earlier schema for subject") {
+				t.Errorf("dead letter class %q outbox id %q message %q; want schema_rejected for %s with the registry's message", class, oid, msg, badID)
+			}
+			recs := f.broker.ReadAll(t, []string{good}, 1, 30*time.Second)
+			if id, _ := header(recs[0], "id"); id != goodID {
+				t.Errorf("record on %s is row %s, want %s", good, id, goodID)
+			}
+			f.waitCaughtUp(t, 15*time.Second)
+			if err := run.stop(); err != nil {
+				t.Fatalf("relay: %v", err)
+			}
+		})
+	}
+}
+
+// Item 3 (converter.value.avro.schema registry): the payload's JSON is
+// encoded with the nested record schema registered for the subject. A
+// matching payload lands as typed Avro (python3-avro decodes it, with the
+// registry's schema for the id, equal to the JSON); a payload missing a
+// required nested field is a payload_invalid dead letter naming
+// address.city; a payload with a field the schema lacks lands without it
+// (Avro's rule: a field only the writer's data has is ignored).
+func TestAvroPayloadEncodedWithRegistrySchema(t *testing.T) {
+	const topic = "outbox.event.order"
+	const schema = `{"type":"record","name":"Order","namespace":"shop","fields":[` +
+		`{"name":"id","type":"string"},` +
+		`{"name":"address","type":{"type":"record","name":"Address","fields":[{"name":"street","type":"string"},{"name":"city","type":"string"}]}},` +
+		`{"name":"items","type":{"type":"array","items":{"type":"record","name":"Item","fields":[{"name":"sku","type":"string"},{"name":"qty","type":"int"}]}}},` +
+		`{"name":"note","type":["null","string"],"default":null}]}`
+	reg := testenv.Registry(t)
+	id, _ := reg.Register(topic+"-value", schema)
+	f := newFixture(t, func(c *config.Config) {
+		c.Converter.Value, c.Converter.ValueRegistryURL, c.Converter.ValueAvroSchema = "avro", reg.URL(), "registry"
+	})
+	run := f.start(t)
+	match := `{"id": "o-1", "address": {"street": "1 Main St", "city": "Lyon"}, "items": [{"sku": "A", "qty": 2}, {"sku": "B", "qty": 1}], "note": "gift"}`
+	missing := `{"id": "o-2", "address": {"street": "2 Main St"}, "items": []}`
+	extra := `{"id": "o-3", "address": {"street": "3 Main St", "city": "Nice", "zip": "06000"}, "items": [], "coupon": "X"}`
+	matchID, _ := insertRow(t, f.dsn, "order", "o-1", match)
+	missingID, _ := insertRow(t, f.dsn, "order", "o-2", missing)
+	extraID, _ := insertRow(t, f.dsn, "order", "o-3", extra)
+
+	recs := f.broker.ReadAll(t, []string{topic}, 2, 30*time.Second)
+	values, ids := decodeAll(t, reg, recs, false)
+	if len(ids) != 1 || !ids[uint32(id)] {
+		t.Errorf("value ids %v, want the registered schema's %d", ids, id)
+	}
+	want := map[string]string{
+		matchID: match,
+		// address.zip and coupon are not in the schema: dropped; note
+		// absent: its default.
+		extraID: `{"id": "o-3", "address": {"street": "3 Main St", "city": "Nice"}, "items": [], "note": null}`,
+	}
+	for i, rec := range recs {
+		rid, _ := header(rec, "id")
+		got, _ := json.Marshal(values[i])
+		var g, w any
+		_ = json.Unmarshal(got, &g)
+		if err := json.Unmarshal([]byte(want[rid]), &w); err != nil {
+			t.Fatalf("record %d: row %s is not one of the rows expected on %s", i, rid, topic)
+		}
+		if fmt.Sprint(g) != fmt.Sprint(w) {
+			t.Errorf("row %s decoded to %s, want %s", rid, got, want[rid])
+		}
+	}
+	dl := f.broker.ReadAll(t, []string{f.cfg.Relay.DeadLetterTopic}, 1, 30*time.Second)
+	class, _ := header(dl[0], deadletter.HeaderErrorClass)
+	msg, _ := header(dl[0], deadletter.HeaderErrorMessage)
+	oid, _ := header(dl[0], deadletter.HeaderOutboxID)
+	t.Logf("dead letter: class %s, outbox id %s, message %s", class, oid, msg)
+	if class != "payload_invalid" || oid != missingID || !strings.Contains(msg, "address.city") {
+		t.Errorf("dead letter class %q outbox id %q message %q; want payload_invalid for %s naming address.city", class, oid, msg, missingID)
+	}
+	f.waitCaughtUp(t, 15*time.Second)
+	if err := run.stop(); err != nil {
+		t.Fatalf("relay: %v", err)
+	}
+}
