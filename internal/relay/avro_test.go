@@ -176,7 +176,6 @@ func TestAvroKeysAndValuesWithRegistryIDs(t *testing.T) {
 	}
 }
 
-
 // A registry that refuses a schema (an incompatible earlier version
 // registered under BACKWARD: 409) is a schema_rejected row error: with
 // relay.on_error.schema_rejected dlq (the default) the row goes to the
