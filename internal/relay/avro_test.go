@@ -1,6 +1,7 @@
 package relay_test
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -287,6 +290,174 @@ func TestAvroPayloadEncodedWithRegistrySchema(t *testing.T) {
 		t.Errorf("dead letter class %q outbox id %q message %q; want payload_invalid for %s naming address.city", class, oid, msg, missingID)
 	}
 	f.waitCaughtUp(t, 15*time.Second)
+	if err := run.stop(); err != nil {
+		t.Fatalf("relay: %v", err)
+	}
+}
+
+// avroWriter inserts rows, one per transaction, until halted: on the warm
+// topic only, then (once cold is set) alternately on the warm and the cold
+// one, keys k0..k3; it records what it committed in commit order.
+type avroWriter struct {
+	mu   sync.Mutex
+	rows []writtenRow
+	cold atomic.Bool
+	stop chan struct{}
+	done chan struct{}
+}
+
+type writtenRow struct{ id, typ, key string }
+
+func startAvroWriter(t *testing.T, dsn string) *avroWriter {
+	w := &avroWriter{stop: make(chan struct{}), done: make(chan struct{})}
+	conn := testenv.Connect(t, dsn)
+	go func() {
+		defer close(w.done)
+		for i := 0; ; i++ {
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			typ := "warm"
+			if w.cold.Load() && i%2 == 1 {
+				typ = "cold"
+			}
+			key := fmt.Sprintf("k%d", i%4)
+			var id string
+			if err := conn.QueryRow(context.Background(), `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ($1, $2, 'T', jsonb_build_object('i', $3::int)) RETURNING id::text`,
+				typ, key, i).Scan(&id); err != nil {
+				t.Errorf("writer: %v", err)
+				return
+			}
+			w.mu.Lock()
+			w.rows = append(w.rows, writtenRow{id, typ, key})
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+func (w *avroWriter) halt() []writtenRow {
+	close(w.stop)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]writtenRow(nil), w.rows...)
+}
+
+// consumed reads topics from the start until n records arrived or
+// timeout, and returns each partition's record ids in offset order.
+func consumed(t *testing.T, b *testenv.Broker, topics []string, n int, timeout time.Duration) (ids map[string][]string, total int) {
+	t.Helper()
+	cl := b.Client(t, kgo.ConsumeTopics(topics...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	ids = map[string][]string{}
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	for total < n && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			id, _ := header(r, "id")
+			p := fmt.Sprintf("%s/%d", r.Topic, r.Partition)
+			ids[p] = append(ids[p], id)
+			total++
+		})
+	}
+	return ids, total
+}
+
+// A registry down for 30 s under load (a writer inserting continuously)
+// is backpressure, never a loss or a dead letter: while the schemas the
+// rows need are cached the stream goes on (warm cache); the first row
+// that needs the registry (a new topic's subject) makes the stream wait,
+// walrelay_schema_registry_waiting 1, the slot's confirmed_flush_lsn
+// short of that row's transaction; the session is kept alive past
+// wal_sender_timeout (10 s here: reconnects_total stays 0); once the
+// registry is up every row is on Kafka in commit order per key,
+// waiting is 0 and the dead-letter topic is empty.
+func TestAvroRegistryDownUnderLoad(t *testing.T) {
+	reg := testenv.Registry(t)
+	f := fixtureOnCluster(t, map[string]string{"wal_sender_timeout": "10s"}, avroConfig(reg))
+	f.createProbe(t)
+	run := f.start(t)
+	const warm, cold = "outbox.event.warm", "outbox.event.cold"
+	insertRow(t, f.dsn, "warm", "k0", `{"first": true}`)
+	f.broker.ReadAll(t, []string{warm}, 1, 30*time.Second) // the warm topic's schemas are cached
+
+	w := startAvroWriter(t, f.dsn)
+	reg.Down()
+	downAt := time.Now()
+	_, before := consumed(t, f.broker, []string{warm}, 1<<30, 3*time.Second)
+	_, after := consumed(t, f.broker, []string{warm}, 1<<30, 2*time.Second)
+	t.Logf("registry down: %d then %d records on %s (warm cache)", before, after, warm)
+	if after <= before {
+		t.Errorf("with the registry down and the schemas cached, %s did not grow (%d then %d records)", warm, before, after)
+	}
+	_, coldXid := insertRow(t, f.dsn, "cold", "c0", `{"cold": true}`)
+	w.cold.Store(true)
+	coldEnd := f.txEnd(t, coldXid)
+	sawWaiting := false
+	for time.Since(downAt) < 30*time.Second {
+		if gauge(t, f.reg, "walrelay_schema_registry_waiting") == 1 {
+			sawWaiting = true
+		}
+		if confirmed, _ := f.slot(t); confirmed >= coldEnd {
+			t.Fatalf("confirmed_flush_lsn %s passed the end %s of the row waiting for the registry", confirmed, coldEnd)
+		}
+		if run.exited() {
+			t.Fatalf("the relay stopped while the registry was down: %v", run.err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	reg.Up()
+	time.Sleep(2 * time.Second) // load goes on with the registry back
+	rows := w.halt()
+	topics := []string{warm, cold}
+	got, total := consumed(t, f.broker, topics, len(rows)+2, 60*time.Second) // + the first warm and the cold row
+	seen := map[string]bool{}
+	for _, ids := range got {
+		for _, id := range ids {
+			seen[id] = true
+		}
+	}
+	lost := 0
+	for _, r := range rows {
+		if !seen[r.id] {
+			lost++
+		}
+	}
+	// Per key, the records' order in their partition is the commit order.
+	pos := map[string]int{}
+	for _, ids := range got {
+		for i, id := range ids {
+			pos[id] = i
+		}
+	}
+	last := map[string]int{}
+	disorder := 0
+	for _, r := range rows {
+		k := r.typ + "/" + r.key
+		if p, ok := pos[r.id]; ok {
+			if prev, ok := last[k]; ok && p < prev {
+				disorder++
+			}
+			last[k] = p
+		}
+	}
+	dl, _ := consumed(t, f.broker, []string{f.cfg.Relay.DeadLetterTopic}, 1, 2*time.Second)
+	f.waitCaughtUp(t, 30*time.Second)
+	waiting := gauge(t, f.reg, "walrelay_schema_registry_waiting")
+	reconnects := gauge(t, f.reg, "walrelay_reconnects_total")
+	t.Logf("rows written %d (+2), records %d, lost %d, out of order %d, dead letters %d, waiting seen %t and now %v, reconnects %v",
+		len(rows), total, lost, disorder, len(dl), sawWaiting, waiting, reconnects)
+	if lost != 0 || disorder != 0 || len(dl) != 0 {
+		t.Errorf("lost %d, out of order %d, dead-letter partitions %d: want 0, 0, 0", lost, disorder, len(dl))
+	}
+	if !sawWaiting || waiting != 0 {
+		t.Errorf("walrelay_schema_registry_waiting: seen 1 %t, now %v; want it 1 while down and 0 after", sawWaiting, waiting)
+	}
+	if reconnects != 0 {
+		t.Errorf("reconnects_total %v: the session was lost while the stream waited (wal_sender_timeout 10s)", reconnects)
+	}
 	if err := run.stop(); err != nil {
 		t.Fatalf("relay: %v", err)
 	}
