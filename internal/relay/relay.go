@@ -33,6 +33,12 @@
 //   - record.go: a record on its way to Kafka, its pool and its outcome
 //     (the one promise every record shares); clock.go the clocks that stamp
 //     records for latencies.
+//   - avro.go: the avro converter's keys and values finished with the
+//     schema registry (ids patched into Confluent's header from a
+//     relay-local cache, or the payload's JSON encoded with the
+//     subject's registered schema); a registry that is down is waited
+//     for on the stream's goroutine, keeping the session alive
+//     (replication.KeepAlive), a refusal is a schema_rejected row.
 //   - policy.go: relay.on_error for rows and records walrelay cannot
 //     publish as routed, and the dead-letter worker.
 //   - status.go: /status, readiness and the gauges read at scrape time.
@@ -50,7 +56,9 @@
 // Rows walrelay cannot publish as routed follow relay.on_error, per class:
 // the router's (routing_value_missing, topic_invalid, payload_invalid),
 // the relay's (topic_invalid past relay.max_topics or outside
-// relay.topic_pattern) and the publisher's verdicts on one record
+// relay.topic_pattern), the schema registry's (schema_rejected: a
+// refused schema; payload_invalid: a payload that does not match the
+// registered schema of avro.schema registry) and the publisher's verdicts on one record
 // (record_too_large, topic_rejected, payload_invalid for a partition or
 // timestamp Kafka cannot take). dlq publishes a dead letter (package
 // deadletter), confirmed like any record once acknowledged; stop returns
