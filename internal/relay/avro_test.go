@@ -462,3 +462,50 @@ func TestAvroRegistryDownUnderLoad(t *testing.T) {
 		t.Fatalf("relay: %v", err)
 	}
 }
+
+// The other two ways rows reach the relay finish their Avro the same
+// way: the initial snapshot's rows and the table-less outbox's logical
+// messages land with the registry's ids (decoded by python3-avro with the
+// schema the registry returns for them).
+func TestAvroSnapshotAndMessages(t *testing.T) {
+	check := func(t *testing.T, reg *testenv.SchemaRegistry, recs []*kgo.Record, wantKey string, wantValue func(string) bool) {
+		t.Helper()
+		keys, _ := decodeAll(t, reg, recs, true)
+		values, _ := decodeAll(t, reg, recs, false)
+		for i, rec := range recs {
+			kid, _ := confluent(t, "key", rec.Key)
+			vid, _ := confluent(t, "value", rec.Value)
+			ks, _ := reg.Schema(rec.Topic+"-key", -1)
+			vs, _ := reg.Schema(rec.Topic+"-value", -1)
+			v, _ := values[i].(string)
+			k, _ := keys[i].(string)
+			if int(kid) != ks.ID || int(vid) != vs.ID || !strings.HasPrefix(k, wantKey) || !wantValue(v) {
+				t.Fatalf("record %d on %s: ids %d/%d (registry %d/%d), key %#v, value %#v", i, rec.Topic, kid, vid, ks.ID, vs.ID, keys[i], values[i])
+			}
+		}
+	}
+	t.Run("initial snapshot", func(t *testing.T) {
+		reg := testenv.Registry(t)
+		f := snapshotFixture(t, 20, avroConfig(reg))
+		run := f.start(t)
+		recs := f.broker.ReadAll(t, []string{"outbox.event.snap"}, 20, 60*time.Second)
+		check(t, reg, recs, "agg-", func(v string) bool { return strings.HasPrefix(v, `{"n": `) })
+		if err := run.stop(); err != nil {
+			t.Fatalf("relay: %v", err)
+		}
+	})
+	t.Run("logical messages", func(t *testing.T) {
+		reg := testenv.Registry(t)
+		f := newFixture(t, func(c *config.Config) {
+			avroConfig(reg)(c)
+			withMessages(c)
+		})
+		run := f.start(t)
+		execTx(t, f.dsn, emitEvent("m-1", "order", "A-1", 1), emitEvent("m-2", "order", "A-2", 2))
+		recs := f.broker.ReadAll(t, []string{"outbox.event.order"}, 2, 30*time.Second)
+		check(t, reg, recs, "A-", func(v string) bool { return strings.Contains(v, `"seq"`) })
+		if err := run.stop(); err != nil {
+			t.Fatalf("relay: %v", err)
+		}
+	})
+}
