@@ -101,6 +101,18 @@ func newAvroStage(key, value *kafkaconf.RegistrySide, rc router.Config, hooks sc
 	return a
 }
 
+// close releases the registry clients' idle connections. Nil-safe.
+func (a *avroStage) close() {
+	if a == nil {
+		return
+	}
+	for _, s := range []*avroSide{a.key, a.value} {
+		if s != nil {
+			s.Client.Close() // idempotent: key and value may share it
+		}
+	}
+}
+
 // finish completes out's key and value as m's AvroRefs say. An error is a
 // *router.RowError (schema_rejected, payload_invalid) for the row, or
 // what ended the wait (the stream's context done, the session lost) for

@@ -445,6 +445,7 @@ func (r *Relay) restart(prev *Relay) (*Relay, error) {
 // run is one start of the relay: Run's work, until a stop or an error.
 func (r *Relay) run(ctx context.Context) error {
 	defer r.closePublisher()
+	defer r.avro.close()
 	defer r.rec.close() // the startup may have opened its connections (decoding from a standby)
 	if err := r.prepare(ctx); err != nil {
 		if ctx.Err() != nil {
