@@ -65,7 +65,7 @@ func Check(ctx context.Context, cfg config.Config) []Item {
 	for _, it := range checkKafka(ctx, cfg, topics, txnID) {
 		add(it)
 	}
-	for _, it := range checkRegistry(ctx, cfg, topics) { // checkregistry.go: only with an avro converter
+	for _, it := range checkRegistry(ctx, cfg, rt, topics) { // checkregistry.go: only with an avro converter
 		add(it)
 	}
 	return items

@@ -10,6 +10,7 @@ import (
 	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/connect/avro"
 	"github.com/walrelay/walrelay/internal/kafkaconf"
+	"github.com/walrelay/walrelay/internal/router"
 	"github.com/walrelay/walrelay/internal/schemareg"
 )
 
@@ -32,8 +33,8 @@ const registryTimeout = 30 * time.Second
 // walrelay registers (auto.register.schemas), and a failure when it must
 // find a schema there (auto.register.schemas false, or avro.schema
 // registry): every row would be schema_rejected.
-func checkRegistry(ctx context.Context, cfg config.Config, topics map[string]bool) []Item {
-	key, value, err := kafkaconf.Registries(cfg.Converter, kafkaconf.RegistryOptions{})
+func checkRegistry(ctx context.Context, cfg config.Config, rt *router.Router, topics map[string]bool) []Item {
+	key, value, err := kafkaconf.Registries(rt, kafkaconf.RegistryOptions{})
 	if err != nil {
 		return []Item{{Name: "schema registry", Status: Fail, Detail: err.Error(), Fix: "fix the converter's schema registry options"}}
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/router"
 	"github.com/walrelay/walrelay/internal/testenv"
 )
 
@@ -31,6 +32,17 @@ func TestCheckRegistry(t *testing.T) {
 		return cfg
 	}
 	topics := map[string]bool{topic: true, dlq: true}
+	runCheck := func(t *testing.T, cfg config.Config) []Item {
+		t.Helper()
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("config: %v", err)
+		}
+		rt, err := router.New(cfg.Router, cfg.Converter)
+		if err != nil {
+			t.Fatalf("router: %v", err)
+		}
+		return checkRegistry(t.Context(), cfg, rt, topics)
+	}
 	show := func(items []Item) string {
 		var b strings.Builder
 		for _, it := range items {
@@ -50,7 +62,7 @@ func TestCheckRegistry(t *testing.T) {
 	}
 
 	t.Run("ok", func(t *testing.T) {
-		items := checkRegistry(t.Context(), cfgWith("walrelay:s3cret", nil), topics)
+		items := runCheck(t, cfgWith("walrelay:s3cret", nil))
 		t.Logf("items:%s", show(items))
 		if r := find(t, items, "schema registry "); r.Status != OK || !strings.Contains(r.Detail, "credentials accepted") {
 			t.Errorf("registry item %+v, want ok with the credentials accepted", r)
@@ -65,7 +77,7 @@ func TestCheckRegistry(t *testing.T) {
 		}
 	})
 	t.Run("wrong password", func(t *testing.T) {
-		items := checkRegistry(t.Context(), cfgWith("walrelay:wrong", nil), topics)
+		items := runCheck(t, cfgWith("walrelay:wrong", nil))
 		t.Logf("items:%s", show(items))
 		r := find(t, items, "schema registry ")
 		if r.Status != Fail || !strings.Contains(r.Detail, "refuses walrelay's credentials (HTTP 401)") {
@@ -78,20 +90,20 @@ func TestCheckRegistry(t *testing.T) {
 	t.Run("subject read-only", func(t *testing.T) {
 		reg.SetMode(topic+"-value", "READONLY")
 		defer reg.SetMode(topic+"-value", "READWRITE")
-		items := checkRegistry(t.Context(), cfgWith("walrelay:s3cret", nil), topics)
+		items := runCheck(t, cfgWith("walrelay:s3cret", nil))
 		t.Logf("items:%s", show(items))
 		if s := find(t, items, "subject "+topic+"-value"); s.Status != Fail || !strings.Contains(s.Detail, "READONLY") {
 			t.Errorf("subject item %+v, want a failure naming mode READONLY", s)
 		}
 	})
 	t.Run("key subject missing without auto-register", func(t *testing.T) {
-		items := checkRegistry(t.Context(), cfgWith("walrelay:s3cret", func(c *config.Config) {
+		items := runCheck(t, cfgWith("walrelay:s3cret", func(c *config.Config) {
 			c.Converter.Key = "avro"
 			c.Converter.KeyRegistryURL = reg.URL()
 			c.Converter.KeyBasicAuthSource = "USER_INFO"
 			c.Converter.KeyBasicAuthUserInfo = "walrelay:s3cret"
 			c.Converter.KeyAutoRegister = false
-		}), topics)
+		}))
 		t.Logf("items:%s", show(items))
 		if n := strings.Count(show(items), "ok schema registry ") + strings.Count(show(items), "fail schema registry "); n != 1 {
 			t.Errorf("%d registry items; key and value share one registry, want 1", n)
@@ -103,7 +115,7 @@ func TestCheckRegistry(t *testing.T) {
 	t.Run("down", func(t *testing.T) {
 		reg.Down()
 		defer reg.Up()
-		items := checkRegistry(t.Context(), cfgWith("walrelay:s3cret", nil), topics)
+		items := runCheck(t, cfgWith("walrelay:s3cret", nil))
 		t.Logf("items:%s", show(items))
 		r := find(t, items, "schema registry ")
 		if r.Status != Fail || !strings.Contains(r.Detail, "unavailable") || strings.Contains(r.Detail, "credentials") {
@@ -111,7 +123,7 @@ func TestCheckRegistry(t *testing.T) {
 		}
 	})
 	t.Run("no avro converter", func(t *testing.T) {
-		if items := checkRegistry(t.Context(), config.Default(), topics); len(items) != 0 {
+		if items := runCheck(t, config.Default()); len(items) != 0 {
 			t.Errorf("items without an avro converter:%s", show(items))
 		}
 	})

@@ -41,8 +41,12 @@ type avroStage struct {
 	// ids caches the registry's id per routed topic, side and interned
 	// schema: the steady state is one map read per side, no allocation.
 	ids map[avroIDKey]int32
-	// codecs caches item 3's compiled registry schemas by id.
-	codecs map[int32]*avrojson.Codec
+	// schemas caches item 3's registered schemas per subject and version
+	// (latestRecheck for the latest), so that a row whose schema is known
+	// asks nothing of the client (whose own cache keeps the latest for
+	// schemareg.Config.LatestTTL); codecs their compiled codecs by id.
+	schemas map[avroVersionKey]avroRegistered
+	codecs  map[int32]*avrojson.Codec
 	// hooks count the ids served from ids as cache hits
 	// (schema_registry_cache_hits_total, as the client's own hits).
 	hooks schemareg.Hooks
@@ -61,13 +65,33 @@ type avroIDKey struct {
 	schema *avro.Schema
 }
 
+type avroVersionKey struct {
+	topic   string
+	isKey   bool
+	version int32 // 0: the latest
+}
+
+type avroRegistered struct {
+	subject string
+	reg     schemareg.Registered
+	codec   *avrojson.Codec
+	at      time.Time // when the client answered (the latest is asked again after latestRecheck)
+}
+
+// latestRecheck is how long a subject's latest schema is used before the
+// client is asked again (its own cache answers until its LatestTTL ends:
+// a new latest version is used at most this much later than the client
+// sees it).
+const latestRecheck = time.Second
+
 // newAvroStage returns the stage for the avro sides, or nil when neither
 // side is avro (the relay then never looks at a Message's AvroRefs).
 func newAvroStage(key, value *kafkaconf.RegistrySide, rc router.Config, hooks schemareg.Hooks) *avroStage {
 	if key == nil && value == nil {
 		return nil
 	}
-	a := &avroStage{ids: make(map[avroIDKey]int32), codecs: make(map[int32]*avrojson.Codec), hooks: hooks}
+	a := &avroStage{ids: make(map[avroIDKey]int32), codecs: make(map[int32]*avrojson.Codec),
+		schemas: make(map[avroVersionKey]avroRegistered), hooks: hooks}
 	if key != nil {
 		a.key = &avroSide{RegistrySide: *key, isKey: true, column: rc.FieldEventKey}
 	}
@@ -75,6 +99,18 @@ func newAvroStage(key, value *kafkaconf.RegistrySide, rc router.Config, hooks sc
 		a.value = &avroSide{RegistrySide: *value, column: rc.FieldEventPayload}
 	}
 	return a
+}
+
+// close releases the registry clients' idle connections. Nil-safe.
+func (a *avroStage) close() {
+	if a == nil {
+		return
+	}
+	for _, s := range []*avroSide{a.key, a.value} {
+		if s != nil {
+			s.Client.Close() // idempotent: key and value may share it
+		}
+	}
 }
 
 // finish completes out's key and value as m's AvroRefs say. An error is a
@@ -166,30 +202,39 @@ func (a *avroStage) id(ctx context.Context, side *avroSide, topic string, schema
 // js, encoded with the schema registered under topic's subject for side
 // (ref.Version, 0: the latest), to dst.
 func (a *avroStage) encode(ctx context.Context, dst []byte, side *avroSide, topic string, ref router.AvroRef, js []byte) ([]byte, error) {
-	subject, err := side.Strategy.Subject(topic, side.isKey, nil) // TopicNameStrategy: kafkaconf.Registries refuses the others
-	if err != nil {
-		return dst, &router.RowError{Class: router.ClassSchemaRejected, Column: side.column, Err: err}
-	}
-	var reg schemareg.Registered
-	err = wait(ctx, func(ctx context.Context) (err error) {
-		reg, err = side.Client.Schema(ctx, subject, ref.Version)
-		return err
-	})
-	if err != nil {
-		return dst, side.rowError(err)
-	}
-	codec, ok := a.codecs[reg.ID]
-	if !ok {
-		if codec, err = avrojson.Compile(reg.Text); err != nil {
-			return dst, &router.RowError{Class: router.ClassSchemaRejected, Column: side.column,
-				Err: fmt.Errorf("the schema registered under subject %q (version %d, id %d) cannot encode JSON: %w", subject, reg.Version, reg.ID, err)}
+	vk := avroVersionKey{topic: topic, isKey: side.isKey, version: ref.Version}
+	e, ok := a.schemas[vk]
+	if ok && (ref.Version != 0 || time.Since(e.at) < latestRecheck) {
+		a.hooks.CacheHit()
+	} else {
+		subject, err := side.Strategy.Subject(topic, side.isKey, nil) // TopicNameStrategy: kafkaconf.Registries refuses the others
+		if err != nil {
+			return dst, &router.RowError{Class: router.ClassSchemaRejected, Column: side.column, Err: err}
 		}
-		a.codecs[reg.ID] = codec
+		var reg schemareg.Registered
+		err = wait(ctx, func(ctx context.Context) (err error) {
+			reg, err = side.Client.Schema(ctx, subject, ref.Version)
+			return err
+		})
+		if err != nil {
+			return dst, side.rowError(err)
+		}
+		codec, ok := a.codecs[reg.ID]
+		if !ok {
+			if codec, err = avrojson.Compile(reg.Text); err != nil {
+				return dst, &router.RowError{Class: router.ClassSchemaRejected, Column: side.column,
+					Err: fmt.Errorf("the schema registered under subject %q (version %d, id %d) cannot encode JSON: %w", subject, reg.Version, reg.ID, err)}
+			}
+			a.codecs[reg.ID] = codec
+		}
+		e = avroRegistered{subject: subject, reg: reg, codec: codec, at: time.Now()}
+		a.schemas[vk] = e
 	}
+	subject, reg, codec := e.subject, e.reg, e.codec
 	n := len(dst)
 	dst = append(dst, 0)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(reg.ID))
-	dst, err = codec.AppendJSON(dst, js)
+	dst, err := codec.AppendJSON(dst, js)
 	if err != nil {
 		var fe *avrojson.FieldError
 		if errors.As(err, &fe) {
