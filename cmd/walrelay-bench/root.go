@@ -83,6 +83,7 @@ Backlogs only.`,
   walrelay-bench --walrelay-bin bin/walrelay --walrelay-env WALRELAY_KAFKA_LINGER=1ms
   walrelay-bench --backlog single:500k --repeat 1 --live none --cpuprofile prof && go tool pprof -top prof/*.cpu.pprof
   walrelay-bench --backlog single:200k,tx100:500k,onetx:500k --live none --delivery at_least_once,exactly_once
+  walrelay-bench --backlog tx100:500k --live none --converter avro
   walrelay-bench --backlog single:200k,msg-single:200k,tx100:500k,msg-tx100:500k --live none`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
@@ -121,6 +122,7 @@ Backlogs only.`,
 	fs.BoolVar(&cfg.PGUnixSocket, "pg-unix-socket", false, "connect the writers, pg_recvlogical and walrelay to the private cluster over its Unix-domain socket instead of TCP")
 	fs.StringSliceVar(&cfg.Brokers, "brokers", nil, "existing Kafka brokers host:port (default: kfake in its own process)")
 	fs.StringVar(&cfg.WalrelayBin, "walrelay-bin", "", "walrelay binary to measure (default: go build ./cmd/walrelay)")
+	fs.StringVar(&cfg.Converter, "converter", "", "walrelay's value converter in every run: raw, json (JsonConverter with schemas) or avro (AvroConverter, with a schema registry the harness runs: franz-go's srfake); keys and headers stay raw (default: walrelay's, raw)")
 	fs.StringArrayVar(&cfg.WalrelayEnv, "walrelay-env", nil, "extra WALRELAY_NAME=value for walrelay run (repeatable)")
 	fs.StringVar(&f.backlogs, "backlog", bench.FormatList(cfg.Backlogs), "backlogs as shape:N, comma-separated, or none")
 	fs.StringVar(&f.deliveries, "delivery", "", "walrelay's relay.delivery modes to drain each backlog in, comma-separated (at_least_once, exactly_once), interleaved and compared; backlogs only (default: at_least_once alone, reported as without this flag)")

@@ -36,8 +36,13 @@ routed topics (from the outbox's rows, plus the dead-letter topic) present or
 creatable. With relay.delivery=exactly_once, two more: kafka transactions (the
 brokers support them, and the principal may describe and write the
 transactional id, which the item names) and checkpoint topic (it exists and
-may be written, with a warning unless compacted, or it can be created). It
-changes nothing, and never initializes the transactional id, which would
+may be written, with a warning unless compacted, or it can be created). With
+an avro converter, the schema registry: reachable, the credentials accepted
+(a 401/403 told apart from a registry that is down), its mode, and for each
+routed topic's subject (<topic>-key/-value, TopicNameStrategy) its
+compatibility level, mode (READONLY or IMPORT fail) and latest version (a
+subject without one fails when walrelay must find it there:
+auto.register.schemas false or avro.schema registry). It changes nothing, and never initializes the transactional id, which would
 fence a running relay. Exits 1 when any item fails.`, cobra.NoArgs,
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, _ []string) error {
 			items := operator.Check(ctx, cfg)

@@ -391,3 +391,52 @@ func TestCheckWALLevelReplicaAndWrongPassword(t *testing.T) {
 		t.Errorf("check with a wrong password:\n%s", stdout)
 	}
 }
+
+// With an avro value converter `walrelay check` reports the schema
+// registry, with the credentials read from
+// WALRELAY_CONVERTER_VALUE_BASIC_AUTH_USER_INFO_FILE: ok, with the routed
+// topic's <topic>-value subject (not yet registered: walrelay registers
+// it); a wrong password fails the registry item, told apart from a
+// registry that is down, and is never printed.
+func TestCheckSchemaRegistry(t *testing.T) {
+	dsn := testenv.Postgres(t).NewDatabase(t)
+	setupOutbox(t, dsn)
+	insertEvents(t, dsn, "order")
+	broker := testenv.Kafka(t)
+	reg := testenv.Registry(t, testenv.RegistryBasicAuth("walrelay", "s3cret"))
+	secret := func(userInfo string) string {
+		p := filepath.Join(t.TempDir(), "user-info")
+		if err := os.WriteFile(p, []byte(userInfo+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	env := func(userInfoFile string) []string {
+		return childEnv("WALRELAY_POSTGRES_DSN="+dsn, "WALRELAY_KAFKA_BROKERS="+strings.Join(broker.Addrs(), ","),
+			"WALRELAY_CONVERTER_VALUE=avro", "WALRELAY_CONVERTER_VALUE_SCHEMA_REGISTRY_URL="+reg.URL(),
+			"WALRELAY_CONVERTER_VALUE_BASIC_AUTH_CREDENTIALS_SOURCE=USER_INFO",
+			"WALRELAY_CONVERTER_VALUE_BASIC_AUTH_USER_INFO_FILE="+userInfoFile)
+	}
+	registry := "schema registry " + reg.URL()
+
+	c, code := checkJSON(t, env(secret("walrelay:s3cret")))
+	c.want(t, registry, operator.OK, []string{"reachable, credentials accepted", "global compatibility BACKWARD"}, nil)
+	c.want(t, "subject outbox.event.order-value", operator.OK, []string{"no schema registered yet", "walrelay registers it"}, nil)
+	if code != 0 {
+		t.Errorf("check exited %d with the registry ok: %+v", code, c.Items)
+	}
+
+	stdout, stderr, code := walrelay(t, env(secret("walrelay:wr0ng-pass")), "check", "-o", "json")
+	wantFailure(t, stdout, stderr, code, 1, "check failed")
+	c = decodeJSON[checkResult](t, stdout)
+	c.want(t, registry, operator.Fail, []string{"refuses walrelay's credentials (HTTP 401)"}, []string{"basic.auth.user.info"})
+	if strings.Contains(stdout+stderr, "wr0ng-pass") {
+		t.Errorf("check printed the password:\n%s\n%s", stdout, stderr)
+	}
+
+	reg.Down()
+	stdout, stderr, code = walrelay(t, env(secret("walrelay:s3cret")), "check", "-o", "json")
+	wantFailure(t, stdout, stderr, code, 1, "check failed")
+	c = decodeJSON[checkResult](t, stdout)
+	c.want(t, registry, operator.Fail, []string{"unavailable"}, []string{"schema.registry.url"})
+}

@@ -73,7 +73,7 @@ func runRelay(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...
 	maintainer := partition.NewMaintainer(cfg, log)
 	started := make(chan struct{})
 	m := metrics.New(reg, readBuild().Version, cfg.Postgres.Slot)
-	opts = append([]relay.Option{relay.OnLargeMessage(memLimit.hold), relay.AfterStartup(sync.OnceFunc(func() { close(started) }))}, opts...)
+	opts = append([]relay.Option{relay.Version(readBuild().Version), relay.OnLargeMessage(memLimit.hold), relay.AfterStartup(sync.OnceFunc(func() { close(started) }))}, opts...)
 	r, err := relay.New(cfg, log, m, opts...)
 	if err != nil {
 		return cli.UsageError{Err: err}

@@ -169,7 +169,7 @@ deduplication reads everything committed), with a checkpoint at the slot's
 new position. walrelay run must not be running.`, cobra.NoArgs,
 		func(ctx context.Context, _ *cobra.Command, cfg config.Config, format string, _ []string) error {
 			cfg.Outbox.OnSlotLoss = config.SlotLossHeal
-			r, err := relay.New(cfg, newLogger(cfg.Log, stderr), nil)
+			r, err := relay.New(cfg, newLogger(cfg.Log, stderr), nil, relay.Version(readBuild().Version))
 			if err != nil {
 				return err
 			}

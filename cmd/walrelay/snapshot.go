@@ -43,7 +43,7 @@ primary until it has read the last row.`, cobra.NoArgs,
 				where = cfg.Snapshot.Where
 			}
 			log := newLogger(cfg.Log, stderr)
-			r, err := relay.New(cfg, log, nil)
+			r, err := relay.New(cfg, log, nil, relay.Version(readBuild().Version))
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,6 +57,15 @@ type Config struct {
 	// WalrelayBin is the walrelay binary to measure. Empty: built with
 	// `go build` from the module (BuildWalrelay).
 	WalrelayBin string
+	// Converter is walrelay's value converter (converter.value) in every
+	// drain and live run: raw (walrelay's default), json (Kafka Connect's
+	// JsonConverter with schemas.enable, Connect's default) or avro
+	// (Confluent's AvroConverter, registering its schemas with a schema
+	// registry the harness serves from its own process: franz-go's srfake,
+	// see registry.go). Keys and headers stay raw, so that runs with
+	// different converters differ in the value's encoding only. Empty:
+	// walrelay's default, reported as before this field existed.
+	Converter string
 	// WalrelayEnv are extra KEY=VALUE settings for `walrelay run`, after
 	// the harness's own (so they override them).
 	WalrelayEnv []string
@@ -227,6 +237,9 @@ func (c Config) Validate() error {
 	if c.StatusInterval < 10*time.Millisecond {
 		bad("status-interval", c.StatusInterval, "walrelay accepts 10ms at least")
 	}
+	if !slices.Contains(converters, c.Converter) {
+		bad("converter", c.Converter, "want "+strings.Join(converters[1:], ", ")+" or empty (walrelay's default, raw)")
+	}
 	if c.PGUnixSocket && c.DSN != "" {
 		bad("pg-unix-socket", c.PGUnixSocket, "is for the private cluster; give a socket DSN with --dsn instead (host=/path/to/socket/dir)")
 	}
@@ -241,6 +254,8 @@ func (c Config) Validate() error {
 		switch {
 		case !ok || !strings.HasPrefix(k, "WALRELAY_"):
 			bad("walrelay-env", kv, "want WALRELAY_NAME=value")
+		case k == envValueConverter && c.Converter != "":
+			bad("walrelay-env", kv, "give the value converter with --converter")
 		case k == envDelivery:
 			// The harness counts an exactly-once drain's records
 			// differently, so it must know the mode.
@@ -248,6 +263,25 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// envValueConverter is walrelay's setting of converter.value, which the
+// harness sets itself with Config.Converter.
+const envValueConverter = "WALRELAY_CONVERTER_VALUE"
+
+// converters are the values of Config.Converter.
+var converters = []string{"", "raw", "json", "avro"}
+
+// converterEnv is the walrelay configuration of Config.Converter, for a
+// registry at registryURL (avro only).
+func (c Config) converterEnv(registryURL string) []string {
+	switch c.Converter {
+	case "":
+		return nil
+	case "avro":
+		return []string{envValueConverter + "=avro", "WALRELAY_CONVERTER_VALUE_SCHEMA_REGISTRY_URL=" + registryURL}
+	}
+	return []string{envValueConverter + "=" + c.Converter}
 }
 
 // envDelivery is walrelay's setting of relay.delivery, which the harness

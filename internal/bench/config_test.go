@@ -40,6 +40,12 @@ func TestValidate(t *testing.T) {
 		}, "repeat=17: must be between 1 and 16 (three slots each)"},
 		{"25 repetitions of one mode", func(c *Config) { c.Repeat = 25 }, ""},
 		{"26 repetitions of one mode", func(c *Config) { c.Repeat = 26 }, "repeat=26: must be between 1 and 25 (two slots each)"},
+		{"json converter", func(c *Config) { c.Converter = "json" }, ""},
+		{"avro converter", func(c *Config) { c.Converter = "avro" }, ""},
+		{"unknown converter", func(c *Config) { c.Converter = "protobuf" }, "converter=protobuf"},
+		{"converter in walrelay-env", func(c *Config) {
+			c.Converter, c.WalrelayEnv = "avro", []string{"WALRELAY_CONVERTER_VALUE=json"}
+		}, "give the value converter with --converter"},
 		{"delivery in walrelay-env", func(c *Config) { c.WalrelayEnv = []string{"WALRELAY_RELAY_DELIVERY=exactly_once"} }, "give the delivery mode with --delivery"},
 	}
 	for _, tc := range cases {

@@ -65,6 +65,8 @@
 //   - profile.go: CPU profiles of walrelay (--cpuprofile).
 //   - broker.go: the kfake child (ServeKfake) and the harness's handle on
 //     it.
+//   - registry.go: the schema registry (franz-go's srfake, in the
+//     harness's process) of runs with Config.Converter avro.
 //   - sched.go: switching the kfake child to real-time scheduling.
 //   - proc.go: child processes in their own process groups.
 //   - procfs.go: readings of /proc: CPU time (ProcessCPU, SelfCPU, which

@@ -49,6 +49,8 @@ type env struct {
 	kcl     *kgo.Client
 	admin   *kadm.Client
 
+	registry *registry // with Config.Converter avro
+
 	walrelay        string
 	walrelayVersion string
 }
@@ -71,6 +73,12 @@ func startEnv(ctx context.Context, cfg Config) (_ *env, err error) {
 	}
 	if err := e.startBroker(ctx); err != nil {
 		return nil, err
+	}
+	if cfg.Converter == "avro" {
+		progress(cfg, "starting a schema registry (srfake) for the avro converter")
+		if e.registry, err = startRegistry(); err != nil {
+			return nil, err
+		}
 	}
 	if err := e.prepareWalrelay(ctx); err != nil {
 		return nil, err
@@ -195,6 +203,11 @@ func (e *env) close() error {
 	if e.kcl != nil {
 		e.kcl.Close()
 	}
+	if e.registry != nil {
+		if err := e.registry.close(); err != nil {
+			errs = append(errs, fmt.Errorf("stopping the schema registry: %w", err))
+		}
+	}
 	if e.broker != nil {
 		e.broker.close()
 	}
@@ -221,8 +234,9 @@ func (e *env) close() error {
 
 // walrelayEnv is the configuration of `walrelay run` for slot, as
 // environment variables, with its HTTP listener (metrics, and the
-// profiler with Config.ProfileDir) on httpAddr, and the drain's extra
-// settings (before Config.WalrelayEnv).
+// profiler with Config.ProfileDir) on httpAddr, the value converter of
+// Config.Converter, and the drain's extra settings (before
+// Config.WalrelayEnv).
 func (e *env) walrelayEnv(slot, httpAddr string, extra ...string) []string {
 	env := []string{
 		"WALRELAY_POSTGRES_DSN=" + e.dsn,
@@ -239,6 +253,11 @@ func (e *env) walrelayEnv(slot, httpAddr string, extra ...string) []string {
 	if e.cfg.ProfileDir != "" {
 		env = append(env, "WALRELAY_HTTP_PPROF=true")
 	}
+	var registryURL string
+	if e.registry != nil {
+		registryURL = e.registry.url
+	}
+	env = append(env, e.cfg.converterEnv(registryURL)...)
 	env = append(env, extra...)
 	return append(env, e.cfg.WalrelayEnv...)
 }

@@ -56,7 +56,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 		Broker:   "kfake (franz-go) in its own process",
 		Settings: Settings{
 			Partitions: topicPartitions, PayloadBytes: cfg.PayloadBytes, Writers: cfg.Writers, Repeat: cfg.Repeat,
-			StatusInterval: cfg.StatusInterval.String(), WalrelayEnv: cfg.WalrelayEnv,
+			StatusInterval: cfg.StatusInterval.String(), WalrelayEnv: cfg.WalrelayEnv, Converter: cfg.Converter,
 			LiveSeconds: cfg.LiveDuration.Seconds(), LiveWarmupSecond: cfg.LiveWarmup.Seconds(),
 		},
 	}
@@ -122,6 +122,11 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 		r.Lives = append(r.Lives, out)
 		e.deleteTopic(ctx, "outbox.event."+agg)
 		if err := e.reset(ctx); err != nil {
+			return r, err
+		}
+	}
+	if e.registry != nil {
+		if r.RegistrySubjects, err = e.registry.subjects(ctx); err != nil {
 			return r, err
 		}
 	}

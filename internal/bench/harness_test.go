@@ -237,3 +237,33 @@ func TestSmokeDeliveries(t *testing.T) {
 	}
 	t.Logf("\n%s", table.String())
 }
+
+// TestSmokeAvro drains one small backlog with walrelay's avro value
+// converter (Config.Converter) against the harness's schema registry and
+// checks that every record landed and that walrelay registered the value
+// schema under the topic's subject, and no key schema (keys stay raw). It
+// asserts nothing about speed.
+func TestSmokeAvro(t *testing.T) {
+	ctx, cfg := smokeConfig(t)
+	const n = 1000
+	cfg.Backlogs = []Backlog{{Shape: Shape{RowsPerTx: 100}, N: n}}
+	cfg.Repeat = 1
+	cfg.Converter = "avro"
+	r, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Backlogs) != 1 || r.Backlogs[0].Walrelay == nil || r.Backlogs[0].Walrelay.BrokerRecords != n {
+		t.Fatalf("backlogs %+v: want one drain that put %d records on the broker", r.Backlogs, n)
+	}
+	if want := []string{"outbox.event.b1_tx100-value"}; !slices.Equal(r.RegistrySubjects, want) {
+		t.Errorf("registry subjects %q, want %q", r.RegistrySubjects, want)
+	}
+	var table bytes.Buffer
+	if err := r.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "walrelay value converter avro") {
+		t.Errorf("the table does not name the converter:\n%s", table.String())
+	}
+}

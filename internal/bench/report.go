@@ -29,6 +29,10 @@ type Report struct {
 
 	Backlogs []BacklogResult `json:"backlogs"`
 	Lives    []LiveOutcome   `json:"live"`
+
+	// RegistrySubjects are the subjects walrelay registered schemas under
+	// in a run with the avro converter (Config.Converter).
+	RegistrySubjects []string `json:"registry_subjects,omitempty"`
 }
 
 // Machine describes where the run happened.
@@ -68,6 +72,9 @@ type Settings struct {
 	WalrelayEnv      []string `json:"walrelay_env,omitempty"`
 	LiveSeconds      float64  `json:"live_seconds"`
 	LiveWarmupSecond float64  `json:"live_warmup_seconds"`
+	// Converter is Config.Converter, walrelay's value converter (empty:
+	// walrelay's default, raw).
+	Converter string `json:"converter,omitempty"`
 	// Deliveries are Config.Deliveries when the run compared delivery
 	// modes (empty: walrelay's default, at_least_once, alone).
 	Deliveries []string `json:"deliveries,omitempty"`
@@ -190,6 +197,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(bw, "settings: %d partitions, ~%d-byte payloads, %d writers, walrelay status interval %s", s.Partitions, s.PayloadBytes, s.Writers, s.StatusInterval)
 	if len(s.WalrelayEnv) > 0 {
 		fmt.Fprintf(bw, ", %s", strings.Join(s.WalrelayEnv, " "))
+	}
+	if s.Converter != "" {
+		fmt.Fprintf(bw, ", walrelay value converter %s", s.Converter)
 	}
 	compare := len(s.Deliveries) > 0
 	if compare {

@@ -12,15 +12,19 @@ type Setting string
 
 // The settings: walrelay's default raw format, and the Kafka Connect
 // converters Debezium users run, with SimpleHeaderConverter (Connect's
-// default header converter) for headers.
+// default header converter) for headers. The avro settings run
+// Confluent's AvroConverter for keys and values against a schema registry
+// of their own (testenv.Registry).
 const (
 	SettingRaw           Setting = "raw"            // converter key/value/header raw
 	SettingString        Setting = "string"         // StringConverter, SimpleHeaderConverter
 	SettingJSON          Setting = "json"           // JsonConverter schemas.enable=true, SimpleHeaderConverter
 	SettingJSONNoSchemas Setting = "json-noschemas" // JsonConverter schemas.enable=false, SimpleHeaderConverter
+	SettingAvro          Setting = "avro"           // AvroConverter (connect.meta.data=true, its default), SimpleHeaderConverter
+	SettingAvroNoMeta    Setting = "avro-nometa"    // AvroConverter connect.meta.data=false, SimpleHeaderConverter
 )
 
-var allSettings = []Setting{SettingRaw, SettingString, SettingJSON, SettingJSONNoSchemas}
+var allSettings = []Setting{SettingRaw, SettingString, SettingJSON, SettingJSONNoSchemas, SettingAvro, SettingAvroNoMeta}
 
 // Outcome is what a case expects of the relay.
 type Outcome int

@@ -16,9 +16,15 @@
 // renders the Connect records with JsonConverter (with and without
 // schemas), StringConverter and SimpleHeaderConverter as Kafka's sources
 // define them, and walrelay's raw format by the rules of internal/router's
-// package doc. Partitions of keyed records are Kafka's murmur2 over the
-// expected key bytes (murmur2_test.go); timestamps are either a column's
-// value or the transaction's commit time, read from a probe slot.
+// package doc. A model of Confluent's AvroConverter (avro_test.go: AvroData
+// and Apache Avro's schema writer and binary encoder) renders them for the
+// avro settings, whose relays register with a schema registry each
+// (testenv.Registry): the expected bytes carry the id that registry holds
+// for the model's exact schema text (avrocheck_test.go), and python3-avro
+// decodes what landed with the registry's schema. Partitions of keyed
+// records are Kafka's murmur2 over the expected key bytes
+// (murmur2_test.go); timestamps are either a column's value or the
+// transaction's commit time, read from a probe slot.
 //
 // Out: one subtest per case and converter setting
 // (TestConformance/<group>/<Java method>/<setting>) that compares topic,

@@ -118,22 +118,36 @@ func PublisherConfig(k config.Kafka, o Options) (publisher.Config, error) {
 // overrides the name verified. Errors name the files, never their
 // contents.
 func TLSConfig(t config.KafkaTLS) (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
+	cfg, err := pemTLS(t.CAFile, t.CertFile, t.KeyFile, "kafka.tls.ca_file", "kafka.tls.cert_file/key_file")
+	if err != nil {
+		return nil, err
+	}
+	cfg.ServerName = t.ServerName
+	return cfg, nil
+}
+
+// pemTLS builds a client TLS configuration from PEM files: caFile
+// verifies the server (empty: the system roots), certFile/keyFile is an
+// optional client certificate (the same file when it holds both, as a
+// registry's PEM keystore does). caOpt and certOpt name the options in
+// errors, which never quote the files' contents.
+func pemTLS(caFile, certFile, keyFile, caOpt, certOpt string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
 		if err != nil {
-			return nil, fmt.Errorf("reading kafka.tls.ca_file: %w", err)
+			return nil, fmt.Errorf("reading %s: %w", caOpt, err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("kafka.tls.ca_file %q holds no PEM certificate", t.CAFile)
+			return nil, fmt.Errorf("%s %q holds no PEM certificate", caOpt, caFile)
 		}
 		cfg.RootCAs = pool
 	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("loading kafka.tls.cert_file/key_file: %w", err)
+			return nil, fmt.Errorf("loading %s: %w", certOpt, err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}

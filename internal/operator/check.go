@@ -31,7 +31,7 @@ type Item struct {
 // outbox's partitions, publication, outbox columns, slot, failover slots
 // and standbys, WAL retention,
 // then Kafka, and with relay.delivery=exactly_once Kafka transactions and
-// the checkpoint topic. It changes nothing on either side (it never initializes the
+// the checkpoint topic, then the schema registry of an avro converter. It changes nothing on either side (it never initializes the
 // relay's transactional id, which would fence a running relay). It never
 // stops early on a failed item, except that Postgres items after a failed
 // connection are not run.
@@ -63,6 +63,9 @@ func Check(ctx context.Context, cfg config.Config) []Item {
 		topics[cfg.Relay.DeadLetterTopic] = true
 	}
 	for _, it := range checkKafka(ctx, cfg, topics, txnID) {
+		add(it)
+	}
+	for _, it := range checkRegistry(ctx, cfg, rt, topics) { // checkregistry.go: only with an avro converter
 		add(it)
 	}
 	return items

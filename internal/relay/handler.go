@@ -84,6 +84,9 @@ type handler struct {
 	// warnedNonTx: a non-transactional message with the outbox prefix
 	// was logged.
 	warnedNonTx bool
+	// avro finishes the avro converter's keys and values (avro.go); nil
+	// when neither side is avro.
+	avro *avroStage
 }
 
 // newHandler is the stream's handler for r, with the parts of it the
@@ -94,7 +97,7 @@ func newHandler(r *Relay) *handler {
 		records: &r.records, delivery: r.delivery, rec: r.rec, hb: r.hb,
 		relationOf: r.relationOf, reject: r.reject, deadLetter: r.deadLetterRecord,
 		slot: r.cfg.Postgres.Slot, topicPattern: r.cfg.Relay.TopicPattern, maxTopics: r.cfg.Relay.MaxTopics,
-		plans: make(map[uint32]*router.Plan), topics: make(map[string]prometheus.Counter), pattern: pattern}
+		plans: make(map[uint32]*router.Plan), topics: make(map[string]prometheus.Counter), pattern: pattern, avro: r.avro}
 }
 
 func (h *handler) Begin(ctx context.Context, m *pglogrepl.BeginMessage) error {
@@ -326,16 +329,21 @@ func (h *handler) Insert(ctx context.Context, rel *pglogrepl.RelationMessage, m 
 	if !h.resume.Insert() {
 		return nil // handled before the session was lost
 	}
-	return h.publishRow(rel, plan, m.Tuple.Columns, lsn, in)
+	return h.publishRow(ctx, rel, plan, m.Tuple.Columns, lsn, in)
 }
 
 // publishRow routes one outbox row of the current transaction and hands
 // its record on, or applies relay.on_error to a row it cannot route: the
 // INSERTs the stream reads and the rows a snapshot reads go this one way.
-func (h *handler) publishRow(rel *pglogrepl.RelationMessage, plan *router.Plan, cols []*pglogrepl.TupleDataColumn, lsn pglogrepl.LSN, in *replication.Buffer) error {
-	topic, err := h.publish(plan, cols, lsn, in)
+// An error that is not a row's (the stream stopping, or the session lost
+// while the row waited for the schema registry) is returned as is.
+func (h *handler) publishRow(ctx context.Context, rel *pglogrepl.RelationMessage, plan *router.Plan, cols []*pglogrepl.TupleDataColumn, lsn pglogrepl.LSN, in *replication.Buffer) error {
+	topic, err := h.publish(ctx, plan, cols, lsn, in)
 	if err == nil {
 		return nil
+	}
+	if we, ok := err.(*waitEnded); ok {
+		return we.err
 	}
 	o := deadletter.Origin{LSN: lsn, ID: plan.EventID(cols), Table: plan.Table()}
 	return h.refuse(o, err, "outbox row", func(class string) *deadletter.Letter {
@@ -343,15 +351,25 @@ func (h *handler) publishRow(rel *pglogrepl.RelationMessage, plan *router.Plan, 
 	})
 }
 
-// publish routes an event's columns with plan, admits its topic and hands
-// the record on. It returns the router's or the admission's error, with
-// the topic when it was routed, for refuse.
-func (h *handler) publish(plan *router.Plan, cols []*pglogrepl.TupleDataColumn, lsn pglogrepl.LSN, in *replication.Buffer) (topic string, err error) {
+// publish routes an event's columns with plan, finishes its Avro (the
+// schema registry's ids, which it may wait for), admits its topic and
+// hands the record on. It returns the router's, the registry's or the
+// admission's error, with the topic when it was routed, for refuse.
+func (h *handler) publish(ctx context.Context, plan *router.Plan, cols []*pglogrepl.TupleDataColumn, lsn pglogrepl.LSN, in *replication.Buffer) (topic string, err error) {
 	out, err := h.records.route(plan, &h.msg, cols, h.commitTime, lsn, in)
 	if err != nil {
 		return "", err
 	}
 	topic = out.rec.Topic
+	if h.avro != nil && (!h.msg.KeyAvro.IsZero() || !h.msg.ValueAvro.IsZero()) {
+		if err := h.avro.finish(ctx, out, &h.msg); err != nil {
+			h.records.put(out)
+			if _, ok := router.ClassOf(err); !ok {
+				return topic, &waitEnded{err}
+			}
+			return topic, err
+		}
+	}
 	published, err := h.admit(topic)
 	if err != nil {
 		h.records.put(out) // not produced (put clears it): its dead letter is built from the event

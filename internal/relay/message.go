@@ -49,7 +49,7 @@ func (h *handler) Message(ctx context.Context, m *pglogrepl.LogicalDecodingMessa
 	}
 	if mp := h.messages; mp != nil && m.Prefix == mp.Prefix() {
 		if m.Transactional {
-			return h.event(mp, m.Content, lsn)
+			return h.event(ctx, mp, m.Content, lsn)
 		}
 		// Not part of any transaction: it would be published even if the
 		// transaction that emitted it rolled back. Never an event.
@@ -68,7 +68,7 @@ func (h *handler) Message(ctx context.Context, m *pglogrepl.LogicalDecodingMessa
 // handles a row: the same resume and takeover bookkeeping (a message
 // counts as one of its transaction's rows), the same routing, admission,
 // tracking and relay.on_error.
-func (h *handler) event(mp *router.MessagePlan, content []byte, lsn pglogrepl.LSN) error {
+func (h *handler) event(ctx context.Context, mp *router.MessagePlan, content []byte, lsn pglogrepl.LSN) error {
 	if h.resume.Skipping() {
 		return nil
 	}
@@ -86,8 +86,11 @@ func (h *handler) event(mp *router.MessagePlan, content []byte, lsn pglogrepl.LS
 	id, topic := "", ""
 	if err == nil {
 		id = mp.EventID(cols)
-		if topic, err = h.publish(mp.Plan, cols, lsn, nil); err == nil {
+		if topic, err = h.publish(ctx, mp.Plan, cols, lsn, nil); err == nil {
 			return nil
+		}
+		if we, ok := err.(*waitEnded); ok {
+			return we.err
 		}
 	}
 	o := deadletter.Origin{LSN: lsn, ID: id, Table: mp.Table()}

@@ -32,6 +32,9 @@ type outRecord struct {
 	headers [2]kgo.RecordHeader
 	held    *replication.Buffer // the receive buffer the row's bytes are in; nil: none held
 	buf     []byte              // the router's bytes: what it decoded, or all of them (held is nil)
+	// avroBuf holds an Avro key or value encoded from JSON with the
+	// registry's schema (avro.go); kept with buf when recycled.
+	avroBuf []byte
 
 	tx        *checkpoint.Tx
 	size      int
@@ -101,11 +104,14 @@ func (p *recordPool) route(plan *router.Plan, msg *router.Message, cols []*pglog
 // record held is released.
 func (p *recordPool) put(out *outRecord) {
 	out.release()
-	buf := out.buf[:0]
+	buf, avroBuf := out.buf[:0], out.avroBuf[:0]
 	if cap(buf) > maxPooledBuf {
 		buf = nil
 	}
-	*out = outRecord{buf: buf}
+	if cap(avroBuf) > maxPooledBuf {
+		avroBuf = nil
+	}
+	*out = outRecord{buf: buf, avroBuf: avroBuf}
 	p.p.Put(out)
 }
 

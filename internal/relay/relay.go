@@ -33,6 +33,12 @@
 //   - record.go: a record on its way to Kafka, its pool and its outcome
 //     (the one promise every record shares); clock.go the clocks that stamp
 //     records for latencies.
+//   - avro.go: the avro converter's keys and values finished with the
+//     schema registry (ids patched into Confluent's header from a
+//     relay-local cache, or the payload's JSON encoded with the
+//     subject's registered schema); a registry that is down is waited
+//     for on the stream's goroutine, keeping the session alive
+//     (replication.KeepAlive), a refusal is a schema_rejected row.
 //   - policy.go: relay.on_error for rows and records walrelay cannot
 //     publish as routed, and the dead-letter worker.
 //   - status.go: /status, readiness and the gauges read at scrape time.
@@ -50,7 +56,9 @@
 // Rows walrelay cannot publish as routed follow relay.on_error, per class:
 // the router's (routing_value_missing, topic_invalid, payload_invalid),
 // the relay's (topic_invalid past relay.max_topics or outside
-// relay.topic_pattern) and the publisher's verdicts on one record
+// relay.topic_pattern), the schema registry's (schema_rejected: a
+// refused schema; payload_invalid: a payload that does not match the
+// registered schema of avro.schema registry) and the publisher's verdicts on one record
 // (record_too_large, topic_rejected, payload_invalid for a partition or
 // timestamp Kafka cannot take). dlq publishes a dead letter (package
 // deadletter), confirmed like any record once acknowledged; stop returns
@@ -154,12 +162,16 @@ type Relay struct {
 	// heal, set by prepare, is the heal of a lost slot to run before
 	// streaming (heal.go).
 	heal *healPlan
+	// avro finishes the avro converter's keys and values with the schema
+	// registry (avro.go); nil when neither side is avro.
+	avro *avroStage
 }
 
 // Option configures a Relay beyond its config.
 type Option func(*options)
 
 type options struct {
+	version      string // Version
 	largeMessage func(n int)
 	published    *dbzoffset.Open // SkipPublished
 	started      func()          // AfterStartup
@@ -172,6 +184,12 @@ type options struct {
 // reported by the relay's one error alone.
 func AfterStartup(fn func()) Option {
 	return func(o *options) { o.started = fn }
+}
+
+// Version is the running walrelay's version, which the schema registry
+// clients send in their User-Agent (walrelay/<version>).
+func Version(v string) Option {
+	return func(o *options) { o.version = v }
 }
 
 // OnLargeMessage has fn called, on the stream's goroutine, with the size
@@ -244,6 +262,9 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		}
 		r.delivery = newAtLeastOnce(r, pub)
 	}
+	if r.avro, err = newAvro(rt, m, log, o.version); err != nil {
+		return nil, err
+	}
 	r.started = o.started
 	r.newOpts = opts
 	schema, _, _ := config.SplitTable(cfg.Postgres.Table) // validated
@@ -280,6 +301,26 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 	}
 	m.PublishErrors.WithLabelValues("produce")
 	return r, nil
+}
+
+// newAvro builds the schema registry clients of the avro converters
+// (kafkaconf.Registries) and the stage that uses them, or returns nil
+// when neither side is avro: no client, no registry metrics.
+func newAvro(rt *router.Router, m *metrics.Metrics, log *slog.Logger, version string) (*avroStage, error) {
+	_, keyAvro := rt.Avro(true)
+	if _, valueAvro := rt.Avro(false); !keyAvro && !valueAvro {
+		return nil, nil
+	}
+	if version == "" {
+		version = "unknown"
+	}
+	hooks := m.SchemaRegistry()
+	key, value, err := kafkaconf.Registries(rt, kafkaconf.RegistryOptions{
+		UserAgent: "walrelay/" + version, Hooks: hooks, Log: log.With("component", "schema-registry")})
+	if err != nil {
+		return nil, err
+	}
+	return newAvroStage(key, value, rt.Config(), hooks), nil
 }
 
 // newPublisher builds the Kafka producer, transactional with txnID when it
@@ -404,6 +445,7 @@ func (r *Relay) restart(prev *Relay) (*Relay, error) {
 // run is one start of the relay: Run's work, until a stop or an error.
 func (r *Relay) run(ctx context.Context) error {
 	defer r.closePublisher()
+	defer r.avro.close()
 	defer r.rec.close() // the startup may have opened its connections (decoding from a standby)
 	if err := r.prepare(ctx); err != nil {
 		if ctx.Err() != nil {

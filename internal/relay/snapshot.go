@@ -281,7 +281,7 @@ func (r *Relay) readRows(ctx context.Context, conn *pgx.Conn, name string, lsn p
 					return ctx.Err()
 				}
 			}
-			if err := h.publishRow(msg, plan, cols, lsn, nil); err != nil {
+			if err := h.publishRow(ctx, msg, plan, cols, lsn, nil); err != nil {
 				return err
 			}
 			rows++

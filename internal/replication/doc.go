@@ -32,7 +32,9 @@
 // WAL stays in Postgres, not in walrelay's memory), and reconnects with
 // exponential backoff after a lost connection, resuming from the slot's
 // confirmed position; a Handler restarts the session the same way by
-// returning ErrRestartSession. On shutdown it stops reading, waits (bounded) for the
+// returning ErrRestartSession. A Handler that waits (for a schema registry
+// that is down) keeps its session alive with KeepAlive, which sends status
+// updates from within the Handler call without reading. On shutdown it stops reading, waits (bounded) for the
 // Checkpointer to drain, reports the final confirmed position and closes.
 //
 // The bytes of the replication connection (the hijacked socket, framing,

@@ -56,6 +56,8 @@ func (r *reporter) plan(now time.Time, cp Checkpointer) {
 // loop reads messages until ctx is done (returns nil) or an error.
 func (s *Stream) loop(ctx context.Context, w *pgwire.Conn) error {
 	rep := reporter{interval: s.cfg.StatusInterval}
+	// The Handler may keep the session alive while it waits (KeepAlive).
+	ctx = withKeeper(ctx, &keeper{s: s, w: w, rep: &rep})
 	// The clock is read every clockEvery messages, not for each: a clock
 	// read costs a good part of handling a message already buffered. It
 	// is read, and the reporter's plan made afresh,
