@@ -17,7 +17,7 @@ BUILD    := CGO_ENABLED=0 $(GO) build -buildvcs=auto
 # Where the Postgres server binaries live; found by internal/localpg when unset.
 PG_BIN   ?= $(firstword $(wildcard /usr/lib/postgresql/*/bin))
 
-.PHONY: all build demo test test-short pg-majors pg-matrix soak bench bench-go vet fmt-check deps clean
+.PHONY: all build demo test test-short pg-majors pg-matrix soak bench bench-go vet fmt-check deps clean avro-goldens
 
 all: build
 
@@ -141,6 +141,18 @@ bench: deps
 bench-go:
 	@$(MAKE) --no-print-directory deps DEPS=postgresql
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./internal/...
+
+# avro-goldens rewrites internal/connect/avro/testdata/golden from
+# testdata/cases.json with Apache Avro's own Java code (Debian's
+# libavro-java 1.8.2 and Jackson 1; see that directory's README). CI does
+# not run it: the goldens are committed and TestAvroGoldens reads them.
+AVRO_CP := /usr/share/java/avro.jar:/usr/share/java/jackson-core-asl.jar:/usr/share/java/jackson-mapper-asl.jar:/usr/share/java/avro-guava-dependencies.jar:/usr/share/java/slf4j-api.jar:/usr/share/java/slf4j-nop.jar
+avro-goldens:
+	@test -f /usr/share/java/avro.jar || { echo "needs Debian's libavro-java and a JDK: apt-get install -y libavro-java default-jdk-headless" >&2; exit 1; }
+	rm -rf bin/avro-golden && mkdir -p bin/avro-golden
+	javac -nowarn -cp $(AVRO_CP) -d bin/avro-golden internal/connect/avro/testdata/gen/AvroGolden.java
+	rm -f internal/connect/avro/testdata/golden/*.golden
+	java -cp $(AVRO_CP):bin/avro-golden AvroGolden internal/connect/avro/testdata/cases.json internal/connect/avro/testdata/golden
 
 clean:
 	rm -rf bin

@@ -58,6 +58,24 @@ type AvroSettings struct {
 	Options avro.Options
 }
 
+// String describes the settings without their secrets (the password and
+// the token), so that printing them never leaks one.
+func (s AvroSettings) String() string {
+	auth := "none"
+	switch {
+	case s.BasicAuthUser != "":
+		auth = "basic user " + strconv.Quote(s.BasicAuthUser)
+	case s.BearerToken != "":
+		auth = "bearer token"
+	}
+	return fmt.Sprintf("registry %s, auth %s, CA file %q, cert file %q, %s, auto.register.schemas %v, use.latest.version %v, latest.compatibility.strict %v, normalize.schemas %v, avro.schema registry %v, connect.meta.data %v, scrub.invalid.names %v",
+		strings.Join(s.URLs, ","), auth, s.CAFile, s.CertFile, s.Strategy, s.AutoRegister, s.UseLatestVersion, s.LatestStrict,
+		s.Normalize, s.Registry, s.Options.ConnectMetaData, s.Options.ScrubInvalidNames)
+}
+
+// GoString is String, for %#v.
+func (s AvroSettings) GoString() string { return s.String() }
+
 // Avro returns the parsed avro options of the key (isKey) or value
 // converter, and false when that converter is not avro.
 func (r *Router) Avro(isKey bool) (AvroSettings, bool) {

@@ -3,6 +3,7 @@ package router
 import (
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -130,6 +131,11 @@ func TestAvroSettings(t *testing.T) {
 	if v.BasicAuthUser != "bob" || v.BasicAuthPassword != "p:w" || v.Strategy != avro.RecordNameStrategy || v.AutoRegister ||
 		!v.UseLatestVersion || !v.Normalize || v.Options != (avro.Options{ScrubInvalidNames: true}) {
 		t.Errorf("value settings %+v", v)
+	}
+	for _, f := range []string{"%v", "%+v", "%#v", "%s"} {
+		if out := fmt.Sprintf(f, v); strings.Contains(out, "p:w") || !strings.Contains(out, `basic user "bob"`) {
+			t.Errorf("%s of the settings: %s", f, out)
+		}
 	}
 	r, _ = New(DefaultConfig(), DefaultConverters())
 	if _, ok := r.Avro(false); ok {

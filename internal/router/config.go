@@ -517,6 +517,15 @@ func (r *Router) Inert() []Inert {
 		out = append(out, Inert{optSchemaVersion, r.cfg.FieldEventSchemaVersion,
 			"it sets the version of the envelope's Connect schema, which only the json value converter with schemas and the avro value converter write, with envelope placements"})
 	}
+	for _, e := range [...]struct {
+		side string
+		on   bool
+	}{{"key", r.conv.KeyEnhancedAvro && r.keyConv.avro != nil}, {"value", r.conv.ValueEnhancedAvro && r.valueConv.avro != nil}} {
+		if e.on {
+			out = append(out, Inert{"converter." + e.side + ".enhanced.avro.schema.support", "true",
+				"AvroData reads it only for Connect schemas carrying Confluent's enum parameters, which the outbox router never builds"})
+		}
+	}
 	if r.cfg.ExpandJSONPayload && r.valueConv.conv == ConvRaw {
 		out = append(out, Inert{optExpandJSONPayload, "true",
 			"the raw value converter already sends a JSON payload as JSON; the option changes what the json and string converters write"})

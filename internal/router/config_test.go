@@ -490,6 +490,16 @@ func TestInertOptions(t *testing.T) {
 			c.FieldEventSchemaVersion = "v"
 			c.AdditionalPlacement = "type:envelope"
 		}, conv: func(c *Converters) { c.Value = "json"; c.ValueSchemasEnable = false }, want: []string{optSchemaVersion}},
+		{name: "schema version with avro envelope", cfg: func(c *Config) {
+			c.FieldEventSchemaVersion = "v"
+			c.AdditionalPlacement = "type:envelope"
+		}, conv: func(c *Converters) { *c = avroConv(false) }, want: nil},
+		{name: "schema version with avro, no envelope", cfg: func(c *Config) { c.FieldEventSchemaVersion = "v" },
+			conv: func(c *Converters) { *c = avroConv(false) }, want: []string{optSchemaVersion}},
+		{name: "enhanced avro schema support", conv: func(c *Converters) {
+			*c = avroConv(true)
+			c.KeyEnhancedAvro, c.ValueEnhancedAvro = true, true
+		}, want: []string{"converter.key.enhanced.avro.schema.support", "converter.value.enhanced.avro.schema.support"}},
 		{name: "expand with raw", cfg: func(c *Config) { c.ExpandJSONPayload = true }, want: []string{optExpandJSONPayload}},
 		{name: "expand with json", cfg: func(c *Config) { c.ExpandJSONPayload = true },
 			conv: func(c *Converters) { c.Value = "json" }, want: nil},
