@@ -12,7 +12,7 @@ import (
 // Report is the registry's state as `walrelay check` shows it.
 type Report struct {
 	URLs      []string // the registry's URLs, without credentials
-	Reachable bool     // some URL answered over HTTP
+	Reachable bool     // some URL answered over HTTP (a TLS certificate refused either way is not reachable)
 	AuthOK    bool     // the registry accepted the credentials (or needs none)
 	// Error says why the registry is not reachable or refuses the
 	// credentials; "" when it is reachable and accepts them.
@@ -76,6 +76,10 @@ func (c *Client) Check(ctx context.Context, subjects []string) (Report, error) {
 		// A registry answered (a 404 here is one without a global config).
 		r.Reachable, r.AuthOK = true, true
 	case ClassAuth:
+		if status == 0 {
+			r.Error = fmt.Sprintf("TLS with the registry fails on a certificate: %v", err)
+			return r, nil
+		}
 		r.Reachable = true
 		r.Error = fmt.Sprintf("the registry refuses walrelay's credentials (HTTP %d): %v", status, err)
 		return r, nil

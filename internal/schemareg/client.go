@@ -122,6 +122,9 @@ type Client struct {
 	ids     atomic.Pointer[map[idKey]int32]
 	idMu    sync.Mutex
 	idCalls group[idKey, int32]
+	// byFP is IDOf's cache, keyed by fingerprint instead of text, filled
+	// the same way.
+	byFP atomic.Pointer[map[fpKey]fpEntry]
 
 	// schemas caches Schema's answers, the same way.
 	schemas     atomic.Pointer[map[verKey]*schemaEntry]
@@ -138,6 +141,17 @@ type Client struct {
 type idKey struct {
 	subject, schema string
 	mode            Mode
+}
+
+type fpKey struct {
+	subject string
+	fp      uint64
+	mode    Mode
+}
+
+type fpEntry struct {
+	text string // compared on a hit: a fingerprint is not the text
+	id   int32
 }
 
 type verKey struct {
@@ -245,6 +259,8 @@ func New(cfg Config) (*Client, error) {
 	c.cl = cl
 	empty := map[idKey]int32{}
 	c.ids.Store(&empty)
+	emptyFP := map[fpKey]fpEntry{}
+	c.byFP.Store(&emptyFP)
 	emptySchemas := map[verKey]*schemaEntry{}
 	c.schemas.Store(&emptySchemas)
 	return c, nil
@@ -299,6 +315,44 @@ func (c *Client) ID(ctx context.Context, subject, schema string, m Mode) (int32,
 		c.idMu.Unlock()
 		return id, nil
 	}, func() error { return waitError(ctx, op, subject, nil) })
+}
+
+// Text is an Avro schema's registered text with a fingerprint of it:
+// internal/connect/avro's *Schema.
+type Text interface {
+	String() string
+	Fingerprint() uint64
+}
+
+// IDOf is ID for a schema that carries a fingerprint (internal/connect/avro's
+// interned *Schema, whose text is the registered one): a hit is keyed by the
+// fingerprint and compares the text, which for an interned schema is the same
+// string (pointer-equal), so it does not hash a schema of kilobytes per
+// record as ID does. A fingerprint shared by two texts is answered through
+// ID, correctly but without this shortcut for the second.
+func (c *Client) IDOf(ctx context.Context, subject string, s Text, m Mode) (int32, error) {
+	text := s.String()
+	k := fpKey{subject, s.Fingerprint(), m}
+	if e, ok := (*c.byFP.Load())[k]; ok && e.text == text {
+		c.hooks.CacheHit()
+		return e.id, nil
+	}
+	id, err := c.ID(ctx, subject, text, m)
+	if err != nil {
+		return 0, err
+	}
+	c.idMu.Lock()
+	old := *c.byFP.Load()
+	if _, taken := old[k]; !taken {
+		next := make(map[fpKey]fpEntry, len(old)+1)
+		for k, v := range old {
+			next[k] = v
+		}
+		next[k] = fpEntry{text, id}
+		c.byFP.Store(&next)
+	}
+	c.idMu.Unlock()
+	return id, nil
 }
 
 // idOp names the request ID makes in mode m.
@@ -421,6 +475,14 @@ func retry[V any](ctx context.Context, c *Client, op, subject string, attempt fu
 		}
 		backoff = min(2*backoff, c.maxBack)
 	}
+}
+
+// Waiting reports whether a call is waiting for the registry (unavailable,
+// or refusing the credentials) now: for readiness and /status.
+func (c *Client) Waiting() bool {
+	c.waitMu.Lock()
+	defer c.waitMu.Unlock()
+	return c.waiters > 0
 }
 
 func (c *Client) beginWait() {

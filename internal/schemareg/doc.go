@@ -12,16 +12,20 @@
 // of two kinds:
 //
 //   - the registry is unavailable (transport error, timeout, 408, 429, 5xx)
-//     or refuses the credentials (401, 403): ID and Schema wait, retrying
+//     or refuses the credentials (401, 403, or a TLS certificate refused
+//     either way): ID and Schema wait, retrying
 //     with capped exponential backoff until their context is done
 //     (backpressure: the stream waits, Postgres keeps the WAL), logging at
 //     most every 10s and telling Hooks.Waiting; the error they return then
 //     wraps the context's error;
 //   - the registry refuses the request (409 incompatible, whatever its
 //     error_code, 40901 included; 422 invalid schema or READONLY subject;
-//     404 not registered on a lookup; any other 4xx): a *RejectedError
-//     matching ErrRejected, with the registry's own message, which the
-//     relay handles as the schema_rejected error class (relay.on_error).
+//     404 not registered on a lookup; any other 4xx) with its
+//     {"error_code":...} body: a *RejectedError matching ErrRejected, with
+//     the registry's own message, which the relay handles as the
+//     schema_rejected error class (relay.on_error). A 4xx without that body
+//     is not the registry's answer (a proxy's 404 for a wrong URL path)
+//     and is waited out as unavailable.
 //
 // Classification is by HTTP status, never by the registry's error_code:
 // registries before schema-registry commit ef43652bfec answer 409 with

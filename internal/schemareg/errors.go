@@ -2,8 +2,11 @@ package schemareg
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 
 	"github.com/twmb/franz-go/pkg/sr"
@@ -42,7 +45,7 @@ func (e *RejectedError) Is(target error) bool { return target == ErrRejected }
 // Error classes, for Hooks.Error and the metrics' class label.
 const (
 	ClassUnavailable = "unavailable" // transport error, timeout, 408, 429, 5xx
-	ClassAuth        = "auth"        // 401, 403
+	ClassAuth        = "auth"        // 401, 403, a certificate refused (TLS)
 	ClassRejected    = "rejected"    // any other answer >= 300
 )
 
@@ -64,11 +67,29 @@ func classify(err error) (class string, status int, re *sr.ResponseError) {
 			return ClassAuth, status, re
 		case status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500:
 			return ClassUnavailable, status, re
+		case re.ErrorCode == 0:
+			// A 4xx without the registry's {"error_code":...} body: not the
+			// registry refusing (a proxy's 404 for a wrong path, a gateway's
+			// page); dead-lettering every row for it would be wrong.
+			return ClassUnavailable, status, re
 		default:
 			return ClassRejected, status, re
 		}
 	}
-	// Transport errors (refused, reset, TLS, the per-request timeout) and
+	// A certificate refused either way (the registry's not trusted, or
+	// walrelay's refused by the registry: a TLS alert) is credentials an
+	// operator must fix, as a 401 is: waited out, logged as an error.
+	// crypto/tls reports an alert the registry sent (bad_certificate,
+	// certificate_required) as a *net.OpError with Op "remote error".
+	var verr *tls.CertificateVerificationError
+	var unknownCA x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var op *net.OpError
+	if errors.As(err, &verr) || errors.As(err, &unknownCA) || errors.As(err, &hostname) ||
+		(errors.As(err, &op) && op.Op == "remote error") {
+		return ClassAuth, 0, nil
+	}
+	// Other transport errors (refused, reset, the per-request timeout) and
 	// a 2xx body that does not decode (a proxy's page): the registry is not
 	// there as a registry, which is waited out, never a dead letter.
 	return ClassUnavailable, 0, nil

@@ -135,17 +135,17 @@ func (c *Client) storeSchema(k verKey, reg Registered) {
 // anyName accepts every name: the registry, not this client, decides which
 // names are valid (Apache Avro's Java parser checks simple names but not
 // namespace segments, docs/design/avro.md §0.10).
-var anyName = avro.WithLaxNames(func(string) error { return nil })
+func anyName() avro.SchemaOpt { return avro.WithLaxNames(func(string) error { return nil }) }
 
 // canRead reports why data written with writer cannot be read with reader
 // (Avro schema resolution), or nil when it can: the strict check of
 // use.latest.version (AbstractKafkaSchemaSerDe.lookupLatestVersion).
 func canRead(reader, writer string) error {
-	r, err := avro.Parse(reader, anyName)
+	r, err := avro.Parse(reader, anyName())
 	if err != nil {
 		return fmt.Errorf("parsing the latest version: %w", err)
 	}
-	w, err := avro.Parse(writer, anyName)
+	w, err := avro.Parse(writer, anyName())
 	if err != nil {
 		return fmt.Errorf("parsing the schema: %w", err)
 	}

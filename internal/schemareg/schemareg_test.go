@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -249,11 +250,14 @@ func waitUntilBackToNormal(t *testing.T, reg *testenv.SchemaRegistry, c *schemar
 		t.Fatalf("ID returned while the registry fails: %d, %v", r.id, r.err)
 	default:
 	}
-	if _, _, waiting, _ := h.snapshot(); len(waiting) != 1 || !waiting[0] {
-		t.Fatalf("Waiting calls %v; want [true] while failing", waiting)
+	if _, _, waiting, _ := h.snapshot(); len(waiting) != 1 || !waiting[0] || !c.Waiting() {
+		t.Fatalf("Waiting calls %v, Waiting() %v; want [true], true while failing", waiting, c.Waiting())
 	}
 	fix()
 	r := <-done
+	if c.Waiting() {
+		t.Error("Waiting() after ID returned")
+	}
 	if r.err != nil {
 		t.Fatalf("ID after the registry is back: %v", r.err)
 	}
@@ -287,6 +291,12 @@ func TestIDWaitsWhileRegistryDown(t *testing.T) {
 		reg.Slow(time.Second)
 		waitUntilBackToNormal(t, reg, c, h, "unavailable", func() { reg.Slow(0) })
 	})
+	t.Run("404 without the registry's error body", func(t *testing.T) {
+		reg := testenv.Registry(t)
+		c, h := newClient(t, reg, nil)
+		reg.Refuse("orders-value", http.StatusNotFound, 0, "404 page not found") // a proxy's, not the registry's
+		waitUntilBackToNormal(t, reg, c, h, "unavailable", func() { reg.Refuse("orders-value", 0, 0, "") })
+	})
 	for _, status := range []int{http.StatusTooManyRequests, http.StatusRequestTimeout, http.StatusBadGateway} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
 			reg := testenv.Registry(t)
@@ -298,9 +308,17 @@ func TestIDWaitsWhileRegistryDown(t *testing.T) {
 }
 
 func TestIDWaitsWhileCredentialsRefused(t *testing.T) {
-	reg := testenv.Registry(t, testenv.RegistryBasicAuth("walrelay", "right"))
-	c, h := newClient(t, reg, func(cfg *schemareg.Config) { cfg.UserInfo = "walrelay:wrong" })
-	waitUntilBackToNormal(t, reg, c, h, "auth", func() { reg.SetBasicAuth("walrelay", "wrong") })
+	t.Run("401", func(t *testing.T) {
+		reg := testenv.Registry(t, testenv.RegistryBasicAuth("walrelay", "right"))
+		c, h := newClient(t, reg, func(cfg *schemareg.Config) { cfg.UserInfo = "walrelay:wrong" })
+		waitUntilBackToNormal(t, reg, c, h, "auth", func() { reg.SetBasicAuth("walrelay", "wrong") })
+	})
+	t.Run("403", func(t *testing.T) {
+		reg := testenv.Registry(t)
+		c, h := newClient(t, reg, nil)
+		reg.Refuse("orders-value", http.StatusForbidden, 40301, "User is denied operation Write on Subject: orders-value")
+		waitUntilBackToNormal(t, reg, c, h, "auth", func() { reg.Refuse("orders-value", 0, 0, "") })
+	})
 }
 
 func TestIDGivesUpWhenContextEnds(t *testing.T) {
@@ -392,10 +410,37 @@ func TestTLSAndBearer(t *testing.T) {
 		t.Errorf("errors %v; want auth", errs)
 	}
 
-	untrusting, _ := newClient(t, reg, func(cfg *schemareg.Config) { cfg.BearerToken = "tok" })
+	untrusting, uh := newClient(t, reg, func(cfg *schemareg.Config) { cfg.BearerToken = "tok" })
 	r, err := untrusting.Check(ctxFor(t, 10*time.Second), nil)
 	if err != nil || r.Reachable || !strings.Contains(r.Error, "certificate") {
 		t.Errorf("Check without the CA: %+v, %v; want unreachable with a certificate error", r, err)
+	}
+	if _, err := untrusting.ID(ctxFor(t, 200*time.Millisecond), "s", recA, autoRegister); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("ID without the CA: %v; want waiting until the deadline", err)
+	}
+	if _, _, _, errs := uh.snapshot(); errs["auth"] == 0 || errs["unavailable"] != 0 {
+		t.Errorf("errors without the CA %v; want auth (a certificate to fix), not unavailable", errs)
+	}
+}
+
+func TestClientCertificate(t *testing.T) {
+	ca := testenv.NewCA(t, "registry-ca")
+	reg := testenv.Registry(t, testenv.RegistryTLS(ca), testenv.RegistryClientCerts(ca))
+	leaf := ca.Issue(t, "walrelay", "walrelay")
+	with, _ := newClient(t, reg, func(cfg *schemareg.Config) {
+		cfg.TLS = &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{leaf.TLS}, MinVersion: tls.VersionTLS12}
+	})
+	if _, err := with.ID(ctxFor(t, 10*time.Second), "s", recA, autoRegister); err != nil {
+		t.Fatalf("ID with a client certificate: %v", err)
+	}
+	without, h := newClient(t, reg, func(cfg *schemareg.Config) {
+		cfg.TLS = &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
+	})
+	if _, err := without.ID(ctxFor(t, 200*time.Millisecond), "s", recAB, autoRegister); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("ID without a client certificate: %v; want waiting until the deadline", err)
+	}
+	if _, _, _, errs := h.snapshot(); errs["auth"] == 0 {
+		t.Errorf("errors without a client certificate %v; want auth", errs)
 	}
 }
 
@@ -513,5 +558,120 @@ func TestCheck(t *testing.T) {
 	reg.Down()
 	if r, err := c.Check(ctx, nil); err != nil || r.Reachable || r.OK() || r.Error == "" {
 		t.Errorf("registry down: %+v, %v; want unreachable", r, err)
+	}
+}
+
+// logRecorder is a slog.Handler keeping level and message of each record.
+type logRecorder struct {
+	mu   sync.Mutex
+	recs []string
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	var attrs []string
+	r.Attrs(func(a slog.Attr) bool { attrs = append(attrs, a.String()); return true })
+	l.mu.Lock()
+	l.recs = append(l.recs, r.Level.String()+" "+r.Message+" "+strings.Join(attrs, " "))
+	l.mu.Unlock()
+	return nil
+}
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
+func (l *logRecorder) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.recs...)
+}
+
+// TestWaitLogsRateLimited: many failed attempts within 10s log once (WARN
+// for an unavailable registry, ERROR for refused credentials), and the
+// recovery once, without the password.
+func TestWaitLogsRateLimited(t *testing.T) {
+	for _, tc := range []struct {
+		name, level, class string
+		opts               []testenv.RegistryOpt
+		userInfo           string
+		fail, fix          func(*testenv.SchemaRegistry)
+	}{
+		{name: "unavailable", level: "WARN", class: "unavailable",
+			fail: func(r *testenv.SchemaRegistry) { r.Unavailable() }, fix: func(r *testenv.SchemaRegistry) { r.Up() }},
+		{name: "credentials refused", level: "ERROR", class: "auth", opts: []testenv.RegistryOpt{testenv.RegistryBasicAuth("u", "right")}, userInfo: "u:wrong-pw",
+			fail: func(*testenv.SchemaRegistry) {}, fix: func(r *testenv.SchemaRegistry) { r.SetBasicAuth("u", "wrong-pw") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := testenv.Registry(t, tc.opts...)
+			logs := &logRecorder{}
+			c, h := newClient(t, reg, func(cfg *schemareg.Config) {
+				cfg.Logger = slog.New(logs)
+				cfg.UserInfo = tc.userInfo
+			})
+			tc.fail(reg)
+			waitUntilBackToNormal(t, reg, c, h, tc.class, func() { tc.fix(reg) })
+			lines := logs.lines()
+			if len(lines) != 2 || !strings.HasPrefix(lines[0], tc.level+" ") || !strings.HasPrefix(lines[1], "INFO schema registry answers again") {
+				t.Errorf("log:\n%s\nwant one %s while waiting (rate-limited) and one INFO on recovery", strings.Join(lines, "\n"), tc.level)
+			}
+			if strings.Contains(strings.Join(lines, "\n"), "wrong-pw") {
+				t.Errorf("the log shows the password:\n%s", strings.Join(lines, "\n"))
+			}
+		})
+	}
+}
+
+// TestWaitersOutliveTheFirstCaller: concurrent misses share one request,
+// but a caller whose context ends does not end the others' wait: they go
+// on and get the id once the registry answers.
+func TestWaitersOutliveTheFirstCaller(t *testing.T) {
+	reg := testenv.Registry(t)
+	c, h := newClient(t, reg, nil)
+	reg.Unavailable()
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.ID(ctxFor(t, 200*time.Millisecond), "s", recA, autoRegister)
+		first <- err
+	}()
+	waitFor(t, "the first caller waiting", func() bool { _, _, w, _ := h.snapshot(); return len(w) == 1 })
+	second := make(chan error, 1)
+	go func() {
+		_, err := c.ID(ctxFor(t, 20*time.Second), "s", recA, autoRegister)
+		second <- err
+	}()
+	if err := <-first; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("first caller: %v; want its deadline", err)
+	}
+	select {
+	case err := <-second:
+		t.Fatalf("second caller returned with the first: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	reg.Up()
+	if err := <-second; err != nil {
+		t.Fatalf("second caller after the registry is back: %v", err)
+	}
+}
+
+// TestNormalizeAsked: Mode.Normalize (normalize.schemas) asks the registry
+// to normalize (?normalize=true) on register and lookup, and is part of the
+// cache key.
+func TestNormalizeAsked(t *testing.T) {
+	reg := testenv.Registry(t)
+	c, _ := newClient(t, reg, nil)
+	ctx := ctxFor(t, 10*time.Second)
+	for _, m := range []schemareg.Mode{{AutoRegister: true, Normalize: true}, {Normalize: true}, {AutoRegister: true}} {
+		if _, err := c.ID(ctx, "s", recA, m); err != nil {
+			t.Fatalf("ID(%+v): %v", m, err)
+		}
+	}
+	var got []string
+	for _, q := range reg.Requests() {
+		got = append(got, q.Method+" "+q.Path+"?"+q.Query)
+	}
+	want := "POST /subjects/s/versions?normalize=true|POST /subjects/s?normalize=true|POST /subjects/s/versions?"
+	if strings.Join(got, "|") != want {
+		t.Errorf("requests %q, want %q", got, want)
+	}
+	if ua := reg.Requests()[0].UserAgent; ua != "walrelay" {
+		t.Errorf("User-Agent %q, want the default walrelay", ua)
 	}
 }
