@@ -17,7 +17,9 @@
 // Resolution"):
 //
 //   - a JSON member the record lacks is ignored (a writer-only field); a
-//     member named by one of a field's aliases counts as the field;
+//     member named by one of a field's aliases counts as the field (a field given
+//     twice, or by name and alias, takes the last member, as encoding/json
+//     does);
 //   - a field the JSON lacks takes the field's default, and is an error
 //     (ErrMissingField) without one, even for a nullable field: a union with
 //     null has no implicit default in Avro;
@@ -28,8 +30,9 @@
 //
 //   - null only for null, or a union with a null branch (else ErrNull);
 //   - int and long: an integer literal in range (no fraction, no exponent;
-//     else ErrType or ErrRange); float and double: any JSON number, a float
-//     out of float32's range is ErrRange; also the strings "NaN",
+//     else ErrType or ErrRange); float and double: any JSON number, rounded to
+//     the nearest (an underflow to zero), one beyond the type's range is
+//     ErrRange; also the strings "NaN",
 //     "Infinity" and "-Infinity" (Java Avro's JSON encoding);
 //   - string: a JSON string; enum: a symbol; bytes and fixed: a JSON string
 //     of code points U+0000..U+00FF, one per byte, as Avro's JSON encoding
@@ -63,6 +66,12 @@
 // Schema references (a registered schema that references another subject's
 // types) are out of scope: Compile of a schema naming a type it does not
 // define fails ("unknown type").
+//
+// The body is what Confluent's serializer writes after its 5-byte header:
+// the Avro binary, except that the value of a top-level "bytes" schema is
+// written without its length prefix, as AbstractKafkaAvroSerializer does
+// (`if (rawSchema.getType().equals(Type.BYTES)) baos.write((byte[]) value)`;
+// docs/design/avro.md 1.2) and its deserializer expects.
 //
 // Avro binary writing follows the specification's Binary Encoding: zig-zag
 // varints, length-prefixed strings and bytes, one block for a non-empty
@@ -103,7 +112,8 @@ var (
 // FieldError is a JSON document that does not match the schema, at Path: the
 // dotted path of the field from the top ("address.city", "items[2].sku",
 // `attrs["k"]`), "" for the document itself. Err wraps one of the Err*
-// sentinels. The message never quotes the payload's values.
+// sentinels. The message never quotes the payload's values (a map key in
+// Path is the only payload text in it).
 type FieldError struct {
 	Path string
 	Err  error
@@ -144,7 +154,8 @@ func Compile(schema string) (*Codec, error) {
 func (c *Codec) Schema() *avro.Schema { return c.schema }
 
 // AppendJSON appends the Avro binary of the JSON document js (no Confluent
-// header) to dst. On error it returns dst unchanged (in length) and a
+// header; a top-level bytes value without its length prefix, as Confluent
+// writes it) to dst. On error it returns dst unchanged (in length) and a
 // *FieldError.
 func (c *Codec) AppendJSON(dst, js []byte) ([]byte, error) {
 	e, _ := c.states.Get().(*encoder)

@@ -117,7 +117,14 @@ func (e *encoder) encodeDocument(dst, js []byte, root *node) ([]byte, error) {
 	}
 	e.js = js
 	i := skipWS(js, 0)
-	return e.value(dst, root, i, skipValue(js, i))
+	mark := len(dst)
+	out, err := e.value(dst, root, i, skipValue(js, i))
+	if err != nil || root.kind != kBytes {
+		return out, err
+	}
+	// Confluent's top-level bytes: no length prefix.
+	_, n := binary.Uvarint(out[mark:])
+	return append(out[:mark], out[mark+n:]...), nil
 }
 
 // value appends the Avro binary of the JSON value js[i:j] by n.
@@ -221,18 +228,19 @@ func (e *encoder) value(dst []byte, n *node, i, j int) ([]byte, error) {
 		if c != '"' {
 			return dst, e.failType(n, c)
 		}
-		b, ok := codePointBytes(e.stringValue(i, j))
+		s := e.stringValue(i, j)
+		count, ok := codePointCount(s)
 		if !ok {
 			return dst, e.fail(fmt.Errorf("%w: want %s as a JSON string of code points U+0000..U+00FF", ErrType, n.typeName()))
 		}
 		if n.kind == kFixed {
-			if len(b) != n.size {
-				return dst, e.fail(fmt.Errorf("%w: %s takes %d bytes, got %d", ErrType, n.typeName(), n.size, len(b)))
+			if count != n.size {
+				return dst, e.fail(fmt.Errorf("%w: %s takes %d bytes, got %d", ErrType, n.typeName(), n.size, count))
 			}
-			return append(dst, b...), nil
+		} else {
+			dst = appendLong(dst, int64(count))
 		}
-		dst = appendLong(dst, int64(len(b)))
-		return append(dst, b...), nil
+		return appendCodePoints(dst, s), nil
 	case kEnum:
 		if c != '"' {
 			return dst, e.failType(n, c)
@@ -493,19 +501,29 @@ func appendLong(dst []byte, v int64) []byte {
 	return binary.AppendUvarint(dst, uint64(v<<1)^uint64(v>>63))
 }
 
-// codePointBytes reads Avro's JSON encoding of bytes: one byte per code
-// point U+0000..U+00FF.
-func codePointBytes(s []byte) ([]byte, bool) {
-	out := make([]byte, 0, len(s))
+// codePointCount checks Avro's JSON encoding of bytes, one byte per code
+// point U+0000..U+00FF, and counts the bytes.
+func codePointCount(s []byte) (int, bool) {
+	n := 0
 	for len(s) > 0 {
 		r, size := utf8.DecodeRune(s)
 		if r > 0xff || (r == utf8.RuneError && size == 1) {
-			return nil, false
+			return 0, false
 		}
-		out = append(out, byte(r))
+		n++
 		s = s[size:]
 	}
-	return out, true
+	return n, true
+}
+
+// appendCodePoints appends the bytes of a string codePointCount accepted.
+func appendCodePoints(dst, s []byte) []byte {
+	for len(s) > 0 {
+		r, size := utf8.DecodeRune(s)
+		dst = append(dst, byte(r))
+		s = s[size:]
+	}
+	return dst
 }
 
 // The scanner. It runs on a document json.Valid accepted, so it checks no
