@@ -101,6 +101,19 @@ func newAvroStage(key, value *kafkaconf.RegistrySide, rc router.Config, hooks sc
 	return a
 }
 
+// waiting reports whether the stream waits for a registry now. Nil-safe.
+func (a *avroStage) waiting() bool {
+	if a == nil {
+		return false
+	}
+	for _, s := range []*avroSide{a.key, a.value} {
+		if s != nil && s.Client != nil && s.Client.Waiting() {
+			return true
+		}
+	}
+	return false
+}
+
 // close releases the registry clients' idle connections. Nil-safe.
 func (a *avroStage) close() {
 	if a == nil {

@@ -395,10 +395,13 @@ func TestAvroRegistryDownUnderLoad(t *testing.T) {
 	_, coldXid := insertRow(t, f.dsn, "cold", "c0", `{"cold": true}`)
 	w.cold.Store(true)
 	coldEnd := f.txEnd(t, coldXid)
-	sawWaiting := false
+	sawWaiting, sawNotReady := false, ""
 	for time.Since(downAt) < 30*time.Second {
 		if gauge(t, f.reg, "walrelay_schema_registry_waiting") == 1 {
 			sawWaiting = true
+		}
+		if st := run.relay.Status(t.Context()); st.SchemaRegistryWaiting != nil && *st.SchemaRegistryWaiting && !st.Ready {
+			sawNotReady = st.NotReadyReason
 		}
 		if confirmed, _ := f.slot(t); confirmed >= coldEnd {
 			t.Fatalf("confirmed_flush_lsn %s passed the end %s of the row waiting for the registry", confirmed, coldEnd)
@@ -447,6 +450,13 @@ func TestAvroRegistryDownUnderLoad(t *testing.T) {
 	f.waitCaughtUp(t, 30*time.Second)
 	waiting := gauge(t, f.reg, "walrelay_schema_registry_waiting")
 	reconnects := gauge(t, f.reg, "walrelay_reconnects_total")
+	t.Logf("while waiting: /status not ready: %q", sawNotReady)
+	if !strings.Contains(sawNotReady, "waiting for the schema registry") {
+		t.Errorf("/status while the stream waited: not ready reason %q, want it to say the relay waits for the schema registry", sawNotReady)
+	}
+	if st := run.relay.Status(t.Context()); st.SchemaRegistryWaiting == nil || *st.SchemaRegistryWaiting || !st.Ready {
+		t.Errorf("/status after the registry is back: schema_registry_waiting %v, ready %t (%s); want false and ready", st.SchemaRegistryWaiting, st.Ready, st.NotReadyReason)
+	}
 	t.Logf("rows written %d (+2), records %d, lost %d, out of order %d, dead letters %d, waiting seen %t and now %v, reconnects %v",
 		len(rows), total, lost, disorder, len(dl), sawWaiting, waiting, reconnects)
 	if lost != 0 || disorder != 0 || len(dl) != 0 {

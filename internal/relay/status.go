@@ -95,6 +95,10 @@ type Status struct {
 	KafkaTransactionsAborted   *uint64        `json:"kafka_transactions_aborted,omitempty"`
 	CheckpointLSN              string         `json:"checkpoint_lsn,omitempty"`
 	LastError                  string         `json:"last_error,omitempty"`
+	// SchemaRegistryWaiting: the stream waits for the schema registry
+	// (unavailable, or refusing the credentials); omitted without an avro
+	// converter.
+	SchemaRegistryWaiting *bool `json:"schema_registry_waiting,omitempty"`
 	Slot                       slotmon.Status `json:"slot"`
 	// Snapshot is the initial snapshot's progress, when this process ran
 	// one.
@@ -133,6 +137,10 @@ func (r *Relay) Status(ctx context.Context) Status {
 	if err := r.stream.LastError(); err != nil {
 		st.LastError = err.Error()
 	}
+	if r.avro != nil {
+		w := r.avro.waiting()
+		st.SchemaRegistryWaiting = &w
+	}
 	if err := r.Ready(ctx); err != nil {
 		st.NotReadyReason = err.Error()
 	} else {
@@ -165,6 +173,9 @@ func (r *Relay) Ready(ctx context.Context) error {
 		default:
 			return fmt.Errorf("not streaming from slot %q yet", r.cfg.Postgres.Slot)
 		}
+	}
+	if r.avro.waiting() {
+		return errors.New("waiting for the schema registry (unavailable, or refusing walrelay's credentials): the stream reads nothing meanwhile and Postgres keeps the WAL")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
