@@ -91,15 +91,15 @@ type Status struct {
 	OldestUnpublishedAgeSeconds float64    `json:"oldest_unpublished_event_age_seconds"`
 	OldestUnpublishedCommitTime *time.Time `json:"oldest_unpublished_commit_time,omitempty"`
 	// Exactly-once delivery only.
-	KafkaTransactionsCommitted *uint64        `json:"kafka_transactions_committed,omitempty"`
-	KafkaTransactionsAborted   *uint64        `json:"kafka_transactions_aborted,omitempty"`
-	CheckpointLSN              string         `json:"checkpoint_lsn,omitempty"`
-	LastError                  string         `json:"last_error,omitempty"`
+	KafkaTransactionsCommitted *uint64 `json:"kafka_transactions_committed,omitempty"`
+	KafkaTransactionsAborted   *uint64 `json:"kafka_transactions_aborted,omitempty"`
+	CheckpointLSN              string  `json:"checkpoint_lsn,omitempty"`
+	LastError                  string  `json:"last_error,omitempty"`
 	// SchemaRegistryWaiting: the stream waits for the schema registry
 	// (unavailable, or refusing the credentials); omitted without an avro
 	// converter.
-	SchemaRegistryWaiting *bool `json:"schema_registry_waiting,omitempty"`
-	Slot                       slotmon.Status `json:"slot"`
+	SchemaRegistryWaiting *bool          `json:"schema_registry_waiting,omitempty"`
+	Slot                  slotmon.Status `json:"slot"`
 	// Snapshot is the initial snapshot's progress, when this process ran
 	// one.
 	Snapshot *snapshot.Status `json:"snapshot,omitempty"`
