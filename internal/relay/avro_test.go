@@ -519,3 +519,52 @@ func TestAvroSnapshotAndMessages(t *testing.T) {
 		}
 	})
 }
+
+// Item 3 with converter.value.avro.schema.version.column: a row encodes
+// with the registry version its column names, the latest when NULL; a
+// version the subject lacks is a schema_rejected dead letter (the
+// registry's 404), the rows after it go on.
+func TestAvroPayloadSchemaVersionColumn(t *testing.T) {
+	const topic = "outbox.event.order"
+	reg := testenv.Registry(t)
+	v1, _ := reg.Register(topic+"-value", `{"type":"record","name":"Order","fields":[{"name":"id","type":"string"}]}`)
+	v2, _ := reg.Register(topic+"-value", `{"type":"record","name":"Order","fields":[{"name":"id","type":"string"},{"name":"note","type":["null","string"],"default":null}]}`)
+	f := newFixture(t, func(c *config.Config) {
+		c.Converter.Value, c.Converter.ValueRegistryURL, c.Converter.ValueAvroSchema = "avro", reg.URL(), "registry"
+		c.Converter.ValueAvroVersionColumn = "schema_version"
+	})
+	testenv.Exec(t, f.dsn, `ALTER TABLE outbox ADD COLUMN schema_version int`)
+	run := f.start(t)
+	insert := func(id, version string) string {
+		return fmt.Sprintf(`INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, schema_version) VALUES ('%s', 'order', 'o', 'T', '{"id": "o", "note": "n"}', %s)`, id, version)
+	}
+	const latest, first, missing = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002", "00000000-0000-4000-8000-000000000003"
+	execTx(t, f.dsn, insert(latest, "NULL"))
+	execTx(t, f.dsn, insert(first, "1"))
+	execTx(t, f.dsn, insert(missing, "9"))
+	recs := f.broker.ReadAll(t, []string{topic}, 2, 30*time.Second)
+	values, _ := decodeAll(t, reg, recs, false)
+	want := map[string]struct {
+		id    int
+		value string
+	}{latest: {v2, `map[id:o note:n]`}, first: {v1, `map[id:o]`}}
+	for i, rec := range recs {
+		rid, _ := header(rec, "id")
+		id, _ := confluent(t, "value", rec.Value)
+		if w := want[rid]; int(id) != w.id || fmt.Sprint(values[i]) != w.value {
+			t.Errorf("row %s: id %d value %v, want id %d value %s", rid, id, values[i], w.id, w.value)
+		}
+	}
+	dl := f.broker.ReadAll(t, []string{f.cfg.Relay.DeadLetterTopic}, 1, 30*time.Second)
+	class, _ := header(dl[0], deadletter.HeaderErrorClass)
+	msg, _ := header(dl[0], deadletter.HeaderErrorMessage)
+	oid, _ := header(dl[0], deadletter.HeaderOutboxID)
+	t.Logf("ids: v1 %d, v2 %d; dead letter: class %s, message %s", v1, v2, class, msg)
+	if class != "schema_rejected" || oid != missing || !strings.Contains(msg, "404") {
+		t.Errorf("dead letter class %q outbox id %q message %q; want schema_rejected for %s with the registry's 404", class, oid, msg, missing)
+	}
+	f.waitCaughtUp(t, 15*time.Second)
+	if err := run.stop(); err != nil {
+		t.Fatalf("relay: %v", err)
+	}
+}
