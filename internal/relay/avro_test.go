@@ -126,11 +126,12 @@ func metricValue(m *dto.Metric) float64 {
 // Avro keys and values land with the ids the registry gave the subjects
 // <topic>-key and <topic>-value, and decode (python3-avro, with the schema
 // the registry returns for the id) to the rows' aggregate ids and
-// payloads; each schema is registered once however many rows use it.
+// payloads; each schema is registered once however many rows use it, by
+// a client that says walrelay/<version> in its User-Agent.
 func TestAvroKeysAndValuesWithRegistryIDs(t *testing.T) {
 	reg := testenv.Registry(t)
 	f := newFixture(t, avroConfig(reg))
-	run := f.start(t)
+	run := f.start(t, relay.Version("v9.9.9-test"))
 	type row struct{ id, key, payload string }
 	var rows []row
 	for i := range 6 {
@@ -172,6 +173,14 @@ func TestAvroKeysAndValuesWithRegistryIDs(t *testing.T) {
 			if n := reg.Count(http.MethodPost, "/subjects/"+topic+side+"/versions"); n != 1 {
 				t.Errorf("%d registrations under %s%s, want 1 (the relay caches the id)", n, topic, side)
 			}
+		}
+	}
+	for _, q := range reg.Requests() {
+		if strings.HasPrefix(q.Path, "/schemas/ids/") {
+			continue // the test's own
+		}
+		if q.UserAgent != "walrelay/v9.9.9-test" {
+			t.Errorf("%s %s with User-Agent %q, want walrelay/v9.9.9-test", q.Method, q.Path, q.UserAgent)
 		}
 	}
 	if err := run.stop(); err != nil {
