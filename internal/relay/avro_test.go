@@ -577,3 +577,50 @@ func TestAvroPayloadSchemaVersionColumn(t *testing.T) {
 		t.Fatalf("relay: %v", err)
 	}
 }
+
+// A registry that refuses walrelay's credentials (401) is waited out like
+// one that is down, never a dead letter: the row waits, unconfirmed, the
+// relay is not ready and says why; once the registry accepts the
+// credentials (here its password changed to walrelay's), the row lands.
+func TestAvroRegistryRefusingCredentialsIsWaitedOut(t *testing.T) {
+	reg := testenv.Registry(t, testenv.RegistryBasicAuth("walrelay", "rotated"))
+	f := newFixture(t, func(c *config.Config) {
+		avroConfig(reg)(c)
+		c.Converter.KeyBasicAuthSource, c.Converter.KeyBasicAuthUserInfo = "USER_INFO", "walrelay:s3cret"
+		c.Converter.ValueBasicAuthSource, c.Converter.ValueBasicAuthUserInfo = "USER_INFO", "walrelay:s3cret"
+	})
+	f.createProbe(t)
+	run := f.start(t)
+	id, xid := insertRow(t, f.dsn, "order", "o-1", `{"a": 1}`)
+	end := f.txEnd(t, xid)
+	deadline := time.Now().Add(30 * time.Second)
+	var st relay.Status
+	for st = run.relay.Status(t.Context()); st.SchemaRegistryWaiting == nil || !*st.SchemaRegistryWaiting; st = run.relay.Status(t.Context()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay never waited for the registry refusing its credentials: %+v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // several refused attempts
+	if confirmed, _ := f.slot(t); confirmed >= end {
+		t.Fatalf("confirmed_flush_lsn %s passed the waiting row's transaction end %s", confirmed, end)
+	}
+	if _, n := consumed(t, f.broker, []string{f.cfg.Relay.DeadLetterTopic, "outbox.event.order"}, 1, time.Second); n != 0 {
+		t.Fatalf("%d records while the registry refused the credentials, want none (no dead letter)", n)
+	}
+	errs := f.logs.lines("refuses walrelay's credentials")
+	t.Logf("not ready: %s; %d error log lines", st.NotReadyReason, len(errs))
+	if st.Ready || len(errs) == 0 || strings.Contains(f.logs.String(), "s3cret") {
+		t.Errorf("ready %t, %d log lines about the credentials, password logged %t; want not ready, logged, never the password",
+			st.Ready, len(errs), strings.Contains(f.logs.String(), "s3cret"))
+	}
+	reg.SetBasicAuth("walrelay", "s3cret")
+	recs := f.broker.ReadAll(t, []string{"outbox.event.order"}, 1, 30*time.Second)
+	if got, _ := header(recs[0], "id"); got != id {
+		t.Errorf("record %s, want the row %s", got, id)
+	}
+	f.waitCaughtUp(t, 15*time.Second)
+	if err := run.stop(); err != nil {
+		t.Fatalf("relay: %v", err)
+	}
+}
