@@ -4,7 +4,10 @@
 // publisher's configuration are built, so every client walrelay opens (the
 // relay's producer, the exactly-once checkpoint reader, verify and its
 // republisher, check, the heal's deduplication, debezium takeover) reaches
-// and authenticates to the brokers the same way.
+// and authenticates to the brokers the same way. It also builds the avro
+// converters' schema registry clients (Registries, registry.go: one
+// internal/schemareg client per distinct registry setting, TLS from the
+// PEM stores, basic auth or a bearer token), for the relay and check.
 //
 // In: a config.Kafka (validated), and optionally a registry and a logger.
 // Out: []kgo.Opt (ClientOpts) and a publisher.Config (PublisherConfig), or

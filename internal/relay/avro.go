@@ -78,6 +78,10 @@ type avroRegistered struct {
 	at      time.Time // when the client answered (the latest is asked again after latestRecheck)
 }
 
+// maxCachedIDs bounds the relay's id cache: schemas that vary per row
+// (table.expand.json.payload) would otherwise grow it without end.
+const maxCachedIDs = 1 << 16
+
 // latestRecheck is how long a subject's latest schema is used before the
 // client is asked again (its own cache answers until its LatestTTL ends:
 // a new latest version is used at most this much later than the client
@@ -99,6 +103,19 @@ func newAvroStage(key, value *kafkaconf.RegistrySide, rc router.Config, hooks sc
 		a.value = &avroSide{RegistrySide: *value, column: rc.FieldEventPayload}
 	}
 	return a
+}
+
+// waiting reports whether the stream waits for a registry now. Nil-safe.
+func (a *avroStage) waiting() bool {
+	if a == nil {
+		return false
+	}
+	for _, s := range []*avroSide{a.key, a.value} {
+		if s != nil && s.Client != nil && s.Client.Waiting() {
+			return true
+		}
+	}
+	return false
 }
 
 // close releases the registry clients' idle connections. Nil-safe.
@@ -193,6 +210,9 @@ func (a *avroStage) id(ctx context.Context, side *avroSide, topic string, schema
 	})
 	if err != nil {
 		return 0, side.rowError(err)
+	}
+	if len(a.ids) >= maxCachedIDs {
+		clear(a.ids) // the client's cache answers the next misses without a request
 	}
 	a.ids[k] = id
 	return id, nil

@@ -100,7 +100,7 @@ func TestAvroCachedIDAllocatesNothing(t *testing.T) {
 			if id := binary.BigEndian.Uint32(out.rec.Value[1:5]); out.rec.Value[0] != 0 || id != 7 {
 				t.Fatalf("value header %x, want magic 0 and the cached id 7", out.rec.Value[:5])
 			}
-			if allocs != 0 {
+			if allocs != 0 && !raceEnabled { // avrojson's encoders are pooled
 				t.Errorf("finishing a row with a cached id allocates %v times, want 0", allocs)
 			}
 		})

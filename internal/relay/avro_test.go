@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -126,11 +127,12 @@ func metricValue(m *dto.Metric) float64 {
 // Avro keys and values land with the ids the registry gave the subjects
 // <topic>-key and <topic>-value, and decode (python3-avro, with the schema
 // the registry returns for the id) to the rows' aggregate ids and
-// payloads; each schema is registered once however many rows use it.
+// payloads; each schema is registered once however many rows use it, by
+// a client that says walrelay/<version> in its User-Agent.
 func TestAvroKeysAndValuesWithRegistryIDs(t *testing.T) {
 	reg := testenv.Registry(t)
 	f := newFixture(t, avroConfig(reg))
-	run := f.start(t)
+	run := f.start(t, relay.Version("v9.9.9-test"))
 	type row struct{ id, key, payload string }
 	var rows []row
 	for i := range 6 {
@@ -172,6 +174,14 @@ func TestAvroKeysAndValuesWithRegistryIDs(t *testing.T) {
 			if n := reg.Count(http.MethodPost, "/subjects/"+topic+side+"/versions"); n != 1 {
 				t.Errorf("%d registrations under %s%s, want 1 (the relay caches the id)", n, topic, side)
 			}
+		}
+	}
+	for _, q := range reg.Requests() {
+		if strings.HasPrefix(q.Path, "/schemas/ids/") {
+			continue // the test's own
+		}
+		if q.UserAgent != "walrelay/v9.9.9-test" {
+			t.Errorf("%s %s with User-Agent %q, want walrelay/v9.9.9-test", q.Method, q.Path, q.UserAgent)
 		}
 	}
 	if err := run.stop(); err != nil {
@@ -395,10 +405,13 @@ func TestAvroRegistryDownUnderLoad(t *testing.T) {
 	_, coldXid := insertRow(t, f.dsn, "cold", "c0", `{"cold": true}`)
 	w.cold.Store(true)
 	coldEnd := f.txEnd(t, coldXid)
-	sawWaiting := false
+	sawWaiting, sawNotReady := false, ""
 	for time.Since(downAt) < 30*time.Second {
 		if gauge(t, f.reg, "walrelay_schema_registry_waiting") == 1 {
 			sawWaiting = true
+		}
+		if st := run.relay.Status(t.Context()); st.SchemaRegistryWaiting != nil && *st.SchemaRegistryWaiting && !st.Ready {
+			sawNotReady = st.NotReadyReason
 		}
 		if confirmed, _ := f.slot(t); confirmed >= coldEnd {
 			t.Fatalf("confirmed_flush_lsn %s passed the end %s of the row waiting for the registry", confirmed, coldEnd)
@@ -447,6 +460,13 @@ func TestAvroRegistryDownUnderLoad(t *testing.T) {
 	f.waitCaughtUp(t, 30*time.Second)
 	waiting := gauge(t, f.reg, "walrelay_schema_registry_waiting")
 	reconnects := gauge(t, f.reg, "walrelay_reconnects_total")
+	t.Logf("while waiting: /status not ready: %q", sawNotReady)
+	if !strings.Contains(sawNotReady, "waiting for the schema registry") {
+		t.Errorf("/status while the stream waited: not ready reason %q, want it to say the relay waits for the schema registry", sawNotReady)
+	}
+	if st := run.relay.Status(t.Context()); st.SchemaRegistryWaiting == nil || *st.SchemaRegistryWaiting || !st.Ready {
+		t.Errorf("/status after the registry is back: schema_registry_waiting %v, ready %t (%s); want false and ready", st.SchemaRegistryWaiting, st.Ready, st.NotReadyReason)
+	}
 	t.Logf("rows written %d (+2), records %d, lost %d, out of order %d, dead letters %d, waiting seen %t and now %v, reconnects %v",
 		len(rows), total, lost, disorder, len(dl), sawWaiting, waiting, reconnects)
 	if lost != 0 || disorder != 0 || len(dl) != 0 {
@@ -508,4 +528,139 @@ func TestAvroSnapshotAndMessages(t *testing.T) {
 			t.Fatalf("relay: %v", err)
 		}
 	})
+}
+
+// Item 3 with converter.value.avro.schema.version.column: a row encodes
+// with the registry version its column names, the latest when NULL; a
+// version the subject lacks is a schema_rejected dead letter (the
+// registry's 404), the rows after it go on.
+func TestAvroPayloadSchemaVersionColumn(t *testing.T) {
+	const topic = "outbox.event.order"
+	reg := testenv.Registry(t)
+	v1, _ := reg.Register(topic+"-value", `{"type":"record","name":"Order","fields":[{"name":"id","type":"string"}]}`)
+	v2, _ := reg.Register(topic+"-value", `{"type":"record","name":"Order","fields":[{"name":"id","type":"string"},{"name":"note","type":["null","string"],"default":null}]}`)
+	f := newFixture(t, func(c *config.Config) {
+		c.Converter.Value, c.Converter.ValueRegistryURL, c.Converter.ValueAvroSchema = "avro", reg.URL(), "registry"
+		c.Converter.ValueAvroVersionColumn = "schema_version"
+	})
+	testenv.Exec(t, f.dsn, `ALTER TABLE outbox ADD COLUMN schema_version int`)
+	run := f.start(t)
+	insert := func(id, version string) string {
+		return fmt.Sprintf(`INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, schema_version) VALUES ('%s', 'order', 'o', 'T', '{"id": "o", "note": "n"}', %s)`, id, version)
+	}
+	const latest, first, missing = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002", "00000000-0000-4000-8000-000000000003"
+	execTx(t, f.dsn, insert(latest, "NULL"))
+	execTx(t, f.dsn, insert(first, "1"))
+	execTx(t, f.dsn, insert(missing, "9"))
+	recs := f.broker.ReadAll(t, []string{topic}, 2, 30*time.Second)
+	values, _ := decodeAll(t, reg, recs, false)
+	want := map[string]struct {
+		id    int
+		value string
+	}{latest: {v2, `map[id:o note:n]`}, first: {v1, `map[id:o]`}}
+	for i, rec := range recs {
+		rid, _ := header(rec, "id")
+		id, _ := confluent(t, "value", rec.Value)
+		if w := want[rid]; int(id) != w.id || fmt.Sprint(values[i]) != w.value {
+			t.Errorf("row %s: id %d value %v, want id %d value %s", rid, id, values[i], w.id, w.value)
+		}
+	}
+	dl := f.broker.ReadAll(t, []string{f.cfg.Relay.DeadLetterTopic}, 1, 30*time.Second)
+	class, _ := header(dl[0], deadletter.HeaderErrorClass)
+	msg, _ := header(dl[0], deadletter.HeaderErrorMessage)
+	oid, _ := header(dl[0], deadletter.HeaderOutboxID)
+	t.Logf("ids: v1 %d, v2 %d; dead letter: class %s, message %s", v1, v2, class, msg)
+	if class != "schema_rejected" || oid != missing || !strings.Contains(msg, "404") {
+		t.Errorf("dead letter class %q outbox id %q message %q; want schema_rejected for %s with the registry's 404", class, oid, msg, missing)
+	}
+	f.waitCaughtUp(t, 15*time.Second)
+	if err := run.stop(); err != nil {
+		t.Fatalf("relay: %v", err)
+	}
+}
+
+// A registry that refuses walrelay's credentials (401) is waited out like
+// one that is down, never a dead letter: the row waits, unconfirmed, the
+// relay is not ready and says why; once the registry accepts the
+// credentials (here its password changed to walrelay's), the row lands.
+func TestAvroRegistryRefusingCredentialsIsWaitedOut(t *testing.T) {
+	reg := testenv.Registry(t, testenv.RegistryBasicAuth("walrelay", "rotated"))
+	f := newFixture(t, func(c *config.Config) {
+		avroConfig(reg)(c)
+		c.Converter.KeyBasicAuthSource, c.Converter.KeyBasicAuthUserInfo = "USER_INFO", "walrelay:s3cret"
+		c.Converter.ValueBasicAuthSource, c.Converter.ValueBasicAuthUserInfo = "USER_INFO", "walrelay:s3cret"
+	})
+	f.createProbe(t)
+	run := f.start(t)
+	id, xid := insertRow(t, f.dsn, "order", "o-1", `{"a": 1}`)
+	end := f.txEnd(t, xid)
+	deadline := time.Now().Add(30 * time.Second)
+	var st relay.Status
+	for st = run.relay.Status(t.Context()); st.SchemaRegistryWaiting == nil || !*st.SchemaRegistryWaiting; st = run.relay.Status(t.Context()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay never waited for the registry refusing its credentials: %+v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // several refused attempts
+	if confirmed, _ := f.slot(t); confirmed >= end {
+		t.Fatalf("confirmed_flush_lsn %s passed the waiting row's transaction end %s", confirmed, end)
+	}
+	if _, n := consumed(t, f.broker, []string{f.cfg.Relay.DeadLetterTopic, "outbox.event.order"}, 1, time.Second); n != 0 {
+		t.Fatalf("%d records while the registry refused the credentials, want none (no dead letter)", n)
+	}
+	errs := f.logs.lines("refuses walrelay's credentials")
+	t.Logf("not ready: %s; %d error log lines", st.NotReadyReason, len(errs))
+	if st.Ready || len(errs) == 0 || strings.Contains(f.logs.String(), "s3cret") {
+		t.Errorf("ready %t, %d log lines about the credentials, password logged %t; want not ready, logged, never the password",
+			st.Ready, len(errs), strings.Contains(f.logs.String(), "s3cret"))
+	}
+	reg.SetBasicAuth("walrelay", "s3cret")
+	recs := f.broker.ReadAll(t, []string{"outbox.event.order"}, 1, 30*time.Second)
+	if got, _ := header(recs[0], "id"); got != id {
+		t.Errorf("record %s, want the row %s", got, id)
+	}
+	f.waitCaughtUp(t, 15*time.Second)
+	if err := run.stop(); err != nil {
+		t.Fatalf("relay: %v", err)
+	}
+}
+
+// With exactly-once delivery too, a registry outage is a wait: the rows
+// behind the one that needs the registry (a new topic's subject) are
+// committed once, after it, to a read_committed consumer, with the
+// registry's ids, and the slot catches up.
+func TestAvroExactlyOnceRegistryOutage(t *testing.T) {
+	reg := testenv.Registry(t)
+	f := newFixture(t, func(c *config.Config) {
+		avroConfig(reg)(c)
+		exactlyOnce(c)
+	})
+	run := f.start(t)
+	first, _ := insertRow(t, f.dsn, "order", "o-0", `{"n": 0}`)
+	f.readCommitted(t, []string{"outbox.event.order"}, 1)
+	reg.Down()
+	want := []string{first}
+	for i, typ := range []string{"order", "order", "invoice", "order", "order"} {
+		id, _ := insertRow(t, f.dsn, typ, fmt.Sprint(typ, "-", i), fmt.Sprintf(`{"n": %d}`, i+1))
+		want = append(want, id)
+	}
+	time.Sleep(5 * time.Second) // longer than the Kafka transaction loop lingers
+	if _, n := consumed(t, f.broker.As(kgo.FetchIsolationLevel(kgo.ReadCommitted())), []string{"outbox.event.invoice"}, 1, time.Second); n != 0 {
+		t.Fatalf("%d records on outbox.event.invoice while its schema could not be registered", n)
+	}
+	reg.Up()
+	recs := f.readCommitted(t, []string{"outbox.event.order", "outbox.event.invoice"}, len(want))
+	got, dup := ids(recs)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) || len(dup) > 0 {
+		t.Errorf("read_committed consumer got %v (duplicates %v), want %v once each", got, dup, want)
+	}
+	values, vids := decodeAll(t, reg, recs, false)
+	t.Logf("%d records committed once each; value ids %v; first value %v", len(recs), vids, values[0])
+	f.waitCaughtUp(t, 30*time.Second)
+	if err := run.stop(); err != nil {
+		t.Fatalf("relay: %v", err)
+	}
 }

@@ -78,9 +78,14 @@ func TestRelayDeadLetterRefusedStops(t *testing.T) {
 // (router classes) or the routed value (broker classes). The table in
 // docs/deadletter.md is this test's output: -update rewrites it.
 func TestDeadLetterFormatPerClass(t *testing.T) {
+	// Avro keys, whose subject the registry refuses for one topic
+	// (schema_rejected); the values stay raw, as in the other classes.
+	reg := testenv.Registry(t)
+	reg.Refuse("outbox.event.rejected-key", 409, 409, `Schema being registered is incompatible with an earlier schema for subject "outbox.event.rejected-key"`)
 	f := newFixture(t, func(c *config.Config) {
 		c.Router.FieldEventTimestamp = "created_at"
 		c.Router.AdditionalPlacement = "type:header:eventType"
+		c.Converter.Key, c.Converter.KeyRegistryURL = "avro", reg.URL()
 	})
 	if f.broker.Cluster == nil {
 		t.Skip("needs kfake for its faults")
@@ -100,6 +105,7 @@ func TestDeadLetterFormatPerClass(t *testing.T) {
 		{"payload_invalid", "order", "2420-09-07 13:03:45.338+00"},
 		{"record_too_large", "big", "2026-11-24 10:00:00+00"},
 		{"topic_rejected", "denied", "2026-11-24 10:00:00+00"},
+		{"schema_rejected", "rejected", "2026-11-24 10:00:00+00"},
 	}
 	ids := map[string]string{} // outbox id -> class
 	for _, r := range rows {

@@ -94,18 +94,18 @@ type running struct {
 
 // start runs the relay in the background. It is stopped at cleanup if the
 // test did not stop it.
-func (f *fixture) start(t *testing.T) *running {
+func (f *fixture) start(t *testing.T, opts ...relay.Option) *running {
 	t.Helper()
 	f.reg = prometheus.NewRegistry() // each relay gets its own
 	f.metrics = metrics.New(f.reg, "test", f.cfg.Postgres.Slot)
-	return runRelay(t, f.cfg, f.logs, f.metrics)
+	return runRelay(t, f.cfg, f.logs, f.metrics, opts...)
 }
 
 // runRelay runs a relay with cfg, logging to logs, in the background. It
 // is stopped at cleanup if the test did not stop it.
-func runRelay(t *testing.T, cfg config.Config, logs *logBuffer, m *metrics.Metrics) *running {
+func runRelay(t *testing.T, cfg config.Config, logs *logBuffer, m *metrics.Metrics, opts ...relay.Option) *running {
 	t.Helper()
-	r, err := relay.New(cfg, logs.logger(), m)
+	r, err := relay.New(cfg, logs.logger(), m, opts...)
 	if err != nil {
 		t.Fatalf("relay.New: %v", err)
 	}

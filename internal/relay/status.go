@@ -91,11 +91,15 @@ type Status struct {
 	OldestUnpublishedAgeSeconds float64    `json:"oldest_unpublished_event_age_seconds"`
 	OldestUnpublishedCommitTime *time.Time `json:"oldest_unpublished_commit_time,omitempty"`
 	// Exactly-once delivery only.
-	KafkaTransactionsCommitted *uint64        `json:"kafka_transactions_committed,omitempty"`
-	KafkaTransactionsAborted   *uint64        `json:"kafka_transactions_aborted,omitempty"`
-	CheckpointLSN              string         `json:"checkpoint_lsn,omitempty"`
-	LastError                  string         `json:"last_error,omitempty"`
-	Slot                       slotmon.Status `json:"slot"`
+	KafkaTransactionsCommitted *uint64 `json:"kafka_transactions_committed,omitempty"`
+	KafkaTransactionsAborted   *uint64 `json:"kafka_transactions_aborted,omitempty"`
+	CheckpointLSN              string  `json:"checkpoint_lsn,omitempty"`
+	LastError                  string  `json:"last_error,omitempty"`
+	// SchemaRegistryWaiting: the stream waits for the schema registry
+	// (unavailable, or refusing the credentials); omitted without an avro
+	// converter.
+	SchemaRegistryWaiting *bool          `json:"schema_registry_waiting,omitempty"`
+	Slot                  slotmon.Status `json:"slot"`
 	// Snapshot is the initial snapshot's progress, when this process ran
 	// one.
 	Snapshot *snapshot.Status `json:"snapshot,omitempty"`
@@ -133,6 +137,10 @@ func (r *Relay) Status(ctx context.Context) Status {
 	if err := r.stream.LastError(); err != nil {
 		st.LastError = err.Error()
 	}
+	if r.avro != nil {
+		w := r.avro.waiting()
+		st.SchemaRegistryWaiting = &w
+	}
 	if err := r.Ready(ctx); err != nil {
 		st.NotReadyReason = err.Error()
 	} else {
@@ -165,6 +173,9 @@ func (r *Relay) Ready(ctx context.Context) error {
 		default:
 			return fmt.Errorf("not streaming from slot %q yet", r.cfg.Postgres.Slot)
 		}
+	}
+	if r.avro.waiting() {
+		return errors.New("waiting for the schema registry (unavailable, or refusing walrelay's credentials): the stream reads nothing meanwhile and Postgres keeps the WAL")
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
