@@ -98,10 +98,10 @@ func (c Converter) String() string {
 // header.converter options (with their schemas.enable and
 // delegate.converter.type settings) name them.
 type Converters struct {
-	Key                string `yaml:"key" help:"how keys are written: raw (the column's text), string, json, bytes or binary, or the Kafka Connect class (StringConverter, JsonConverter, ByteArrayConverter, Debezium's BinaryDataConverter)"`
+	Key                string `yaml:"key" help:"how keys are written: raw (the column's text), string, json, bytes, binary or avro, or the Kafka Connect class (StringConverter, JsonConverter, ByteArrayConverter, Debezium's BinaryDataConverter, Confluent's AvroConverter with key.schema.registry.url)"`
 	KeySchemasEnable   bool   `yaml:"key.schemas.enable" help:"with the json key converter, wrap each key in JsonConverter's {\"schema\":…,\"payload\":…} envelope (Kafka Connect's default)"`
 	KeyDelegate        string `yaml:"key.delegate.converter.type" help:"with the binary key converter, the converter for keys that are not bytes (string or json)"`
-	Value              string `yaml:"value" help:"how values are written: raw (the payload as Postgres holds it), string, json, bytes or binary, or the Kafka Connect class"`
+	Value              string `yaml:"value" help:"how values are written: raw (the payload as Postgres holds it), string, json, bytes, binary or avro (Confluent's AvroConverter, with value.schema.registry.url), or the Kafka Connect class"`
 	ValueSchemasEnable bool   `yaml:"value.schemas.enable" help:"with the json value converter, wrap each value in JsonConverter's {\"schema\":…,\"payload\":…} envelope (Kafka Connect's default)"`
 	ValueDelegate      string `yaml:"value.delegate.converter.type" help:"with the binary value converter, the converter for values that are not bytes (string or json)"`
 	TopicPrefix        string `yaml:"topic.prefix" help:"the Debezium connector's topic.prefix: with the json value converter and envelope placements, the envelope's Connect schema is named <topic.prefix>.<schema>.<table>.<route.by.field value>.Value as Debezium names it (empty: the name starts at <schema>)"`
