@@ -95,9 +95,12 @@ func (noHooks) Error(string)                       {}
 // Mode says how ID obtains a schema's id, as Confluent's serializer options
 // do (schema-serializer AbstractKafkaAvroSerializer.serializeImpl, in this
 // order): AutoRegister (auto.register.schemas) registers it; else UseLatest
-// (use.latest.version) takes the subject's latest version, which with
-// LatestStrict (latest.compatibility.strict) must be able to read data
-// written with the schema; else the schema is looked up and must be
+// (use.latest.version) takes the subject's latest version, which must
+// encode records as the schema does (sameEncoding: walrelay writes the
+// body with its schema, so the latest's id must describe the same bytes;
+// this implies LatestStrict, latest.compatibility.strict's check that the
+// latest can read the data, which is kept for the configuration's sake and
+// checks nothing more); else the schema is looked up and must be
 // registered already. Normalize (normalize.schemas) asks the registry to
 // normalize the schema on register and lookup.
 type Mode struct {
@@ -394,12 +397,10 @@ func (c *Client) fetchID(ctx context.Context, subject, schema string, m Mode) (i
 		if err != nil {
 			return 0, err
 		}
-		if m.LatestStrict {
-			if err := canRead(ss.Schema.Schema, schema); err != nil {
-				return 0, &RejectedError{Subject: subject, Op: "latest", Message: fmt.Sprintf(
-					"the latest version (%d, id %d) cannot read data written with the schema (latest.compatibility.strict; set it to false to disable this check): %v",
-					ss.Version, ss.ID, err)}
-			}
+		if err := sameEncoding(ss.Schema.Schema, schema); err != nil {
+			return 0, &RejectedError{Subject: subject, Op: "latest", Message: fmt.Sprintf(
+				"the latest version (%d, id %d) does not encode records as the schema walrelay derives does (use.latest.version needs the same fields, in the same order, with the same types): %v",
+				ss.Version, ss.ID, err)}
 		}
 		return int32(ss.ID), nil
 	default:

@@ -1,6 +1,7 @@
 package schemareg
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -137,17 +138,36 @@ func (c *Client) storeSchema(k verKey, reg Registered) {
 // namespace segments, docs/design/avro.md §0.10).
 func anyName() avro.SchemaOpt { return avro.WithLaxNames(func(string) error { return nil }) }
 
-// canRead reports why data written with writer cannot be read with reader
-// (Avro schema resolution), or nil when it can: the strict check of
-// use.latest.version (AbstractKafkaSchemaSerDe.lookupLatestVersion).
-func canRead(reader, writer string) error {
-	r, err := avro.Parse(reader, anyName())
+// sameEncoding reports why a record walrelay writes with schema would not
+// be the bytes the latest version describes, or nil when it would:
+// use.latest.version puts the latest version's id in front of a body
+// walrelay encodes with the schema AvroData derives, so the two must
+// encode alike — the same Parsing Canonical Form (the same names, fields
+// in the same order, the same types; docs, defaults and properties aside).
+// Confluent's serializer writes with the latest version instead, reading
+// the record's fields by position (GenericData.getField), and fails or
+// writes other bytes when they differ; walrelay refuses rather than
+// label a body with a schema that would decode it wrong.
+func sameEncoding(latest, schema string) error {
+	l, err := avro.Parse(latest, anyName())
 	if err != nil {
 		return fmt.Errorf("parsing the latest version: %w", err)
 	}
-	w, err := avro.Parse(writer, anyName())
+	w, err := avro.Parse(schema, anyName())
 	if err != nil {
 		return fmt.Errorf("parsing the schema: %w", err)
 	}
-	return avro.CheckCompatibility(w, r)
+	if lc, wc := l.Canonical(), w.Canonical(); !bytes.Equal(lc, wc) {
+		return fmt.Errorf("its Parsing Canonical Form %s differs from the schema's %s", cut(lc), cut(wc))
+	}
+	return nil
+}
+
+// cut shortens a schema quoted in an error.
+func cut(b []byte) string {
+	const max = 300
+	if len(b) <= max {
+		return string(b)
+	}
+	return string(b[:max]) + "..."
 }
