@@ -664,3 +664,50 @@ func TestAvroExactlyOnceRegistryOutage(t *testing.T) {
 		t.Fatalf("relay: %v", err)
 	}
 }
+
+// With envelope placements the value is a record, so RecordNameStrategy
+// and TopicRecordNameStrategy apply (schema-serializer's
+// subject/RecordNameStrategy.java, TopicRecordNameStrategy.java): the
+// value's schema is registered under the record's full name
+// (<topic.prefix>.<schema>.<table>.<routing value>.Value, EventRouterDelegate's
+// getSchemaName) or <topic>-<full name>, the record carries that subject's
+// id, and it decodes (python3-avro) to the row's payload and placement.
+func TestAvroRecordNameStrategies(t *testing.T) {
+	for _, tc := range []struct{ strategy, subject string }{
+		{"RecordNameStrategy", "srv.public.outbox.order.Value"},
+		{"io.confluent.kafka.serializers.subject.TopicRecordNameStrategy", "outbox.event.order-srv.public.outbox.order.Value"},
+	} {
+		t.Run(tc.strategy, func(t *testing.T) {
+			reg := testenv.Registry(t)
+			f := newFixture(t, func(c *config.Config) {
+				avroConfig(reg)(c)
+				c.Router.AdditionalPlacement = "type:envelope:eventType"
+				c.Converter.TopicPrefix = "srv"
+				c.Converter.ValueSubjectStrategy = tc.strategy
+			})
+			run := f.start(t)
+			id, _ := insertRow(t, f.dsn, "order", "o-1", `{"total": 12}`)
+			payload := testenv.QueryValue[string](t, f.dsn, `SELECT payload::text FROM outbox WHERE id::text = $1`, id)
+			recs := f.broker.ReadAll(t, []string{"outbox.event.order"}, 1, 30*time.Second)
+			vid, _ := confluent(t, "value", recs[0].Value)
+			s, ok := reg.Schema(tc.subject, -1)
+			if !ok {
+				t.Fatalf("subject %s holds no schema: the value's schema was not registered under the strategy's subject", tc.subject)
+			}
+			if int(vid) != s.ID {
+				t.Errorf("value id %d, want %d, the id of %s", vid, s.ID, tc.subject)
+			}
+			if _, ok := reg.Schema("outbox.event.order-value", -1); ok {
+				t.Errorf("the value was also registered under TopicNameStrategy's outbox.event.order-value")
+			}
+			values, _ := decodeAll(t, reg, recs, false)
+			got, _ := values[0].(map[string]any)
+			if got["payload"] != payload || got["eventType"] != "T" {
+				t.Errorf("decoded value %#v, want payload %q and eventType %q", values[0], payload, "T")
+			}
+			if err := run.stop(); err != nil {
+				t.Fatalf("relay: %v", err)
+			}
+		})
+	}
+}
