@@ -46,7 +46,7 @@ func TestSubjectStrategies(t *testing.T) {
 	for name, want := range map[string]SubjectStrategy{
 		"": TopicNameStrategy, "TopicNameStrategy": TopicNameStrategy,
 		"io.confluent.kafka.serializers.subject.RecordNameStrategy": RecordNameStrategy,
-		" TopicRecordNameStrategy ": TopicRecordNameStrategy,
+		" TopicRecordNameStrategy ":                                 TopicRecordNameStrategy,
 	} {
 		if got, err := ParseSubjectStrategy(name); err != nil || got != want {
 			t.Errorf("ParseSubjectStrategy(%q) = %v, %v; want %v", name, got, err, want)
