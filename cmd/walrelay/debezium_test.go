@@ -137,3 +137,46 @@ header.converter=org.apache.kafka.connect.storage.SimpleHeaderConverter
 		})
 	}
 }
+
+// The issue's "Done when" for the import of a connector using Confluent's
+// AvroConverter: `walrelay debezium import` writes a config that `walrelay
+// config` validates once the registry's user info (left out of the YAML,
+// a secret) comes from the environment or a file, and neither command
+// prints it.
+func TestDebeziumImportAvroThenConfig(t *testing.T) {
+	const userInfo = "dbz-sr:Sr-P4ssw0rd"
+	out := filepath.Join(t.TempDir(), "walrelay.yaml")
+	_, stderr, code := walrelay(t, childEnv(), "debezium", "import", "../../internal/dbzimport/testdata/confluent-avro-outbox.json", "--out", out)
+	if code != 0 && code != 1 {
+		t.Fatalf("import: exit %d: %s", code, stderr)
+	}
+	yaml, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"  value: avro\n", "  key: avro\n", "value.schema.registry.url: https://sr-1.internal:8081,https://sr-2.internal:8081"} {
+		if !strings.Contains(string(yaml), want) {
+			t.Errorf("the YAML lacks %q:\n%s", want, yaml)
+		}
+	}
+	if strings.Contains(string(yaml)+stderr, "Sr-P4ssw0rd") {
+		t.Errorf("the import printed the registry password")
+	}
+	// Without the user info the config names the missing secret.
+	_, stderr, code = walrelay(t, childEnv("PGPASSWORD=Pg-S3cret!"), "config", "--config", out)
+	if code == 0 || !strings.Contains(stderr, "basic.auth.user.info") {
+		t.Errorf("walrelay config without the registry's user info: exit %d, want an error naming basic.auth.user.info:\n%s", code, stderr)
+	}
+	keyFile := filepath.Join(t.TempDir(), "sr-key-user-info")
+	if err := os.WriteFile(keyFile, []byte(userInfo+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := walrelay(t, childEnv("PGPASSWORD=Pg-S3cret!", "WALRELAY_CONVERTER_VALUE_BASIC_AUTH_USER_INFO="+userInfo,
+		"WALRELAY_CONVERTER_KEY_BASIC_AUTH_USER_INFO_FILE="+keyFile), "config", "--config", out)
+	if code != 0 {
+		t.Fatalf("walrelay config: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "value: avro") || strings.Contains(stdout+stderr, "Sr-P4ssw0rd") {
+		t.Errorf("walrelay config should print the avro converters and never the registry password:\n%s\n%s", stdout, stderr)
+	}
+}

@@ -2,16 +2,32 @@ package config
 
 import (
 	"net/url"
+	"reflect"
 	"regexp"
 	"strings"
 )
 
-// Redacted returns c with every secret replaced, for printing.
+// Redacted returns c with every secret replaced, for printing: the
+// passwords in the DSNs, every other option tagged secret (the SASL
+// password, the schema registries' user info and tokens) whole, and the
+// user info of the schema registries' URLs.
 func (c Config) Redacted() Config {
-	c.Postgres.DSN = Redact(c.Postgres.DSN)
-	c.Postgres.PrimaryDSN = Redact(c.Postgres.PrimaryDSN)
-	if c.Kafka.SASL.Password != "" {
-		c.Kafka.SASL.Password = "xxxxx"
+	for _, f := range Fields(&c) {
+		if f.value.Kind() != reflect.String || f.value.String() == "" {
+			continue
+		}
+		switch v := f.value.String(); {
+		case f.Path == "postgres.dsn" || f.Path == "postgres.primary_dsn":
+			f.value.SetString(Redact(v))
+		case f.Secret:
+			f.value.SetString("xxxxx")
+		case strings.HasSuffix(f.Path, ".schema.registry.url"):
+			urls := strings.Split(v, ",")
+			for i, u := range urls {
+				urls[i] = Redact(strings.TrimSpace(u))
+			}
+			f.value.SetString(strings.Join(urls, ","))
+		}
 	}
 	return c
 }

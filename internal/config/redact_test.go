@@ -66,3 +66,45 @@ func TestSecretRedactedInLoadErrors(t *testing.T) {
 		t.Fatalf("want an error naming postgres.dsn without the password, got %v", err)
 	}
 }
+
+// Every option tagged secret and the user info of a schema registry URL
+// are left out of String (what `walrelay config` prints). The test sets
+// each secret it knows and fails when the config has one it does not, so
+// a secret added later must be added here.
+func TestStringRedactsEverySecret(t *testing.T) {
+	cfg := config.Default()
+	set := map[string]*string{
+		"postgres.dsn":                         &cfg.Postgres.DSN,
+		"postgres.primary_dsn":                 &cfg.Postgres.PrimaryDSN,
+		"kafka.sasl.password":                  &cfg.Kafka.SASL.Password,
+		"converter.key.basic.auth.user.info":   &cfg.Converter.KeyBasicAuthUserInfo,
+		"converter.key.bearer.auth.token":      &cfg.Converter.KeyBearerAuthToken,
+		"converter.value.basic.auth.user.info": &cfg.Converter.ValueBasicAuthUserInfo,
+		"converter.value.bearer.auth.token":    &cfg.Converter.ValueBearerAuthToken,
+	}
+	for _, f := range config.Fields(&cfg) {
+		if _, ok := set[f.Path]; f.Secret && !ok {
+			t.Errorf("%s is a secret this test does not set: add it", f.Path)
+		}
+	}
+	for path, field := range set {
+		secret := "S3cret-" + strings.ReplaceAll(path, ".", "-")
+		if strings.HasSuffix(path, "dsn") {
+			secret = "postgres://u:" + secret + "@db/app"
+		}
+		*field = secret
+	}
+	cfg.Converter.ValueRegistryURL = "https://sr:S3cret-url1@sr-1:8081, https://sr:S3cret-url2@sr-2:8081"
+	s := cfg.String()
+	for path := range set {
+		if leak := "S3cret-" + strings.ReplaceAll(path, ".", "-"); strings.Contains(s, leak) {
+			t.Errorf("String() shows %s's secret %q", path, leak)
+		}
+	}
+	if strings.Contains(s, "S3cret-url") || !strings.Contains(s, "https://sr:xxxxx@sr-1:8081,https://sr:xxxxx@sr-2:8081") {
+		t.Errorf("String() does not show the registry URLs with their passwords redacted:\n%s", s)
+	}
+	if cfg.Converter.ValueBearerAuthToken != "S3cret-converter-value-bearer-auth-token" {
+		t.Error("String() modified the config")
+	}
+}
