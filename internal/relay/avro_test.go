@@ -257,8 +257,12 @@ func TestAvroPayloadEncodedWithRegistrySchema(t *testing.T) {
 		`{"name":"note","type":["null","string"],"default":null}]}`
 	reg := testenv.Registry(t)
 	id, _ := reg.Register(topic+"-value", schema)
+	keyID, _ := reg.Register(topic+"-key", `"string"`)
 	f := newFixture(t, func(c *config.Config) {
 		c.Converter.Value, c.Converter.ValueRegistryURL, c.Converter.ValueAvroSchema = "avro", reg.URL(), "registry"
+		// The key (aggregateid, a text column) too: as a JSON string,
+		// encoded with the key subject's "string" schema.
+		c.Converter.Key, c.Converter.KeyRegistryURL, c.Converter.KeyAvroSchema = "avro", reg.URL(), "registry"
 	})
 	run := f.start(t)
 	match := `{"id": "o-1", "address": {"street": "1 Main St", "city": "Lyon"}, "items": [{"sku": "A", "qty": 2}, {"sku": "B", "qty": 1}], "note": "gift"}`
@@ -272,6 +276,15 @@ func TestAvroPayloadEncodedWithRegistrySchema(t *testing.T) {
 	values, ids := decodeAll(t, reg, recs, false)
 	if len(ids) != 1 || !ids[uint32(id)] {
 		t.Errorf("value ids %v, want the registered schema's %d", ids, id)
+	}
+	keys, kids := decodeAll(t, reg, recs, true)
+	if len(kids) != 1 || !kids[uint32(keyID)] {
+		t.Errorf("key ids %v, want the registered key schema's %d", kids, keyID)
+	}
+	for i, rec := range recs {
+		if rid, _ := header(rec, "id"); (rid == matchID && keys[i] != "o-1") || (rid == extraID && keys[i] != "o-3") {
+			t.Errorf("row %s: key decoded to %#v", rid, keys[i])
+		}
 	}
 	want := map[string]string{
 		matchID: match,

@@ -405,15 +405,32 @@ func avroRegistryVersion(cols []*pglogrepl.TupleDataColumn, f *field) (int32, er
 	return int32(v), nil
 }
 
-// avroRegistryRefs marks the key and value of avro.schema registry sides:
-// their bytes are the columns' JSON text as the raw converter writes them,
-// for the relay to encode with the subject's registered schema.
+// avroRegistryRefs marks the key and value of avro.schema registry sides,
+// for the relay to encode with the subject's registered schema: the value
+// is the payload's text, JSON whatever the column's type (json, jsonb or
+// text holding JSON); the key is the key column's value as a JSON value
+// (its text for json and jsonb, a number or boolean for those types, a
+// JSON string for every other type), since a key column usually holds an
+// aggregate id, not JSON, and a key schema of "string" or "long" takes it.
 func (p *Plan) avroRegistryRefs(msg *Message, cols []*pglogrepl.TupleDataColumn) error {
 	r := p.r
 	if ks := r.keyConv.avro; ks != nil && ks.Registry && msg.Key != nil {
 		v, err := avroRegistryVersion(cols, &p.avroKeyVersion)
 		if err != nil {
 			return err
+		}
+		switch p.key.kind {
+		case kindJSON:
+		case kindBytea:
+			return &RowError{Class: ClassPayloadInvalid, Column: p.key.name,
+				Err: errors.New("converter key.avro.schema registry encodes the key as JSON, and a bytea key column holds no JSON")}
+		default:
+			start := len(msg.Buf)
+			if msg.Buf, err = p.appendJSON(msg.Buf, msg.Key, false, p.key.kind); err != nil {
+				msg.Buf = msg.Buf[:start]
+				return &RowError{Class: ClassPayloadInvalid, Column: p.key.name, Err: fmt.Errorf("the key as JSON: %w", err)}
+			}
+			msg.Key = msg.Buf[start:len(msg.Buf):len(msg.Buf)]
 		}
 		msg.KeyAvro = AvroRef{Registry: true, Version: v}
 	}

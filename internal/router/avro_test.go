@@ -302,8 +302,29 @@ func TestAvroRoute(t *testing.T) {
 		if string(m.Value) != payload || m.ValueAvro != (AvroRef{Registry: true, Version: 7}) {
 			t.Errorf("value %q %+v", m.Value, m.ValueAvro)
 		}
-		if string(m.Key) != "A-1" || m.KeyAvro != (AvroRef{Registry: true}) {
-			t.Errorf("key %q %+v", m.Key, m.KeyAvro)
+		// The key column's value as JSON: a string for varchar, a number
+		// for an integer, the text itself for jsonb; bytea holds no JSON.
+		if string(m.Key) != `"A-1"` || m.KeyAvro != (AvroRef{Registry: true}) {
+			t.Errorf("key %q %+v, want the JSON string \"A-1\"", m.Key, m.KeyAvro)
+		}
+		for _, kc := range []struct {
+			c    col
+			want string
+		}{
+			{text("aggregateid", oidVarchar, `a "quoted" id`), `"a \"quoted\" id"`},
+			{text("aggregateid", oidInt8, "42"), `42`},
+			{text("aggregateid", oidJSONB, `{"tenant": 7}`), `{"tenant": 7}`},
+		} {
+			krow := with(row, kc.c)
+			kp := convPlan(t, DefaultConfig(), conv, krow)
+			var km Message
+			if err := kp.RouteTo(&km, tuple(krow), commitTime); err != nil || string(km.Key) != kc.want {
+				t.Errorf("key column %v: key %q, %v; want %s", kc.c, km.Key, err, kc.want)
+			}
+		}
+		brow := with(row, text("aggregateid", oidBytea, `\x0102`))
+		if _, err := convPlan(t, DefaultConfig(), conv, brow).Route(tuple(brow), commitTime); err == nil || !strings.Contains(err.Error(), "bytea key column holds no JSON") {
+			t.Errorf("bytea key: %v; want a row error", err)
 		}
 		m, err = p.Route(tuple(with(row, null("sv", oidInt4))), commitTime)
 		if err != nil || m.ValueAvro.Version != 0 {
