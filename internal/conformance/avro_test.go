@@ -492,31 +492,7 @@ func (w *avroWriter) props(b []byte, n *avroNode) []byte {
 // '\\' and the characters below 0x20 (\b \t \n \f \r short, the others
 // \u00XX) and writes everything else as it is, characters beyond U+FFFF
 // included (unlike JsonConverter's UTF-8 generator, jacksonString).
-func avroString(b []byte, s string) []byte {
-	const hexDigits = "0123456789ABCDEF"
-	b = append(b, '"')
-	for _, r := range s {
-		switch {
-		case r == '"' || r == '\\':
-			b = append(b, '\\', byte(r))
-		case r == '\b':
-			b = append(b, `\b`...)
-		case r == '\t':
-			b = append(b, `\t`...)
-		case r == '\n':
-			b = append(b, `\n`...)
-		case r == '\f':
-			b = append(b, `\f`...)
-		case r == '\r':
-			b = append(b, `\r`...)
-		case r < 0x20:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[r>>4], hexDigits[r&0xf])
-		default:
-			b = utf8.AppendRune(b, r)
-		}
-	}
-	return append(b, '"')
-}
+func avroString(b []byte, s string) []byte { return javaJSONString(b, s, false) }
 
 // javaFloating is Java's Double.toString (bitSize 64) or Float.toString
 // (32), as Jackson writes a DoubleNode or FloatNode: a plain decimal with

@@ -287,7 +287,12 @@ func javaDouble(f float64) string {
 // characters below 0x20 are escaped, \b \t \n \f \r in short form, the
 // other controls as \u00XX with upper-case hex; characters beyond U+FFFF
 // as their escaped UTF-16 surrogate pair; everything else as raw UTF-8.
-func jacksonString(b []byte, s string) []byte {
+func jacksonString(b []byte, s string) []byte { return javaJSONString(b, s, true) }
+
+// javaJSONString is Jackson's string writing, by its UTF-8 generator
+// (surrogates true: characters beyond U+FFFF as an escaped surrogate pair)
+// or by its writer-based one (false: as they are; Avro's Schema.toString).
+func javaJSONString(b []byte, s string, surrogates bool) []byte {
 	const hexDigits = "0123456789ABCDEF"
 	u := func(b []byte, r rune) []byte {
 		return append(b, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
@@ -309,7 +314,7 @@ func jacksonString(b []byte, s string) []byte {
 			b = append(b, `\r`...)
 		case r < 0x20:
 			b = u(b, r)
-		case r > 0xFFFF:
+		case r > 0xFFFF && surrogates:
 			hi, lo := utf16.EncodeRune(r)
 			b = u(u(b, hi), lo)
 		default:

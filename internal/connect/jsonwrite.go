@@ -43,24 +43,9 @@ func AppendJSONString[T string | []byte](dst []byte, s T) ([]byte, error) {
 		}
 		dst = append(dst, s[start:i]...)
 		n := 1
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		default:
-			if c < 0x20 {
-				dst = appendU(dst, rune(c))
-				break
-			}
+		if c < 0xf0 {
+			dst = AppendJSONEscape(dst, c)
+		} else {
 			// A 4-byte sequence: a character beyond U+FFFF.
 			var (
 				r   rune
@@ -75,6 +60,30 @@ func AppendJSONString[T string | []byte](dst []byte, s T) ([]byte, error) {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"'), nil
+}
+
+// AppendJSONEscape appends the escape Jackson's generators write for an
+// ASCII byte a JSON string cannot hold as it is ('"', '\\' or a control
+// character): \b \t \n \f \r in short form, the others as \u00XX with
+// upper-case hex. Jackson's writer-based generator (Apache Avro's
+// Schema.toString, internal/connect/avro) escapes the same bytes.
+func AppendJSONEscape(dst []byte, c byte) []byte {
+	const hexDigits = "0123456789ABCDEF"
+	switch c {
+	case '"', '\\':
+		return append(dst, '\\', c)
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\t':
+		return append(dst, '\\', 't')
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\f':
+		return append(dst, '\\', 'f')
+	case '\r':
+		return append(dst, '\\', 'r')
+	}
+	return append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 }
 
 // appendJSONFloat appends a FLOAT64 (bitSize 64) or FLOAT32 (32) value as

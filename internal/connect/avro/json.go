@@ -3,6 +3,8 @@ package avro
 import (
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/walrelay/walrelay/internal/connect"
 )
 
 // This file is Apache Avro's Schema.toString() (apache/avro
@@ -166,7 +168,6 @@ func equalNodes(a, b *node) bool {
 // AppendJSONString, which is Jackson's UTF-8 generator). Invalid UTF-8 is
 // written as U+FFFD, as a Java String would hold it.
 func appendJSONString(dst []byte, s string) []byte {
-	const hexDigits = "0123456789ABCDEF"
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -187,23 +188,7 @@ func appendJSONString(dst []byte, s string) []byte {
 			i++
 			continue
 		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
+		dst = connect.AppendJSONEscape(append(dst, s[start:i]...), c)
 		i++
 		start = i
 	}
