@@ -60,7 +60,7 @@ pg-matrix: deps pg-majors
 # docs/DESIGN.md): built, vetted and unit-tested here on their own go line
 # and minimum versions; their tests against Postgres and Kafka run in the
 # daemon's module (internal/apptest), which uses them through replace.
-APP_MODULES := outbox inbox
+APP_MODULES := outbox inbox deploy/helm/charttest
 
 # Without -race, for a quick local loop.
 test-short: deps

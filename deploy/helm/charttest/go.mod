@@ -1,12 +1,20 @@
+// The Helm chart's test (deploy/helm/walrelay), a module of its own so that
+// walrelay's go.mod does not take Helm's and Kubernetes' dependency trees.
+// make test runs it (the Makefile's APP_MODULES).
 module github.com/walrelay/walrelay/deploy/helm/charttest
 
 go 1.26.0
 
 require (
+	// ServiceMonitor and PrometheusRule types, decoded strictly.
 	github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.95.2
+	// Helm's Go SDK renders the chart as helm install would (loader, chartutil, engine).
 	helm.sh/helm/v3 v3.22.0
+	// The official Kubernetes types every rendered object is decoded into.
 	k8s.io/api v0.37.2
+	// TypeMeta, intstr (maxUnavailable as the controllers scale it), quantities.
 	k8s.io/apimachinery v0.37.2
+	// UnmarshalStrict: YAML to JSON, decoded with unknown fields refused.
 	sigs.k8s.io/yaml v1.6.0
 )
 
