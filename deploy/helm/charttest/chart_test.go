@@ -310,3 +310,37 @@ func mutatedChart(t *testing.T, file, old, new string, all bool) string {
 	}
 	return dir
 }
+
+// TestStrictDecodingRefusesUnknownFields proves Render's decoding is strict:
+// a misspelt field (which the API server would drop, losing the probe)
+// fails the rendering.
+func TestStrictDecodingRefusesUnknownFields(t *testing.T) {
+	dir := mutatedChart(t, "templates/deployment.yaml", "          livenessProbe:\n", "          livenesProbe:\n", false)
+	_, err := Render(dir, "walrelay-orders")
+	if err == nil || !strings.Contains(err.Error(), `unknown field "livenesProbe"`) {
+		t.Fatalf("want an unknown field error, got %v", err)
+	}
+	t.Logf("refused: %v", err)
+}
+
+// TestChartRefusesSecretsInConfig: a secret written into config (and so
+// into the ConfigMap) stops the rendering with a message saying where it goes.
+func TestChartRefusesSecretsInConfig(t *testing.T) {
+	for _, tc := range []struct{ name, values, want string }{
+		{"dsn", "config:\n  postgres:\n    dsn: postgres://walrelay:pw@db/app\n", "config.postgres.dsn holds a password"},
+		{"sasl password", "config:\n  kafka:\n    sasl:\n      password: pw\n", "config.kafka.sasl.password is a secret"},
+		{"registry user info", "config:\n  converter:\n    value.basic.auth.user.info: u:pw\n", "config.converter.value.basic.auth.user.info is a secret"},
+		{"memory limit below walrelay's own", "resources:\n  limits:\n    memory: 32Mi\n", "below walrelay's own soft limit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "values.yaml")
+			if err := os.WriteFile(f, []byte(tc.values), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Render(chartDir, "walrelay-orders", f)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want an error containing %q, got %v", tc.want, err)
+			}
+		})
+	}
+}
