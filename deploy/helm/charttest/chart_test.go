@@ -80,7 +80,7 @@ func TestExamples(t *testing.T) {
 	if len(orders.PrometheusRules) != 1 || len(billing.PrometheusRules) != 0 {
 		t.Errorf("fleet: want the alerts in fleet-orders only, got %d and %d PrometheusRules", len(orders.PrometheusRules), len(billing.PrometheusRules))
 	}
-	for _, key := range []string{"kafka.client_id", "relay.dead_letter_topic", "kafka.sasl.username"} {
+	for _, key := range []string{"postgres.slot", "kafka.client_id", "relay.dead_letter_topic", "kafka.sasl.username"} {
 		if dig(ocfg, key) == dig(bcfg, key) {
 			t.Errorf("fleet: %s is %v in both releases", key, dig(ocfg, key))
 		}
