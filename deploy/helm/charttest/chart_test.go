@@ -259,6 +259,9 @@ func TestChecksCatchMutations(t *testing.T) {
 		{"grace shorter than the drain", "values.yaml",
 			"terminationGracePeriodSeconds: 45\n", "terminationGracePeriodSeconds: 30\n",
 			false, "availability: terminationGracePeriodSeconds 30 is not longer than relay.shutdown_timeout"},
+		{"network policy without egress", "templates/networkpolicy.yaml",
+			"  policyTypes: [Ingress, Egress]\n", "  policyTypes: [Ingress]\n",
+			false, "network: policyTypes [Ingress], want Ingress and Egress"},
 		{"standby not scraped", "templates/service.yaml",
 			"  publishNotReadyAddresses: true\n", "",
 			false, "monitoring: Service walrelay-orders-metrics does not publish not-ready addresses"},
@@ -343,4 +346,22 @@ func TestChartRefusesSecretsInConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRegistryFilesMustBeMounted: the schema registry's CA named in the
+// config but not mounted (its Secret left out) is reported.
+func TestRegistryFilesMustBeMounted(t *testing.T) {
+	override := filepath.Join(t.TempDir(), "no-ca.yaml")
+	if err := os.WriteFile(override, []byte("tls:\n  registry:\n    secretName: \"\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	objs := render(t, chartDir, filepath.Join(chartDir, "examples", "schema-registry.yaml"), override)
+	want := "secrets: converter.value.schema.registry.ssl.truststore.location=/etc/walrelay/secrets/registry/ca.crt is not a file of a read-only mounted secret volume"
+	for _, p := range Check(objs) {
+		if strings.Contains(p, want) {
+			t.Logf("reported: %s", p)
+			return
+		}
+	}
+	t.Errorf("want %q reported, got %q", want, Check(objs))
 }

@@ -211,7 +211,8 @@ func checkSecurity(o *Objects, pod *corev1.PodSpec, c *corev1.Container, report 
 
 // checkSecrets: no environment variable carries a secret; every *_FILE
 // names a file of a secret projected into a read-only mount; the DSN comes
-// from one; the Kafka TLS files named in the config are mounted too.
+// from one; the TLS files named in the config (Kafka's, the schema
+// registry's) are mounted too.
 func checkSecrets(pod *corev1.PodSpec, c *corev1.Container, cfg map[string]any, report func(string, ...any)) {
 	if len(c.EnvFrom) > 0 {
 		report("secrets: envFrom puts whole ConfigMaps or Secrets into the environment")
@@ -284,8 +285,20 @@ func checkSecrets(pod *corev1.PodSpec, c *corev1.Container, cfg map[string]any, 
 	if !dsnFile {
 		report("secrets: WALRELAY_POSTGRES_DSN_FILE is not set")
 	}
-	for _, key := range []string{"kafka.tls.ca_file", "kafka.tls.cert_file", "kafka.tls.key_file"} {
-		if f, _ := dig(cfg, key).(string); f != "" {
+	files := []string{"kafka.tls.ca_file", "kafka.tls.cert_file", "kafka.tls.key_file"}
+	if conv, ok := cfg["converter"].(map[string]any); ok {
+		for k := range conv {
+			if strings.HasSuffix(k, ".location") { // the registry's truststore and keystore
+				files = append(files, "converter."+k)
+			}
+		}
+	}
+	for _, key := range files {
+		f, _ := dig(cfg, key).(string)
+		if c, ok := strings.CutPrefix(key, "converter."); ok {
+			f, _ = cfg["converter"].(map[string]any)[c].(string)
+		}
+		if f != "" {
 			if ok, why := mountedSecret(f); !ok {
 				report("secrets: %s=%s is not a file of a read-only mounted secret volume: %s", key, f, why)
 			}

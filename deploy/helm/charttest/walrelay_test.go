@@ -82,6 +82,8 @@ func runWalrelayConfig(t *testing.T, bin string, objs *Objects, certPEM, keyPEM 
 				switch {
 				case it.Path == "postgres-dsn":
 					content = []byte("postgres://walrelay@db.internal:5432/app?sslmode=verify-full\n")
+				case strings.HasSuffix(it.Path, "-user-info"):
+					content = []byte("walrelay:password\n")
 				case strings.HasSuffix(it.Path, ".key"):
 					content = keyPEM
 				case strings.HasSuffix(it.Path, ".crt"):
