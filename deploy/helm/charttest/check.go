@@ -214,6 +214,14 @@ func checkSecurity(o *Objects, pod *corev1.PodSpec, c *corev1.Container, report 
 // from one; the TLS files named in the config (Kafka's, the schema
 // registry's) are mounted too.
 func checkSecrets(pod *corev1.PodSpec, c *corev1.Container, cfg map[string]any, report func(string, ...any)) {
+	// Kubernetes puts <SERVICE>_PORT, <SERVICE>_SERVICE_HOST, ... of every
+	// Service in the namespace into the environment unless told not to: a
+	// Service named walrelay-* (this release's metrics Service, or another
+	// release's in a fleet) yields WALRELAY_* variables, which walrelay
+	// refuses as unknown (exit 2).
+	if pod.EnableServiceLinks == nil || *pod.EnableServiceLinks {
+		report("environment: enableServiceLinks is not false: Services named walrelay-* put unknown WALRELAY_* variables into the environment, and walrelay refuses to start")
+	}
 	if len(c.EnvFrom) > 0 {
 		report("secrets: envFrom puts whole ConfigMaps or Secrets into the environment")
 	}

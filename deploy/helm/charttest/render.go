@@ -13,7 +13,6 @@ package charttest
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -188,5 +187,3 @@ func equalYAML(a, b []byte) (bool, error) {
 	}
 	return bytes.Equal(jx, jy), nil
 }
-
-var errNotFound = errors.New("not found")
