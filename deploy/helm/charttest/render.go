@@ -123,37 +123,21 @@ func (o *Objects) add(doc []byte) error {
 	}
 	switch tm.APIVersion + " " + tm.Kind {
 	case "apps/v1 Deployment":
-		v := &appsv1.Deployment{}
-		o.Deployments = append(o.Deployments, v)
-		return strict(v)
+		return decodeInto(&o.Deployments, strict)
 	case "v1 ConfigMap":
-		v := &corev1.ConfigMap{}
-		o.ConfigMaps = append(o.ConfigMaps, v)
-		return strict(v)
+		return decodeInto(&o.ConfigMaps, strict)
 	case "v1 Service":
-		v := &corev1.Service{}
-		o.Services = append(o.Services, v)
-		return strict(v)
+		return decodeInto(&o.Services, strict)
 	case "v1 ServiceAccount":
-		v := &corev1.ServiceAccount{}
-		o.ServiceAccounts = append(o.ServiceAccounts, v)
-		return strict(v)
+		return decodeInto(&o.ServiceAccounts, strict)
 	case "policy/v1 PodDisruptionBudget":
-		v := &policyv1.PodDisruptionBudget{}
-		o.PDBs = append(o.PDBs, v)
-		return strict(v)
+		return decodeInto(&o.PDBs, strict)
 	case "networking.k8s.io/v1 NetworkPolicy":
-		v := &networkingv1.NetworkPolicy{}
-		o.NetworkPolicies = append(o.NetworkPolicies, v)
-		return strict(v)
+		return decodeInto(&o.NetworkPolicies, strict)
 	case "monitoring.coreos.com/v1 ServiceMonitor":
-		v := &monitoringv1.ServiceMonitor{}
-		o.ServiceMonitors = append(o.ServiceMonitors, v)
-		return strict(v)
+		return decodeInto(&o.ServiceMonitors, strict)
 	case "monitoring.coreos.com/v1 PrometheusRule":
-		v := &monitoringv1.PrometheusRule{}
-		o.PrometheusRules = append(o.PrometheusRules, v)
-		return strict(v)
+		return decodeInto(&o.PrometheusRules, strict)
 	}
 	return fmt.Errorf("unexpected object %q %q: add its type to charttest", tm.APIVersion, tm.Kind)
 }
@@ -186,4 +170,12 @@ func equalYAML(a, b []byte) (bool, error) {
 		return false, err
 	}
 	return bytes.Equal(jx, jy), nil
+}
+
+// decodeInto decodes a document (with strict) into a new T appended to
+// list.
+func decodeInto[T any](list *[]*T, strict func(any) error) error {
+	v := new(T)
+	*list = append(*list, v)
+	return strict(v)
 }
