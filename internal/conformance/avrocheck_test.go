@@ -238,13 +238,7 @@ func pyavroCheck(t *testing.T, registryURL string, want []expected, got []*kgo.R
 	if len(want) != len(got) {
 		t.Skipf("%d records landed, %d expected: compare reports the difference", len(got), len(want))
 	}
-	type item struct {
-		what string
-		body []byte
-		want any
-	}
-	bySchema := map[string][]item{}
-	var order []string
+	var batch pyavroBatch
 	for i, g := range got {
 		w := want[i].rec
 		for _, side := range []struct {
@@ -270,15 +264,43 @@ func pyavroCheck(t *testing.T, registryURL string, want []expected, got []*kgo.R
 				t.Logf("record %d %s: not decoded: python3-avro refuses the names %q (Java's Avro accepts them; docs/design/avro.md §0.10)", i, side.name, bad)
 				continue
 			}
-			if _, seen := bySchema[text]; !seen {
-				order = append(order, text)
-			}
-			bySchema[text] = append(bySchema[text], item{fmt.Sprintf("record %d (%s[%d]@%d) %s", i, g.Topic, g.Partition, g.Offset, side.name),
-				side.b[5:], avroPlain(side.schema, side.v)})
+			batch.add(text, fmt.Sprintf("record %d (%s[%d]@%d) %s", i, g.Topic, g.Partition, g.Offset, side.name),
+				side.b[5:], avroPlain(side.schema, side.v))
 		}
 	}
-	for _, text := range order {
-		items := bySchema[text]
+	batch.check(t, "the registry's schema")
+}
+
+// pyavroBatch groups Avro bodies by the schema text they are written
+// with, in the order the schemas first come, each with the value
+// python3-avro must decode it to: one python process per schema.
+type pyavroBatch struct {
+	order    []string
+	bySchema map[string][]pyavroItem
+}
+
+type pyavroItem struct {
+	what string // the record, for errors
+	body []byte
+	want any
+}
+
+func (b *pyavroBatch) add(text, what string, body []byte, want any) {
+	if b.bySchema == nil {
+		b.bySchema = map[string][]pyavroItem{}
+	}
+	if _, seen := b.bySchema[text]; !seen {
+		b.order = append(b.order, text)
+	}
+	b.bySchema[text] = append(b.bySchema[text], pyavroItem{what, body, want})
+}
+
+// check decodes every body with python3-avro (testenv.DecodeAvroBatch) by
+// its schema, named in errors as schemaName, and compares with its value.
+func (b *pyavroBatch) check(t *testing.T, schemaName string) {
+	t.Helper()
+	for _, text := range b.order {
+		items := b.bySchema[text]
 		bodies := make([][]byte, len(items))
 		for i, it := range items {
 			bodies[i] = it.body
@@ -286,7 +308,7 @@ func pyavroCheck(t *testing.T, registryURL string, want []expected, got []*kgo.R
 		decoded := testenv.DecodeAvroBatch(t, text, bodies)
 		for i, it := range items {
 			if d := canonNumbers(decoded[i]); !reflect.DeepEqual(d, it.want) {
-				t.Errorf("%s: python3-avro decodes %#v with the registry's schema %s\n    want %#v", it.what, d, text, it.want)
+				t.Errorf("%s: python3-avro decodes %#v with %s %s\n    want %#v", it.what, d, schemaName, text, it.want)
 			}
 		}
 	}
