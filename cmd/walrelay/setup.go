@@ -52,7 +52,8 @@ server that cannot have one, false leaves failover alone.`,
 			if err != nil {
 				return err
 			}
-			schema, table, _ := config.SplitTable(cfg.Postgres.Table) // validated
+			first := cfg.Postgres.Tables()[0]
+			schema, table := first.Schema, first.Name
 			conn, err := connect(cmd.Context(), cfg.Postgres.Primary())
 			if err != nil {
 				return err

@@ -268,8 +268,7 @@ func printRecord(w io.Writer, r *slotRecord) error {
 // slotRecords is walrelay's record of its slots: in postgres.table's
 // schema.
 func slotRecords(cfg config.Config) slotrecord.Table {
-	schema, _, _ := config.SplitTable(cfg.Postgres.Table) // validated
-	return slotrecord.Table{Schema: schema}
+	return slotrecord.Table{Schema: cfg.Postgres.RecordSchema()}
 }
 
 func slotDropCommand(stdout, stderr io.Writer) *cobra.Command {

@@ -73,7 +73,7 @@ have one; false never makes one.`, cobra.ExactArgs(1),
 						st, err := slotrecord.Read(ctx, conn, slotRecords(cfg), args[0])
 						if err == nil && st.Record != nil && !st.SlotExists {
 							gap = &slotGap{RecordLSN: st.Record.Confirmed.String(), Rows: -1}
-							if n, bounded, err := slotrecord.GapRows(ctx, conn, cfg.Postgres.Table, st); err == nil {
+							if n, bounded, err := slotrecord.GapRows(ctx, conn, cfg.Postgres.Tables()[0].String(), st); err == nil {
 								gap.Rows, gap.Bounded = n, bounded
 							}
 						}

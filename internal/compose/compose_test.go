@@ -413,7 +413,7 @@ func TestComposeWalrelayConfig(t *testing.T) {
 	if pub := sqlMatch(t, "002_publication.sql", `CREATE PUBLICATION (\w+) FOR TABLE`); !slices.Equal(cfg.Postgres.Publications, []string{pub}) {
 		t.Errorf("sql/002_publication.sql creates publication %q, walrelay streams %v", pub, cfg.Postgres.Publications)
 	}
-	if table := sqlMatch(t, "001_outbox_table.sql", `CREATE TABLE IF NOT EXISTS ([\w.]+) \(`); table != cfg.Postgres.Table {
+	if table := sqlMatch(t, "001_outbox_table.sql", `CREATE TABLE IF NOT EXISTS ([\w.]+) \(`); table != cfg.Postgres.Tables()[0].String() {
 		t.Errorf("sql/001_outbox_table.sql creates %q, walrelay's postgres.table is %q", table, cfg.Postgres.Table)
 	}
 

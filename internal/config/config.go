@@ -48,7 +48,7 @@ type Postgres struct {
 	PrimaryDSN     string        `yaml:"primary_dsn" help:"decoding from a standby (Postgres 16+): the primary's connection string, where the outbox objects live and walrelay writes (heartbeats, its slot record, retention, setup), while postgres.dsn is the hot standby holding the slot (empty: postgres.dsn is the primary)" secret:"true"`
 	Slot           string        `yaml:"slot" help:"logical replication slot (plugin pgoutput) to stream from"`
 	Publications   StringList    `yaml:"publications" help:"pgoutput publications to stream (comma-separated)"`
-	Table          string        `yaml:"table" help:"outbox table, schema-qualified: setup creates it; run checks it at startup, creates its partitions, prunes it (outbox.retention) and copies it (snapshot.mode=initial); check, verify and snapshot read it; its schema holds walrelay_slot_positions. Run streams the tables postgres.publications publish, not this name"`
+	Table          StringList    `yaml:"table" help:"outbox tables, schema-qualified (comma-separated; one router for all): setup creates them and adds them to the publication; run checks them at startup, creates their partitions, prunes them (outbox.retention) and copies them (snapshot.mode=initial); check, verify and snapshot read them. The first table's schema holds walrelay_slot_positions. Run streams the tables postgres.publications publish"`
 	CreateSlot     bool          `yaml:"create_slot" help:"create the slot at startup if it does not exist and walrelay never confirmed through a slot of that name (see walrelay slot create --replace)"`
 	SlotFailover   string        `yaml:"slot_failover" help:"auto, true or false: make the slot a failover slot (PostgreSQL 17+), which Postgres copies to standbys running with sync_replication_slots=on so that it survives a failover; setup, slot create and run (create_slot) create it with FAILOVER and setup and run switch an existing slot on (ALTER_REPLICATION_SLOT). auto: where the server can (a 17+ primary); true: and refuse a server that cannot; false: never. As Debezium's slot.failover (docs/deploy.md, Failover slots)"`
 	StatusInterval time.Duration `yaml:"status_interval" help:"longest time between two reports of the confirmed LSN to Postgres; a confirmed LSN that moved is reported within 100ms"`
@@ -279,7 +279,7 @@ func Default() Config {
 			DSN:            "postgres://walrelay@localhost:5432/postgres",
 			Slot:           "walrelay",
 			Publications:   []string{"walrelay_outbox"},
-			Table:          "public.outbox",
+			Table:          StringList{"public.outbox"},
 			CreateSlot:     true,
 			SlotFailover:   FailoverAuto,
 			StatusInterval: time.Second,
@@ -329,6 +329,46 @@ func Default() Config {
 		Metrics: Metrics{SlotPollInterval: 5 * time.Second},
 		Log:     Log{Level: "info", Format: "text"},
 	}
+}
+
+// TableName is one outbox table of postgres.table, split into its schema
+// and name.
+type TableName struct {
+	Schema, Name string
+}
+
+// String is the table as postgres.table writes it: "schema.name".
+func (t TableName) String() string { return t.Schema + "." + t.Name }
+
+// Quoted is the table as SQL names it: "schema"."name".
+func (t TableName) Quoted() string {
+	return `"` + t.Schema + `"."` + t.Name + `"`
+}
+
+// Tables splits postgres.table into its tables, in the order listed. It is
+// the one place that reads the list: callers get validated names (an entry
+// that does not split, which validate refuses, is left out).
+func (p Postgres) Tables() []TableName {
+	out := make([]TableName, 0, len(p.Table))
+	for _, s := range p.Table {
+		schema, name, err := SplitTable(s)
+		if err != nil {
+			continue
+		}
+		out = append(out, TableName{Schema: schema, Name: name})
+	}
+	return out
+}
+
+// RecordSchema is the schema that holds walrelay_slot_positions: the first
+// listed table's. The first table fixes it so that a single-table relay keeps
+// its record where it always was; reordering the list would move it, which
+// slotrecord refuses rather than start without the slot's record.
+func (p Postgres) RecordSchema() string {
+	if t := p.Tables(); len(t) > 0 {
+		return t[0].Schema
+	}
+	return "public"
 }
 
 // SplitTable splits "schema.table" (or "table", meaning public) into its

@@ -96,8 +96,21 @@ func (c *Config) validate(sources map[string]string) error {
 			bad("postgres.publications", p, "publication names are 1-63 characters")
 		}
 	}
-	if _, _, err := SplitTable(c.Postgres.Table); err != nil {
-		bad("postgres.table", c.Postgres.Table, err.Error())
+	if len(c.Postgres.Table) == 0 {
+		bad("postgres.table", "", "at least one outbox table is required")
+	}
+	seen := make(map[string]bool, len(c.Postgres.Table))
+	for _, t := range c.Postgres.Table {
+		schema, name, err := SplitTable(t)
+		if err != nil {
+			bad("postgres.table", t, err.Error())
+			continue
+		}
+		if full := schema + "." + name; seen[full] {
+			bad("postgres.table", strings.Join(c.Postgres.Table, ","), full+" is listed twice")
+		} else {
+			seen[full] = true
+		}
 	}
 	switch c.Postgres.SlotFailover {
 	case FailoverAuto, FailoverTrue, FailoverFalse:

@@ -27,8 +27,13 @@ func TestValidateNamesFieldAndValue(t *testing.T) {
 		{"slot too long", func(c *config.Config) { c.Postgres.Slot = strings.Repeat("s", 64) }, "postgres.slot", strings.Repeat("s", 64)},
 		{"no publication", func(c *config.Config) { c.Postgres.Publications = nil }, "postgres.publications", ""},
 		{"publication too long", func(c *config.Config) { c.Postgres.Publications = []string{strings.Repeat("p", 64)} }, "postgres.publications", strings.Repeat("p", 64)},
-		{"table with two dots", func(c *config.Config) { c.Postgres.Table = "a.b.c" }, "postgres.table", "a.b.c"},
-		{"table quoted", func(c *config.Config) { c.Postgres.Table = `public."Outbox"` }, "postgres.table", `public."Outbox"`},
+		{"table with two dots", func(c *config.Config) { c.Postgres.Table = config.StringList{"a.b.c"} }, "postgres.table", "a.b.c"},
+		{"no table", func(c *config.Config) { c.Postgres.Table = nil }, "postgres.table", ""},
+		{"second table invalid", func(c *config.Config) { c.Postgres.Table = config.StringList{"public.outbox", "a.b.c"} }, "postgres.table", "a.b.c"},
+		{"table listed twice", func(c *config.Config) {
+			c.Postgres.Table = config.StringList{"outbox", "billing.outbox", "public.outbox"}
+		}, "postgres.table", "outbox,billing.outbox,public.outbox"},
+		{"table quoted", func(c *config.Config) { c.Postgres.Table = config.StringList{`public."Outbox"`} }, "postgres.table", `public."Outbox"`},
 		{"status interval too short", func(c *config.Config) { c.Postgres.StatusInterval = time.Millisecond }, "postgres.status_interval", "1ms"},
 		{"status interval too long", func(c *config.Config) { c.Postgres.StatusInterval = 2 * time.Minute }, "postgres.status_interval", "2m0s"},
 		{"min backoff zero", func(c *config.Config) { c.Postgres.MinBackoff = 0 }, "postgres.min_backoff", "0s"},
@@ -185,4 +190,28 @@ func TestValidationErrorNamesSource(t *testing.T) {
 			t.Fatalf("got %v, want %s", err, want)
 		}
 	})
+}
+
+// TestTables pins the one place that splits postgres.table: the order kept,
+// "t" meaning public.t, and the record in the first table's schema.
+func TestTables(t *testing.T) {
+	c := config.Default()
+	c.Postgres.Table = config.StringList{"billing.outbox", "outbox", "Orders.Outbox"}
+	got := c.Postgres.Tables()
+	want := []string{"billing.outbox", "public.outbox", "Orders.Outbox"}
+	quoted := []string{`"billing"."outbox"`, `"public"."outbox"`, `"Orders"."Outbox"`}
+	if len(got) != len(want) {
+		t.Fatalf("Tables() = %v, want %v", got, want)
+	}
+	for i, tn := range got {
+		if tn.String() != want[i] || tn.Quoted() != quoted[i] {
+			t.Errorf("table %d = %s / %s, want %s / %s", i, tn, tn.Quoted(), want[i], quoted[i])
+		}
+	}
+	if s := c.Postgres.RecordSchema(); s != "billing" {
+		t.Errorf("RecordSchema() = %q, want billing (the first table's)", s)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("three distinct tables refused: %v", err)
+	}
 }

@@ -402,7 +402,7 @@ func (s *suite) relay(t *testing.T, g *group, r *run, pub string, target pglogre
 	cfg.Postgres.DSN = s.dsn
 	cfg.Postgres.Slot = r.slot
 	cfg.Postgres.Publications = config.StringList{pub}
-	cfg.Postgres.Table = "public." + g.cases[0].Table()
+	cfg.Postgres.Table = config.StringList{"public." + g.cases[0].Table()}
 	cfg.Postgres.StatusInterval = 100 * time.Millisecond
 	cfg.Postgres.MinBackoff = 50 * time.Millisecond
 	cfg.Postgres.MaxBackoff = time.Second

@@ -235,7 +235,7 @@ func TestImport(t *testing.T) {
 			check: func(t *testing.T, c config.Config) {
 				want := config.Default()
 				want.Postgres.DSN = "host=db.internal port=5433 user=dbz dbname=orders"
-				want.Postgres.Slot, want.Postgres.Publications, want.Postgres.Table = "orders_slot", []string{"orders_pub"}, "public.outbox"
+				want.Postgres.Slot, want.Postgres.Publications, want.Postgres.Table = "orders_slot", []string{"orders_pub"}, config.StringList{"public.outbox"}
 				want.Converter.Key, want.Converter.Value, want.Converter.ValueSchemasEnable, want.Converter.Header = "string", "json", false, "simple"
 				want.Converter.TopicPrefix = "orders"
 				want.Router.Type = "io.debezium.transforms.outbox.EventRouter"
@@ -544,7 +544,7 @@ func TestImport(t *testing.T) {
 			name: "an escaped table name, matching schema filter",
 			in:   connector(`table.include.list=inventory\.outboxevent`, "schema.include.list=inv.*", "table.exclude.list=public\\.audit"),
 			check: func(t *testing.T, c config.Config) {
-				if c.Postgres.Table != "inventory.outboxevent" {
+				if c.Postgres.Tables()[0].String() != "inventory.outboxevent" {
 					t.Errorf("table %q", c.Postgres.Table)
 				}
 			},

@@ -26,7 +26,7 @@ func (c *checker) outboxPartitions() {
 	if c.tableOID == 0 {
 		return // the SELECT item says the table is missing
 	}
-	layout, err := partition.Inspect(c.ctx, c.conn, c.cfg.Postgres.Table)
+	layout, err := partition.Inspect(c.ctx, c.conn, c.firstTable().String())
 	if err != nil {
 		c.fail(name, postgres.QueryError("reading how the outbox is stored", "", err).Error(), "")
 		return
@@ -46,7 +46,7 @@ func (c *checker) outboxPartitions() {
 			"create its partitions yourself, or set outbox.time_column to its partition key")
 		return
 	}
-	parts, err := partition.List(c.ctx, c.conn, c.cfg.Postgres.Table)
+	parts, err := partition.List(c.ctx, c.conn, c.firstTable().String())
 	if err != nil {
 		c.fail(name, postgres.QueryError("listing the outbox's partitions", "", err).Error(), "")
 		return

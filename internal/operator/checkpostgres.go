@@ -142,39 +142,39 @@ func (c *checker) roleReplication() {
 }
 
 func (c *checker) quotedTable() string {
-	schema, table, _ := config.SplitTable(c.cfg.Postgres.Table) // validated
+	schema, table := c.firstTable().Schema, c.firstTable().Name
 	return pgx.Identifier{schema, table}.Sanitize()
 }
 
 func (c *checker) tableSelect() {
-	name := "SELECT on " + c.cfg.Postgres.Table
+	name := "SELECT on " + c.firstTable().String()
 	qt := c.quotedTable()
 	var oid *uint32
 	if err := c.conn.QueryRow(c.ctx, `SELECT to_regclass($1)::oid`, qt).Scan(&oid); err != nil {
-		c.fail(name, postgres.QueryError("looking up "+c.cfg.Postgres.Table, "", err).Error(), "")
+		c.fail(name, postgres.QueryError("looking up "+c.firstTable().String(), "", err).Error(), "")
 		return
 	}
 	if oid == nil {
-		c.fail(name, fmt.Sprintf("table %s does not exist (postgres.table)", c.cfg.Postgres.Table),
+		c.fail(name, fmt.Sprintf("table %s does not exist (postgres.table)", c.firstTable().String()),
 			"run `walrelay setup`, apply sql/001_outbox_table.sql, or fix postgres.table")
 		return
 	}
 	c.tableOID = *oid
 	var can bool
 	if err := c.conn.QueryRow(c.ctx, `SELECT has_table_privilege($1::oid, 'SELECT')`, *oid).Scan(&can); err != nil {
-		c.fail(name, postgres.QueryError("checking privileges on "+c.cfg.Postgres.Table, "", err).Error(), "")
+		c.fail(name, postgres.QueryError("checking privileges on "+c.firstTable().String(), "", err).Error(), "")
 		return
 	}
 	if !can {
-		c.fail(name, fmt.Sprintf("role %q cannot SELECT from %s", c.user, c.cfg.Postgres.Table),
+		c.fail(name, fmt.Sprintf("role %q cannot SELECT from %s", c.user, c.firstTable().String()),
 			fmt.Sprintf("GRANT SELECT ON %s TO %s; (see sql/004_role.sql)", qt, pgx.Identifier{c.user}.Sanitize()))
 		return
 	}
-	c.ok(name, fmt.Sprintf("role %q can read %s", c.user, c.cfg.Postgres.Table))
+	c.ok(name, fmt.Sprintf("role %q can read %s", c.user, c.firstTable().String()))
 }
 
 func (c *checker) publications() {
-	schema, table, _ := config.SplitTable(c.cfg.Postgres.Table)
+	schema, table := c.firstTable().Schema, c.firstTable().Name
 	qt := c.quotedTable()
 	pubs := c.cfg.Postgres.Publications
 	for _, pub := range pubs {
@@ -203,24 +203,24 @@ func (c *checker) publications() {
 				continue
 			}
 			if leaves {
-				c.fail(name, fmt.Sprintf("publishes the partitions of %s under their own names (publish_via_partition_root is off): walrelay run refuses to start", c.cfg.Postgres.Table), leafFix(pub))
+				c.fail(name, fmt.Sprintf("publishes the partitions of %s under their own names (publish_via_partition_root is off): walrelay run refuses to start", c.firstTable().String()), leafFix(pub))
 				continue
 			}
 		}
 		switch {
 		case !has && len(pubs) == 1:
-			c.fail(name, fmt.Sprintf("does not contain %s", c.cfg.Postgres.Table), fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", qp, qt))
+			c.fail(name, fmt.Sprintf("does not contain %s", c.firstTable().String()), fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", qp, qt))
 		case !has:
-			c.warn(name, fmt.Sprintf("does not contain %s", c.cfg.Postgres.Table), fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s; if it should carry the outbox", qp, qt))
+			c.warn(name, fmt.Sprintf("does not contain %s", c.firstTable().String()), fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s; if it should carry the outbox", qp, qt))
 		case !ins:
 			c.fail(name, "does not publish inserts", fmt.Sprintf("ALTER PUBLICATION %s SET (publish = 'insert');", qp))
 		case upd || del:
-			c.warn(name, fmt.Sprintf("contains %s and publishes updates or deletes too (they are ignored or follow table.op.invalid.behavior)", c.cfg.Postgres.Table),
+			c.warn(name, fmt.Sprintf("contains %s and publishes updates or deletes too (they are ignored or follow table.op.invalid.behavior)", c.firstTable().String()),
 				fmt.Sprintf("ALTER PUBLICATION %s SET (publish = 'insert');", qp))
 		case c.partitioned:
-			c.ok(name, fmt.Sprintf("contains %s, publishes inserts only, through the partition root", c.cfg.Postgres.Table))
+			c.ok(name, fmt.Sprintf("contains %s, publishes inserts only, through the partition root", c.firstTable().String()))
 		default:
-			c.ok(name, fmt.Sprintf("contains %s, publishes inserts only", c.cfg.Postgres.Table))
+			c.ok(name, fmt.Sprintf("contains %s, publishes inserts only", c.firstTable().String()))
 		}
 	}
 }
@@ -228,7 +228,7 @@ func (c *checker) publications() {
 func (c *checker) columns() {
 	name := "outbox columns"
 	if c.tableOID == 0 {
-		c.fail(name, fmt.Sprintf("table %s does not exist", c.cfg.Postgres.Table), "run `walrelay setup`, or fix postgres.table")
+		c.fail(name, fmt.Sprintf("table %s does not exist", c.firstTable().String()), "run `walrelay setup`, or fix postgres.table")
 		return
 	}
 	catalog, err := pgcatalog.ReadColumns(c.ctx, c.conn, []uint32{c.tableOID})
@@ -237,7 +237,7 @@ func (c *checker) columns() {
 		return
 	}
 	cols := catalog[c.tableOID]
-	schema, table, _ := config.SplitTable(c.cfg.Postgres.Table)
+	schema, table := c.firstTable().Schema, c.firstTable().Name
 	plan, err := c.rt.Bind(router.Relation{ID: c.tableOID, Namespace: schema, Name: table, Columns: cols})
 	if err != nil {
 		c.fail(name, err.Error(), "set the router option to the column's name, or add the column to the table")
@@ -361,3 +361,6 @@ func (c *checker) keepSize() {
 	mb, _ := strconv.ParseInt(v, 10, 64)
 	c.ok(name, postgres.HumanBytes(mb<<20))
 }
+
+// firstTable is the first table of postgres.table (validated, never empty).
+func (c *checker) firstTable() config.TableName { return c.cfg.Postgres.Tables()[0] }

@@ -53,9 +53,9 @@ type Maintainer struct {
 // round that finds the outbox partitioned, not here: a plain outbox with a
 // long name is no error.
 func NewMaintainer(cfg config.Config, log *slog.Logger) *Maintainer {
-	s, err := NewScheme(cfg.Postgres.Table, cfg.Outbox.TimeColumn, cfg.Outbox.PartitionInterval)
+	s, err := NewScheme(cfg.Postgres.Tables()[0].String(), cfg.Outbox.TimeColumn, cfg.Outbox.PartitionInterval)
 	return &Maintainer{
-		dsn: cfg.Postgres.Primary(), table: cfg.Postgres.Table, column: cfg.Outbox.TimeColumn,
+		dsn: cfg.Postgres.Primary(), table: cfg.Postgres.Tables()[0].String(), column: cfg.Outbox.TimeColumn,
 		scheme: s, invalid: err, ahead: cfg.Outbox.PartitionsAhead,
 		every: cfg.Outbox.PruneInterval, timeout: cfg.Outbox.PruneStatementTimeout,
 		log: log.With("component", "partitions"), now: time.Now,

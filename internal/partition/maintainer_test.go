@@ -123,7 +123,7 @@ func TestMaintainerLeavesOtherTablesAlone(t *testing.T) {
 		t.Run(tc.want, func(t *testing.T) {
 			cfg := config.Default()
 			cfg.Postgres.DSN = dsn
-			cfg.Postgres.Table = tc.table
+			cfg.Postgres.Table = config.StringList{tc.table}
 			logs := startMaintainer(t, cfg)
 			waitFor(t, "a round", func() bool { return len(logLines(logs, tc.want)) > 0 })
 			time.Sleep(300 * time.Millisecond) // a few more rounds

@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/slotrecord"
 	"github.com/walrelay/walrelay/internal/txfence"
 )
@@ -60,8 +59,7 @@ func (v *verifier) fence(ctx context.Context, conn *pgx.Conn) (txfence.Fence, er
 // an error, as is a record that cannot be read when the slot is lost.
 func (v *verifier) slotState(ctx context.Context, conn *pgx.Conn) (gone bool, err error) {
 	slot := v.cfg.Postgres.Slot
-	schema, _, _ := config.SplitTable(v.cfg.Postgres.Table) // validated
-	records := slotrecord.Table{Schema: schema}
+	records := slotrecord.Table{Schema: v.cfg.Postgres.RecordSchema()}
 	if v.slots != conn {
 		records.Slots = v.slots
 	}

@@ -351,7 +351,7 @@ func TestVerifyDeletedTopicAndMissingTable(t *testing.T) {
 		t.Fatalf("after deleting %s: rows %d, missing %v; want 20 rows, missing %v", topics[1], rep.Rows, rep.Missing, sorted(gone))
 	}
 
-	f.cfg.Postgres.Table = "public.no_such_outbox"
+	f.cfg.Postgres.Table = config.StringList{"public.no_such_outbox"}
 	_, err = reconcile.Run(t.Context(), f.cfg, reconcile.Options{Since: time.Now().Add(-time.Hour), Until: time.Now()}, nil)
 	if err == nil || !strings.Contains(err.Error(), `"public"."no_such_outbox"`) || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("verify of a missing table: %v, want an error naming it", err)

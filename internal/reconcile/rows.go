@@ -55,10 +55,11 @@ func connectReadOnly(ctx context.Context, dsn string, timeout time.Duration) (*p
 
 // describe reads the outbox table's columns and checks the time column.
 func describe(ctx context.Context, conn *pgx.Conn, cfg config.Config) (*outbox, error) {
-	schema, name, err := config.SplitTable(cfg.Postgres.Table)
-	if err != nil {
-		return nil, fmt.Errorf("postgres.table %q: %w", cfg.Postgres.Table, err)
+	tables := cfg.Postgres.Tables()
+	if len(tables) == 0 {
+		return nil, fmt.Errorf("postgres.table %q: no valid table", strings.Join(cfg.Postgres.Table, ","))
 	}
+	schema, name := tables[0].Schema, tables[0].Name
 	quoted := pgx.Identifier{schema, name}.Sanitize()
 	var oid uint32
 	if err := conn.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, quoted).Scan(&oid); err != nil || oid == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -214,7 +215,7 @@ func (r *Relay) checkPublications(ctx context.Context, conn *pgx.Conn) error {
 			// stream back to the relay as transactions of their own, which
 			// it would confirm and record again, for ever.
 			return fmt.Errorf("%w: %s.%s is in %q (a publication FOR ALL TABLES or FOR TABLES IN SCHEMA); publish only the outbox: CREATE PUBLICATION walrelay_outbox FOR TABLE %s, and set postgres.publications",
-				ErrPublicationRecord, t.schema, t.name, pubs, r.cfg.Postgres.Table)
+				ErrPublicationRecord, t.schema, t.name, pubs, strings.Join(r.cfg.Postgres.Table, ", "))
 		}
 		rel := router.Relation{ID: uint32(t.oid), Namespace: t.schema, Name: t.name, Columns: cols[uint32(t.oid)]}
 		if _, err := r.router.Bind(rel); err != nil {

@@ -267,8 +267,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 	}
 	r.started = o.started
 	r.newOpts = opts
-	schema, _, _ := config.SplitTable(cfg.Postgres.Table) // validated
-	r.rec = newRecorder(r, slotrecord.Table{Schema: schema})
+	r.rec = newRecorder(r, slotrecord.Table{Schema: cfg.Postgres.RecordSchema()})
 	h := newHandler(r)
 	h.skip.p = o.published
 	if err := h.bindMessages(cfg.Outbox.MessagePrefix); err != nil {

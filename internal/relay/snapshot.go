@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -45,7 +46,7 @@ func (r *Relay) SnapshotStatus() snapshot.Status {
 func (r *Relay) snapshotTables() ([]snapshot.Table, error) {
 	if len(r.tables) == 0 {
 		return nil, fmt.Errorf("%w: the publications %q contain no table (ALTER PUBLICATION ... ADD TABLE %s, or run `walrelay setup`)",
-			snapshot.ErrNoTable, r.cfg.Postgres.Publications, r.cfg.Postgres.Table)
+			snapshot.ErrNoTable, r.cfg.Postgres.Publications, strings.Join(r.cfg.Postgres.Table, ", "))
 	}
 	out := make([]snapshot.Table, len(r.tables))
 	for i, rel := range r.tables {

@@ -75,7 +75,8 @@ type Config struct {
 
 // FromConfig returns the Config of c (c is validated).
 func FromConfig(c config.Config) Config {
-	schema, table, _ := config.SplitTable(c.Postgres.Table)
+	first := c.Postgres.Tables()[0]
+	schema, table := first.Schema, first.Name
 	out := Config{
 		DSN: c.Postgres.Primary(), Schema: schema, Table: table, TimeColumn: c.Outbox.TimeColumn, Slot: c.Postgres.Slot,
 		Retention: c.Outbox.Retention, Batch: c.Outbox.PruneBatch, StatementTimeout: c.Outbox.PruneStatementTimeout,
