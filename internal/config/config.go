@@ -22,6 +22,7 @@ package config
 import (
 	"errors"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -356,6 +357,19 @@ func (p Postgres) Tables() []TableName {
 			continue
 		}
 		out = append(out, TableName{Schema: schema, Name: name})
+	}
+	return out
+}
+
+// Schemas is the schemas of the listed tables, each once, in list order
+// (the first is RecordSchema): where slotrecord.Locate looks for a record
+// left behind by a reordered list.
+func (p Postgres) Schemas() []string {
+	var out []string
+	for _, t := range p.Tables() {
+		if !slices.Contains(out, t.Schema) {
+			out = append(out, t.Schema)
+		}
 	}
 	return out
 }
