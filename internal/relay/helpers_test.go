@@ -249,13 +249,20 @@ func (b *logBuffer) waitLog(t *testing.T, msg string, attrs map[string]string, t
 // its id and transaction id.
 func insertRow(t *testing.T, dsn string, aggregatetype any, aggregateid, payload string) (id string, xid uint32) {
 	t.Helper()
+	return insertRowInto(t, dsn, "outbox", aggregatetype, aggregateid, payload)
+}
+
+// insertRowInto is insertRow into table (as SQL names it: outbox,
+// billing.outbox).
+func insertRowInto(t *testing.T, dsn, table string, aggregatetype any, aggregateid, payload string) (id string, xid uint32) {
+	t.Helper()
 	conn := testenv.Connect(t, dsn)
 	defer conn.Close(t.Context())
 	tx, err := conn.Begin(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.QueryRow(t.Context(), `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ($1, $2, 'T', $3) RETURNING id::text`, aggregatetype, aggregateid, payload).Scan(&id); err != nil {
+	if err := tx.QueryRow(t.Context(), `INSERT INTO `+table+` (aggregatetype, aggregateid, type, payload) VALUES ($1, $2, 'T', $3) RETURNING id::text`, aggregatetype, aggregateid, payload).Scan(&id); err != nil {
 		t.Fatalf("inserting row: %v", err)
 	}
 	if err := tx.QueryRow(t.Context(), `SELECT txid_current()::text::bigint`).Scan(&xid); err != nil {
