@@ -45,6 +45,12 @@ topic (missing), on a topic with a timestamp in the window and not in the table
 informational). Rows the router refuses are listed as unroutable (the relay
 dead-letters them per relay.on_error).
 
+With several tables in postgres.table, every table is read (in one snapshot),
+each row routed as the relay routes its table's rows, and a record is unknown
+only when its id is in none of them. Records are matched by event id alone: an
+id that rows of two tables share is listed under duplicates when it has a
+record, and neither row is called missing.
+
 It reads relay.dead_letter_topic too: a row not on its topic (or unroutable)
 with a dead letter there is dead-lettered, with the dead letter's error class
 (informational: not missing, never republished; the dead letter holds the row,
@@ -216,7 +222,11 @@ func verifyOutcome(rep *reconcile.Report) error {
 // printVerify prints the report for a person.
 func printVerify(w io.Writer, rep *reconcile.Report) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "window: %s = [%s, %s) of %s, margin %s\n", rep.TimeColumn, rep.Since.Format(time.RFC3339), rep.Until.Format(time.RFC3339), rep.Table, rep.Margin)
+	of := rep.Table
+	if len(rep.Tables) > 1 {
+		of = "tables " + of
+	}
+	fmt.Fprintf(&b, "window: %s = [%s, %s) of %s, margin %s\n", rep.TimeColumn, rep.Since.Format(time.RFC3339), rep.Until.Format(time.RFC3339), of, rep.Margin)
 	fmt.Fprintf(&b, "rows: %d  records read in the window ± margin: %d  topics: %s  passes: %d\n", rep.Rows, rep.Records, dash(strings.Join(rep.Topics, ", ")), rep.Passes)
 	list := func(name string, ids []string, note string) {
 		fmt.Fprintf(&b, "%s: %d%s\n", name, len(ids), note)

@@ -4,7 +4,7 @@
 // topic and not in the table (unknown), and on a topic more than once
 // (duplicates), and, when asked, publishes the missing ones again.
 //
-// In: walrelay's config (the outbox table, outbox.time_column, the router
+// In: walrelay's config (the outbox tables, outbox.time_column, the router
 // and converters, the brokers) and a window [Since, Until) of the time
 // column. Out: a [Report]; with Options.Republish, the missing rows
 // produced again through the same router and converters as the relay,
@@ -72,6 +72,18 @@
 // broker refused it (a topic's lower max.message.bytes, topic_rejected)
 // verify cannot tell it from a missing row, and the report says so
 // (Report.SkippedByLogClasses).
+//
+// Several tables (postgres.table lists them): each is read with its own
+// plan (router.Bind of its own columns, as the relay binds each table's
+// Relation message), pass 0 and every pass read every table in the one
+// REPEATABLE READ transaction, topics are the union of their rows'
+// topics, a missing row is republished through its own table's plan, and
+// a record is unknown only when its id is in none of the tables. Records
+// are matched by event id alone, so when rows of two tables share an id
+// (two modules reusing ids), one record counts as seen for both: the id
+// is listed under duplicates and neither row is called missing (a record
+// of one of them lost is not noticed). With no record at all, each row is
+// missing, and republished through its own plan.
 //
 // What it does not do: commit consumer offsets.
 package reconcile

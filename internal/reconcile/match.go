@@ -14,21 +14,36 @@ import (
 	"github.com/walrelay/walrelay/internal/router"
 )
 
-// route routes a row as the relay would. The message is v.msg, valid
-// until the next call; why says what stops a row from being looked for:
-// the router refuses it or relay.topic_pattern its topic ("unroutable"),
-// or its event id is NULL ("no id").
-func (v *verifier) route(r *row) (msg *router.Message, id []byte, why string) {
-	if err := v.plan.RouteTo(&v.msg, r.cols, r.at); err != nil {
+// route routes a row of table o as the relay would, through o's plan.
+// The message is o.msg, valid until the next call on o; why says what
+// stops a row from being looked for: the router refuses it or
+// relay.topic_pattern its topic ("unroutable"), or its event id is NULL
+// ("no id").
+func (v *verifier) route(o *outbox, r *row) (msg *router.Message, id []byte, why string) {
+	if err := o.plan.RouteTo(&o.msg, r.cols, r.at); err != nil {
 		return nil, nil, "unroutable"
 	}
-	if v.pattern != nil && !v.pattern.MatchString(v.msg.Topic) {
+	if v.pattern != nil && !v.pattern.MatchString(o.msg.Topic) {
 		return nil, nil, "unroutable"
 	}
-	if len(v.msg.Headers) == 0 || v.msg.Headers[0].Key != headerEventID || v.msg.Headers[0].Value == nil {
+	if len(o.msg.Headers) == 0 || o.msg.Headers[0].Key != headerEventID || o.msg.Headers[0].Value == nil {
 		return nil, nil, "no id"
 	}
-	return &v.msg, v.msg.Headers[0].Value, ""
+	return &o.msg, o.msg.Headers[0].Value, ""
+}
+
+// scanAll calls each with every row of the window of every table, table
+// after table, in tx: one snapshot for all of them, so that every pass
+// sees the same rows of each table.
+func (v *verifier) scanAll(ctx context.Context, tx pgx.Tx, each func(ti int, o *outbox, r *row) error) error {
+	o := v.opts
+	for ti, t := range v.tables {
+		err := t.scanRows(ctx, tx, o.Since, o.Until, o.PageRows, v.fw, func(r *row) error { return each(ti, t, r) })
+		if err != nil {
+			return fmt.Errorf("verifying outbox table %s: %w", t.quoted, err)
+		}
+	}
+	return nil
 }
 
 // verify runs the passes in tx and returns the candidates for unknown:
@@ -56,13 +71,13 @@ func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error
 	}
 	// Pass 0: count the rows and learn their topics.
 	topics := map[string]bool{}
-	err = v.table.scanRows(ctx, tx, o.Since, o.Until, o.PageRows, v.fw, func(r *row) error {
+	err = v.scanAll(ctx, tx, func(_ int, t *outbox, r *row) error {
 		v.rep.Rows++
-		switch msg, _, why := v.route(r); why {
+		switch msg, _, why := v.route(t, r); why {
 		case "":
 			topics[msg.Topic] = true
 		case "unroutable":
-			id := v.plan.EventID(r.cols)
+			id := t.plan.EventID(r.cols)
 			if class, ok := v.dead[id]; ok {
 				v.rep.DeadLettered = append(v.rep.DeadLettered, DeadLettered{ID: id, Class: class})
 				break
@@ -137,12 +152,12 @@ func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error
 
 		// The rows of this share, looked up.
 		var rows int64
-		err = v.table.scanRows(ctx, tx, o.Since, o.Until, o.PageRows, v.fw, func(r *row) error {
+		err = v.scanAll(ctx, tx, func(ti int, t *outbox, r *row) error {
 			rows++
 			if rows%o.ProgressEvery == 0 {
 				v.log.Info("verify: checking rows", "pass", pass+1, "passes", passes, "rows", rows, "of", v.rep.Rows)
 			}
-			msg, id, why := v.route(r)
+			msg, id, why := v.route(t, r)
 			if why != "" {
 				return nil // counted by pass 0
 			}
@@ -151,9 +166,14 @@ func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error
 				return nil
 			}
 			i := sort.Search(len(held), func(i int) bool { return bytes.Compare(held[i].k[:], k[:]) >= 0 })
-			n := 0
+			n, by, shared := 0, int16(ti+1), false
 			for j := i; j < len(held) && held[j].k == k; j++ {
-				held[j].seen = true
+				// A row of another table had this id: records are
+				// matched by id alone, so the records count as seen
+				// for both rows, and the id is listed under
+				// duplicates.
+				shared = shared || (held[j].seenBy != 0 && held[j].seenBy != by)
+				held[j].seenBy = by
 				n++
 			}
 			class, dead := v.dead[string(id)]
@@ -173,7 +193,7 @@ func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error
 				if o.Republish {
 					return v.republish(ctx, msg, r.at)
 				}
-			case n > 1:
+			case n > 1 || shared:
 				v.rep.Duplicates = append(v.rep.Duplicates, string(id))
 			}
 			return nil
@@ -190,7 +210,7 @@ func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error
 			for ; j < len(held) && held[j].k == held[i].k; j++ {
 				inWindow = inWindow || (held[j].ms >= since && held[j].ms < until)
 			}
-			if !held[i].seen && inWindow {
+			if held[i].seenBy == 0 && inWindow {
 				id := held[i].k.uuid()
 				if t := held[i].text; t > 0 {
 					id = texts[t-1]
@@ -203,16 +223,17 @@ func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error
 	return candidates, nil
 }
 
-// unknown looks the candidates up in the whole table, with a snapshot
-// taken after the topics were read: a record whose row is outside the
-// window, or was committed since, is not unknown.
+// unknown looks the candidates up in every table (whole, not the window),
+// with a snapshot taken after the topics were read: a record whose row is
+// in any of the tables, outside the window or committed since, is not
+// unknown.
 func (v *verifier) unknown(ctx context.Context, conn *pgx.Conn, candidates map[string]int) error {
 	ids := make([]string, 0, len(candidates))
 	for id := range candidates {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	found, err := v.table.existing(ctx, conn, ids)
+	found, err := existing(ctx, conn, v.tables, ids)
 	if err != nil {
 		return err
 	}

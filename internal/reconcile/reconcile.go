@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -66,11 +67,14 @@ type Options struct {
 // Report is what verify found. The id lists are sorted; they are never
 // nil, so that JSON shows [] for none.
 type Report struct {
-	Since      time.Time `json:"since"`
-	Until      time.Time `json:"until"`
-	Margin     string    `json:"margin"`
-	Table      string    `json:"table"`
-	TimeColumn string    `json:"time_column"`
+	Since  time.Time `json:"since"`
+	Until  time.Time `json:"until"`
+	Margin string    `json:"margin"`
+	// Tables are the tables of postgres.table, quoted, in list order;
+	// Table is them joined with ", " (one table: its name alone).
+	Tables     []string `json:"tables"`
+	Table      string   `json:"table"`
+	TimeColumn string   `json:"time_column"`
 	// Topics are the topics the window's rows route to.
 	Topics []string `json:"topics"`
 	// Rows is the rows in the window.
@@ -121,7 +125,10 @@ type Report struct {
 	// retention, or produced by something else).
 	Unknown []string `json:"unknown"`
 	// Duplicates are the event ids, of rows in the window or unknown, with
-	// more than one record (informational: at-least-once delivery).
+	// more than one record (informational: at-least-once delivery), and
+	// the ids of rows of two tables (two modules reusing ids) that have a
+	// record: records are matched by id alone, so one record counts as
+	// seen for both rows, and neither is called missing.
 	Duplicates []string `json:"duplicates"`
 	// Unroutable are the event ids of rows the router refuses (or whose
 	// topic relay.topic_pattern refuses): the relay dead-letters, logs or
@@ -169,7 +176,9 @@ type entry struct {
 	k    key
 	ms   int64 // record timestamp, Unix milliseconds
 	text int32 // 1 + index of the id's text when it is not a UUID; 0 for a UUID
-	seen bool  // a row of the window has this id
+	// seenBy is 1 + the index in verifier.tables of the last table a
+	// row of the window with this id was read from; 0: no row has it.
+	seenBy int16
 }
 
 // verifier holds one run's state.
@@ -177,14 +186,14 @@ type verifier struct {
 	cfg     config.Config
 	opts    Options
 	log     *slog.Logger
-	plan    *router.Plan
-	msg     router.Message
 	pattern interface{ MatchString(string) bool }
-	table   *outbox
-	kopts   []kgo.Opt
-	rep     *Report
-	repub   *republisher
-	fw      *fenceWindow // nil when no fence is confirmed
+	// tables are postgres.table's, each with its own plan: every pass
+	// reads each of them in the one REPEATABLE READ transaction.
+	tables []*outbox
+	kopts  []kgo.Opt
+	rep    *Report
+	repub  *republisher
+	fw     *fenceWindow // nil when no fence is confirmed
 	// slots is the connection the slot is read on: the one the outbox is
 	// read and the fence taken on, or when decoding from a standby
 	// (postgres.primary_dsn) a connection to the standby (postgres.dsn),
@@ -241,15 +250,16 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger)
 		}
 		defer v.slots.Close(context.WithoutCancel(ctx))
 	}
-	if v.table, err = describe(ctx, conn, cfg); err != nil {
+	if v.tables, err = describeAll(ctx, conn, cfg, rt); err != nil {
 		return nil, err
 	}
-	if v.plan, err = rt.Bind(v.table.rel); err != nil {
-		return nil, fmt.Errorf("checking outbox table against the router config: %w", err)
+	var names []string
+	for _, o := range v.tables {
+		names = append(names, o.quoted)
 	}
 	v.rep = &Report{
 		Since: opts.Since.UTC(), Until: opts.Until.UTC(), Margin: opts.Margin.String(),
-		Table: v.table.quoted, TimeColumn: cfg.Outbox.TimeColumn, Slot: cfg.Postgres.Slot,
+		Tables: names, Table: strings.Join(names, ", "), TimeColumn: cfg.Outbox.TimeColumn, Slot: cfg.Postgres.Slot,
 		Topics: []string{}, Missing: []string{}, Unconfirmed: []string{}, Unknown: []string{}, Duplicates: []string{}, Unroutable: []string{},
 		DeadLetterTopic: cfg.Relay.DeadLetterTopic, DeadLettered: []DeadLettered{}, Skipped: []DeadLettered{}, SkippedByLogClasses: logPolicyClasses(cfg.Relay.OnError),
 	}
@@ -296,6 +306,9 @@ func Run(ctx context.Context, cfg config.Config, opts Options, log *slog.Logger)
 	for _, l := range [][]string{v.rep.Missing, v.rep.Unconfirmed, v.rep.Unknown, v.rep.Duplicates, v.rep.Unroutable} {
 		slices.Sort(l)
 	}
+	// An id of rows of two tables with several records is found by each
+	// row: listed once.
+	v.rep.Duplicates = slices.Compact(v.rep.Duplicates)
 	sortDeadLettered(v.rep.DeadLettered)
 	sortDeadLettered(v.rep.Skipped)
 	v.rep.DeadLetteredCount = len(v.rep.DeadLettered)

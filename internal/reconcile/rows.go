@@ -20,7 +20,9 @@ import (
 	"github.com/walrelay/walrelay/internal/txfence"
 )
 
-// outbox is the outbox table as verify reads it.
+// outbox is one outbox table (of postgres.table) as verify reads it: its
+// own plan, bound to its own columns as the relay binds each table's
+// Relation message, and its own message scratch.
 type outbox struct {
 	rel      router.Relation
 	quoted   string // schema-qualified, quoted
@@ -28,6 +30,13 @@ type outbox struct {
 	idCol    string // quoted event id column ("" when none is configured)
 	idType   string // the id column's type, format_type's text
 	selected string // the select list: every column ::text, then the time column
+	// cursor is the name of the cursor the rows are read through: one
+	// per table, because pgx caches a statement's result columns by its
+	// text, and a FETCH of another table's cursor of the same name would
+	// be decoded with the first table's.
+	cursor string
+	plan   *router.Plan
+	msg    router.Message // plan's routed row, reused
 }
 
 // connectReadOnly opens verify's Postgres connection: every transaction
@@ -53,13 +62,33 @@ func connectReadOnly(ctx context.Context, dsn string, timeout time.Duration) (*p
 	return conn, nil
 }
 
-// describe reads the outbox table's columns and checks the time column.
-func describe(ctx context.Context, conn *pgx.Conn, cfg config.Config) (*outbox, error) {
+// describeAll reads every table of postgres.table, in list order, and
+// binds each to rt as the relay binds a table's Relation message.
+func describeAll(ctx context.Context, conn *pgx.Conn, cfg config.Config, rt *router.Router) ([]*outbox, error) {
 	tables := cfg.Postgres.Tables()
 	if len(tables) == 0 {
 		return nil, fmt.Errorf("postgres.table %q: no valid table", strings.Join(cfg.Postgres.Table, ","))
 	}
-	schema, name := tables[0].Schema, tables[0].Name
+	out := make([]*outbox, 0, len(tables))
+	for i, t := range tables {
+		o, err := describe(ctx, conn, cfg, t)
+		if err != nil {
+			return nil, err
+		}
+		if o.cursor = "walrelay_verify"; i > 0 {
+			o.cursor += "_" + strconv.Itoa(i)
+		}
+		if o.plan, err = rt.Bind(o.rel); err != nil {
+			return nil, fmt.Errorf("checking outbox table %s against the router config: %w", o.quoted, err)
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// describe reads table's columns and checks the time column.
+func describe(ctx context.Context, conn *pgx.Conn, cfg config.Config, table config.TableName) (*outbox, error) {
+	schema, name := table.Schema, table.Name
 	quoted := pgx.Identifier{schema, name}.Sanitize()
 	var oid uint32
 	if err := conn.QueryRow(ctx, `SELECT coalesce(to_regclass($1)::oid, 0)`, quoted).Scan(&oid); err != nil || oid == 0 {
@@ -116,7 +145,7 @@ type fenceWindow struct{ x32, window int64 }
 // computed by Postgres from fw (false for every row when fw is nil). The
 // row's bytes are valid during the call only.
 func (o *outbox) scanRows(ctx context.Context, tx pgx.Tx, since, until time.Time, page int, fw *fenceWindow, each func(*row) error) error {
-	const cursor = "walrelay_verify"
+	cursor := o.cursor
 	confirmed, args := "false", []any{since, until}
 	if fw != nil {
 		confirmed, args = txfence.PrecedesSQL(txfence.XminExpr, "$3", "$4"), append(args, fw.x32, fw.window)
@@ -208,12 +237,23 @@ func boolValue(b []byte, format int16) (bool, error) {
 	}
 }
 
-// existing returns which of ids are event ids of rows in the table (in
-// any window), in batches, on conn in a transaction of its own.
-func (o *outbox) existing(ctx context.Context, conn *pgx.Conn, ids []string) (map[string]bool, error) {
+// existing returns which of ids are event ids of rows in any of tables (in
+// any window).
+func existing(ctx context.Context, conn *pgx.Conn, tables []*outbox, ids []string) (map[string]bool, error) {
 	found := map[string]bool{}
+	for _, o := range tables {
+		if err := o.existing(ctx, conn, ids, found); err != nil {
+			return nil, err
+		}
+	}
+	return found, nil
+}
+
+// existing adds to found which of ids are event ids of rows in the table
+// (in any window), in batches, on conn in a transaction of its own.
+func (o *outbox) existing(ctx context.Context, conn *pgx.Conn, ids []string, found map[string]bool) error {
 	if o.idCol == "" || len(ids) == 0 {
-		return found, nil
+		return nil
 	}
 	// The cast to the column's own type lets Postgres use its index; an
 	// id that is not of that type (a record's header from elsewhere)
@@ -241,11 +281,11 @@ func (o *outbox) existing(ctx context.Context, conn *pgx.Conn, ids []string) (ma
 			})
 		}
 		if err != nil {
-			return nil, fmt.Errorf("looking up event ids in the outbox: %w", err)
+			return fmt.Errorf("looking up event ids in outbox table %s: %w", o.quoted, err)
 		}
 		for _, id := range got {
 			found[id] = true
 		}
 	}
-	return found, nil
+	return nil
 }
