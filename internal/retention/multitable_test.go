@@ -14,6 +14,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/metrics"
+	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/internal/retention"
 	"github.com/walrelay/walrelay/internal/testenv"
 )
@@ -256,6 +257,27 @@ func TestMissingTableDoesNotStopTheOthers(t *testing.T) {
 	for _, table := range bothTables {
 		if got := idsIn(t, d, table); len(got) != 0 {
 			t.Errorf("%s left %q, want nothing: a missing table listed with it stopped its pruning", table, got)
+		}
+	}
+}
+
+// The relay creates the four outbox series of every listed table at 0
+// when it starts, with retention off too: a dashboard or alert on one
+// table's series sees it from the start, and increase() its first prune.
+func TestSeriesPerListedTable(t *testing.T) {
+	t.Parallel()
+	cfg := config.Default() // relay.New connects to nothing
+	cfg.Postgres.Table = bothTables
+	reg := prometheus.NewRegistry()
+	if _, err := relay.New(cfg, nil, metrics.New(reg, "test", cfg.Postgres.Slot)); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"walrelay_outbox_rows_pruned_total", "walrelay_outbox_partitions_dropped_total",
+		"walrelay_outbox_oldest_row_age_seconds", "walrelay_outbox_table_size_bytes"} {
+		for _, table := range bothTables {
+			if v, ok := testenv.FindMetric(t, reg, name, map[string]string{"table": table}); !ok || v != 0 {
+				t.Errorf("%s{table=%q}: %v (exists: %v); want a series at 0", name, table, v, ok)
+			}
 		}
 	}
 }
