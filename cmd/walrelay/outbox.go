@@ -19,9 +19,9 @@ import (
 func outboxCommand(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "outbox",
-		Short: "Maintain the outbox table: remove rows past outbox.retention",
-		Long: `Operates on the outbox table (postgres.table) with the same configuration as
-'walrelay run'.` + "\n" + exitCodesHelp,
+		Short: "Maintain the outbox tables: remove rows past outbox.retention",
+		Long: `Operates on the outbox tables (every table of postgres.table) with the same
+configuration as 'walrelay run'.` + "\n" + exitCodesHelp,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: needsSubcommand,
 	}
@@ -42,7 +42,10 @@ rows, each statement with outbox.prune_statement_timeout. On a partitioned
 outbox it detaches the partitions whose upper bound is older than the
 retention, takes a second fence, waits for it too and drops them (never the
 DEFAULT partition), and creates the partitions outbox.partitions_ahead
-ahead that are missing. 'walrelay run' does the same every
+ahead that are missing. With several tables in postgres.table, the same
+fences serve every table, each pruned by its own kind (plain or
+partitioned), and the summary has a line per table (-o json: "tables",
+with "table" the comma-separated list). 'walrelay run' does the same every
 outbox.prune_interval.
 
 It refuses a slot that is missing, not a pgoutput slot of this database, or
@@ -71,7 +74,7 @@ go and removes nothing.`, cobra.NoArgs,
 						return
 					}
 					last = time.Now()
-					fmt.Fprintf(stderr, "removed %d rows so far in %d batches (%s)\n", pr.Rows, pr.Batches, rate(pr.Rows, pr.Elapsed))
+					fmt.Fprintf(stderr, "%s: removed %d rows so far in %d batches (%s)\n", pr.Table, pr.Rows, pr.Batches, rate(pr.Rows, pr.Elapsed))
 				}
 			}
 			// Partitions ahead first: their lack fails inserts now, and
@@ -112,24 +115,28 @@ go and removes nothing.`, cobra.NoArgs,
 	return cmd
 }
 
-// printPrune prints a prune's summary.
+// printPrune prints a prune's summary: a line per outbox table (with its
+// detached and dropped partitions when partitioned), each with the fence
+// and the slot's position.
 func printPrune(w io.Writer, res retention.Result, dryRun bool) {
 	verb, detached, dropped := "removed", "detached", "dropped"
 	if dryRun {
 		verb, detached, dropped = "would remove", "would detach", "would drop"
 	}
-	if !res.Partitioned {
-		fmt.Fprintf(w, "%s: %s %d rows in %d batches (%s in all, deleting at %s); fence %s, slot confirmed_flush_lsn %s\n",
-			res.Table, verb, res.Rows, res.Batches, res.Took.Round(time.Millisecond), rate(res.Rows, res.Deleting), dash(res.FenceLSN), res.ConfirmedLSN)
-		return
-	}
-	fmt.Fprintf(w, "%s (partitioned): %s %d partition(s), %s %d; fence %s, slot confirmed_flush_lsn %s\n",
-		res.Table, detached, len(res.Detached), dropped, len(res.Dropped), dash(res.FenceLSN), res.ConfirmedLSN)
-	if len(res.Detached) > 0 {
-		fmt.Fprintf(w, "%s: %s\n", detached, strings.Join(res.Detached, ", "))
-	}
-	if len(res.Dropped) > 0 {
-		fmt.Fprintf(w, "%s: %s\n", dropped, strings.Join(res.Dropped, ", "))
+	for _, t := range res.Tables {
+		if !t.Partitioned {
+			fmt.Fprintf(w, "%s: %s %d rows in %d batches (%s in all, deleting at %s); fence %s, slot confirmed_flush_lsn %s\n",
+				t.Table, verb, t.Rows, t.Batches, res.Took.Round(time.Millisecond), rate(t.Rows, t.Deleting), dash(res.FenceLSN), res.ConfirmedLSN)
+			continue
+		}
+		fmt.Fprintf(w, "%s (partitioned): %s %d partition(s), %s %d; fence %s, slot confirmed_flush_lsn %s\n",
+			t.Table, detached, len(t.Detached), dropped, len(t.Dropped), dash(res.FenceLSN), res.ConfirmedLSN)
+		if len(t.Detached) > 0 {
+			fmt.Fprintf(w, "%s: %s\n", detached, strings.Join(t.Detached, ", "))
+		}
+		if len(t.Dropped) > 0 {
+			fmt.Fprintf(w, "%s: %s\n", dropped, strings.Join(t.Dropped, ", "))
+		}
 	}
 }
 

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,28 +33,7 @@ func TestOutboxPrune(t *testing.T) {
 		t.Fatalf("%d rows after a prune the slot did not confirm, want 6", n)
 	}
 
-	// While each command runs, the slot confirms the WAL end every 200ms,
-	// as a running relay would: walrelay's record of the slot first, then
-	// the slot (docs/DESIGN.md, "Retention", the slot record). (Once, a
-	// moment after the start, was too early under load: the command took
-	// its fence after it.)
-	confirmSoon := func() (wait func()) {
-		stop, done := make(chan struct{}), make(chan struct{})
-		go func() {
-			defer close(done)
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(200 * time.Millisecond):
-				}
-				testenv.Exec(t, dsn, `UPDATE walrelay_slot_positions SET confirmed_lsn = greatest(confirmed_lsn, pg_current_wal_lsn()) WHERE slot_name = 'walrelay'`)
-				testenv.Exec(t, dsn, `SELECT pg_replication_slot_advance('walrelay', (SELECT confirmed_lsn FROM walrelay_slot_positions WHERE slot_name = 'walrelay'))`)
-			}
-		}()
-		return func() { close(stop); <-done }
-	}
-	wait := confirmSoon()
+	wait := confirmSoon(t, dsn)
 	res := decodeJSON[struct {
 		Rows   int64 `json:"rows"`
 		DryRun bool  `json:"dry_run"`
@@ -61,7 +43,7 @@ func TestOutboxPrune(t *testing.T) {
 		t.Fatalf("dry run: %+v with %d rows left; want 5 rows reported, all 6 left", res, rows())
 	}
 
-	wait = confirmSoon()
+	wait = confirmSoon(t, dsn)
 	out, progress, code := walrelay(t, env, "outbox", "prune")
 	wait()
 	if code != 0 || !strings.Contains(out, "public.outbox: removed 5 rows in 3 batches") || !strings.Contains(progress, "rows so far") {
@@ -69,6 +51,102 @@ func TestOutboxPrune(t *testing.T) {
 	}
 	if n := rows(); n != 1 {
 		t.Errorf("%d rows left, want the young one", n)
+	}
+}
+
+// confirmSoon confirms the WAL end on slot walrelay every 200ms until wait
+// is called, as a running relay would: walrelay's record of the slot
+// first, then the slot (docs/DESIGN.md, "Retention", the slot record).
+// Run it while a command runs. (Once, a moment after the start, was too
+// early under load: the command took its fence after it.)
+func confirmSoon(t *testing.T, dsn string) (wait func()) {
+	t.Helper()
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			testenv.Exec(t, dsn, `UPDATE walrelay_slot_positions SET confirmed_lsn = greatest(confirmed_lsn, pg_current_wal_lsn()) WHERE slot_name = 'walrelay'`)
+			testenv.Exec(t, dsn, `SELECT pg_replication_slot_advance('walrelay', (SELECT confirmed_lsn FROM walrelay_slot_positions WHERE slot_name = 'walrelay'))`)
+		}
+	}()
+	return func() { close(stop); <-done }
+}
+
+// walrelay outbox prune with two outbox tables in two schemas, a plain one
+// and a partitioned one: one pass prunes both by the same fences (rows of
+// the plain one deleted, old partitions of the other detached and
+// dropped); the summary has a line per table, and -o json keeps "table"
+// as the comma-separated list and adds "tables", a part per table.
+func TestOutboxPruneEveryTable(t *testing.T) {
+	dsn := testenv.Postgres(t).NewDatabase(t)
+	setupOutbox(t, dsn)
+	testenv.Exec(t, dsn, `CREATE SCHEMA billing;
+		CREATE TABLE billing.outbox (
+			id uuid NOT NULL DEFAULT gen_random_uuid(), aggregatetype varchar(255) NOT NULL, aggregateid varchar(255) NOT NULL,
+			type varchar(255) NOT NULL, payload jsonb, created_at timestamptz NOT NULL DEFAULT now(),
+			PRIMARY KEY (id, created_at)) PARTITION BY RANGE (created_at);
+		CREATE TABLE billing.outbox_d1 PARTITION OF billing.outbox FOR VALUES FROM ('2020-01-01 00:00+00') TO ('2020-01-02 00:00+00');
+		CREATE TABLE billing.outbox_d2 PARTITION OF billing.outbox FOR VALUES FROM ('2020-01-02 00:00+00') TO ('2020-01-03 00:00+00');
+		CREATE TABLE billing.outbox_now PARTITION OF billing.outbox FOR VALUES FROM ('2020-01-03 00:00+00') TO ('2100-01-01 00:00+00');
+		ALTER PUBLICATION walrelay_outbox SET (publish_via_partition_root = true);
+		ALTER PUBLICATION walrelay_outbox ADD TABLE billing.outbox;
+		INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload, created_at)
+			SELECT 'order', 'old-' || g, 'T', '{}', now() - interval '2 hours' FROM generate_series(1, 5) g;
+		INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', 'young', 'T', '{}');
+		INSERT INTO billing.outbox (aggregatetype, aggregateid, type, created_at) VALUES
+			('invoice', 'd1', 'T', '2020-01-01 12:00+00'), ('invoice', 'd2', 'T', '2020-01-02 12:00+00'), ('invoice', 'now', 'T', now())`)
+	rows := func() int64 { return testenv.QueryValue[int64](t, dsn, `SELECT count(*) FROM public.outbox`) }
+	billing := func() []string {
+		return testenv.QueryValue[[]string](t, dsn, `SELECT array_agg(relname::text ORDER BY relname) FROM pg_class WHERE relnamespace = 'billing'::regnamespace AND relkind = 'r'`)
+	}
+	env := childEnv("WALRELAY_POSTGRES_DSN="+dsn, "WALRELAY_POSTGRES_TABLE=public.outbox,billing.outbox",
+		"WALRELAY_OUTBOX_RETENTION=1h", "WALRELAY_OUTBOX_PRUNE_BATCH=2")
+
+	type part struct {
+		Table       string   `json:"table"`
+		Partitioned bool     `json:"partitioned"`
+		Rows        int64    `json:"rows"`
+		Detached    []string `json:"detached"`
+	}
+	wait := confirmSoon(t, dsn)
+	res := decodeJSON[struct {
+		Table  string `json:"table"`
+		Tables []part `json:"tables"`
+		Rows   int64  `json:"rows"`
+		DryRun bool   `json:"dry_run"`
+	}](t, wantOK(t, env, "outbox", "prune", "--dry-run", "-o", "json"))
+	wait()
+	want := []part{{Table: "public.outbox", Rows: 5, Detached: []string{}},
+		{Table: "billing.outbox", Partitioned: true, Detached: []string{"billing.outbox_d1", "billing.outbox_d2"}}}
+	if res.Table != "public.outbox,billing.outbox" || !reflect.DeepEqual(res.Tables, want) || res.Rows != 5 || !res.DryRun {
+		t.Errorf("dry run: %+v; want table public.outbox,billing.outbox, 5 rows, and tables %+v", res, want)
+	}
+	if n, left := rows(), billing(); n != 6 || len(left) != 3 {
+		t.Fatalf("dry run left %d rows and billing tables %q; want all 6 rows and 3 partitions", n, left)
+	}
+
+	wait = confirmSoon(t, dsn)
+	out, progress, code := walrelay(t, env, "outbox", "prune")
+	wait()
+	for _, line := range []string{
+		`(?m)^public\.outbox: removed 5 rows in 3 batches .*; fence \S+/\S+, slot confirmed_flush_lsn \S+$`,
+		`(?m)^billing\.outbox \(partitioned\): detached 2 partition\(s\), dropped 2; fence \S+/\S+, slot confirmed_flush_lsn \S+$`,
+		`(?m)^detached: billing\.outbox_d1, billing\.outbox_d2$`,
+	} {
+		if !regexp.MustCompile(line).MatchString(out) {
+			t.Errorf("summary does not match %s", line)
+		}
+	}
+	if code != 0 || !strings.Contains(progress, "public.outbox: removed 2 rows so far") {
+		t.Errorf("exit %d; summary:\n%s\nprogress:\n%s", code, out, progress)
+	}
+	if n, left := rows(), billing(); n != 1 || !slices.Equal(left, []string{"outbox_now"}) {
+		t.Errorf("left %d rows in public.outbox and billing tables %q; want the young row and outbox_now", n, left)
 	}
 }
 

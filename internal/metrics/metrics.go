@@ -38,10 +38,10 @@
 //	kafka_topics_one_at_a_time                       topics produced one record at a time (their batches are refused; limit unknown)
 //	order_at_risk_total                              records that reached the broker ahead of an earlier refused record of their partition
 //	kafka_data_loss_total                            partitions that lost records the broker had acknowledged (franz-go's detection)
-//	outbox_rows_pruned_total                         outbox rows retention deleted (outbox.retention; only rows the slot confirmed)
-//	outbox_partitions_dropped_total                  partitions of a partitioned outbox retention dropped
-//	outbox_oldest_row_age_seconds                    now() minus the oldest outbox.time_column in the outbox, measured by each retention pass
-//	outbox_table_size_bytes                          pg_total_relation_size of the outbox and all its partitions, measured by each retention pass
+//	outbox_rows_pruned_total{table}                  outbox rows retention deleted (outbox.retention; only rows the slot confirmed)
+//	outbox_partitions_dropped_total{table}           partitions of a partitioned outbox retention dropped
+//	outbox_oldest_row_age_seconds{table}             now() minus the oldest outbox.time_column in the outbox, measured by each retention pass
+//	outbox_table_size_bytes{table}                   pg_total_relation_size of the outbox and all its partitions, measured by each retention pass
 //	retention_blocked{reason}                        1 for the reason retention's last pass refused to prune (no_record, slot_jumped, slot_missing, slot_lost), 0 for the others
 //	slot_jumped{slot}                                1 while the slot was found replaced or moved past walrelay's record of it, until walrelay slot adopt
 //
@@ -55,7 +55,8 @@
 //	schema_registry_waiting                          1 while the stream waits for the registry (unavailable or refusing the credentials)
 //
 // events_published_total has at most relay.max_topics + 1 series (the
-// dead-letter topic).
+// dead-letter topic). The four outbox_ metrics have one series per table
+// of postgres.table (table="schema.name"), created at 0 by OutboxTables.
 //
 // It does not serve HTTP (internal/server) or poll Postgres (internal/slotmon does).
 package metrics
@@ -95,13 +96,14 @@ type Metrics struct {
 	// KafkaTransactions counts Kafka transactions by result (committed,
 	// aborted): exactly-once delivery only.
 	KafkaTransactions *prometheus.CounterVec
-	// Outbox retention (internal/retention, outbox.retention): rows and
-	// partitions removed, and the table's oldest row and size as the last
-	// pass measured them (0 until the first pass, or with retention off).
-	OutboxRowsPruned        prometheus.Counter
-	OutboxPartitionsDropped prometheus.Counter
-	OutboxOldestRowAge      prometheus.Gauge
-	OutboxTableSize         prometheus.Gauge
+	// Outbox retention (internal/retention, outbox.retention), by table
+	// (label table, "schema.name" of postgres.table): rows and partitions
+	// removed, and the table's oldest row and size as the last pass
+	// measured them (0 until the first pass, or with retention off).
+	OutboxRowsPruned        *prometheus.CounterVec
+	OutboxPartitionsDropped *prometheus.CounterVec
+	OutboxOldestRowAge      *prometheus.GaugeVec
+	OutboxTableSize         *prometheus.GaugeVec
 	// SlotJumped is 1 while the slot is found replaced or moved past
 	// walrelay's record of it (internal/slotrecord) and no operator adopted it;
 	// RetentionBlocked is 1 for the reason retention's last pass refused
@@ -158,22 +160,22 @@ func New(reg prometheus.Registerer, version, slot string) *Metrics {
 			Namespace: Namespace, Name: "kafka_transactions_total",
 			Help: "Kafka transactions of exactly-once delivery, by result: committed, aborted (each aborted one's records are produced again in the next), or unknown (a commit answered with an error: the relay starts again and its checkpoint read resolves it).",
 		}, []string{"result"}),
-		OutboxRowsPruned: prometheus.NewCounter(prometheus.CounterOpts{
+		OutboxRowsPruned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "outbox_rows_pruned_total",
-			Help: "Outbox rows deleted by retention (outbox.retention), each of a transaction the slot had confirmed.",
-		}),
-		OutboxPartitionsDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Help: "Outbox rows deleted by retention (outbox.retention), each of a transaction the slot had confirmed, by outbox table.",
+		}, []string{"table"}),
+		OutboxPartitionsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "outbox_partitions_dropped_total",
-			Help: "Partitions of a partitioned outbox dropped by retention, each once the slot had confirmed a fence taken after its detach.",
-		}),
-		OutboxOldestRowAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Help: "Partitions of a partitioned outbox dropped by retention, each once the slot had confirmed a fence taken after its detach, by outbox table.",
+		}, []string{"table"}),
+		OutboxOldestRowAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: Namespace, Name: "outbox_oldest_row_age_seconds",
-			Help: "Age of the oldest outbox row by outbox.time_column, as the last retention pass measured it (0 when empty or retention is off).",
-		}),
-		OutboxTableSize: prometheus.NewGauge(prometheus.GaugeOpts{
+			Help: "Age of the oldest row of the outbox table by outbox.time_column, as the last retention pass measured it (0 when empty or retention is off).",
+		}, []string{"table"}),
+		OutboxTableSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: Namespace, Name: "outbox_table_size_bytes",
-			Help: "pg_total_relation_size of the outbox and all its partitions, as the last retention pass measured it (0 with retention off).",
-		}),
+			Help: "pg_total_relation_size of the outbox table and all its partitions, as the last retention pass measured it (0 with retention off).",
+		}, []string{"table"}),
 		eventsPublished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Name: "events_published_total",
 			Help: "Records acknowledged by the broker, by topic.",
@@ -213,6 +215,19 @@ func (m *Metrics) Published(topic string) prometheus.Counter {
 	}
 	m.mu.Unlock()
 	return c
+}
+
+// OutboxTables creates the four outbox_ series of each table
+// ("schema.name", as postgres.table lists it) at 0: they exist from
+// startup, with retention off too, and increase() sees a table's first
+// prune.
+func (m *Metrics) OutboxTables(tables ...string) {
+	for _, t := range tables {
+		m.OutboxRowsPruned.WithLabelValues(t)
+		m.OutboxPartitionsDropped.WithLabelValues(t)
+		m.OutboxOldestRowAge.WithLabelValues(t)
+		m.OutboxTableSize.WithLabelValues(t)
+	}
 }
 
 // GaugeFunc registers a gauge computed at scrape time, in place of one

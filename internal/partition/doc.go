@@ -13,7 +13,8 @@
 // the partitions it created (EnsureAhead), the partitions that exist with
 // their bounds read back from the catalog (List), how a table is
 // partitioned (Inspect), and a Maintainer that `walrelay run` starts to
-// keep partitions created ahead.
+// keep partitions created ahead, for every table of postgres.table that is
+// partitioned by range of the time column.
 //
 // Why here: `walrelay setup` creates the partitions, `walrelay run` keeps
 // creating them, `walrelay check` counts them and retention drops them;

@@ -140,3 +140,61 @@ func TestMaintainerLeavesOtherTablesAlone(t *testing.T) {
 		})
 	}
 }
+
+// One Maintainer keeps the partitions ahead of every partitioned table of
+// postgres.table, in two schemas, and leaves a plain one alone; a table it
+// cannot keep (partition names over Postgres's limit) is an error naming
+// that table, and the tables listed after it get their partitions all the
+// same.
+func TestMaintainerEveryTable(t *testing.T) {
+	dsn := testenv.Postgres(t).NewDatabase(t)
+	long := "billing." + strings.Repeat("z", 60)
+	testenv.Exec(t, dsn, `CREATE SCHEMA billing;
+		CREATE TABLE billing.plain (id int, created_at timestamptz);
+		CREATE TABLE `+long+` (id int, created_at timestamptz NOT NULL) PARTITION BY RANGE (created_at)`)
+	roots := []string{"public.outbox", "billing.outbox"}
+	for _, table := range roots {
+		s, err := partition.NewScheme(table, "created_at", 24*time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ddl, err := s.RootStatement()
+		if err != nil {
+			t.Fatal(err)
+		}
+		testenv.Exec(t, dsn, ddl)
+	}
+	cfg := config.Default()
+	cfg.Postgres.DSN = dsn
+	cfg.Postgres.Table = config.StringList{"public.outbox", long, "billing.outbox", "billing.plain"}
+	cfg.Outbox.PartitionInterval = 24 * time.Hour
+	cfg.Outbox.PartitionsAhead = 2
+	logs := &testenv.SyncBuffer{}
+	m := partition.NewMaintainer(cfg, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+
+	created, err := m.Round(t.Context())
+	if err == nil || !strings.HasPrefix(err.Error(), long+": ") || !strings.Contains(err.Error(), "over Postgres's limit of 63") || strings.Count(err.Error(), "\n") != 0 {
+		t.Errorf("Round: %v; want the error of %s alone (its partition names are too long)", err, long)
+	}
+	perRoot := map[string]int{}
+	for _, p := range created {
+		perRoot[p.Schema]++
+	}
+	if perRoot["public"] != 3 || perRoot["billing"] != 3 || len(created) != 6 {
+		t.Errorf("created %v; want 3 partitions (now and 2 ahead) of each of %q", created, roots)
+	}
+	for _, table := range roots {
+		if n := testenv.QueryValue[int](t, dsn, `SELECT count(*)::int FROM pg_inherits WHERE inhparent = $1::regclass`, table); n != 3 {
+			t.Errorf("%s has %d partitions, want 3", table, n)
+		}
+	}
+	if n := len(logLines(logs, "the outbox is a plain table")); n != 1 {
+		t.Errorf("billing.plain said plain %d times, want once", n)
+	}
+
+	// The next round has nothing to create and says the same error.
+	created, err = m.Round(t.Context())
+	if len(created) != 0 || err == nil || !strings.HasPrefix(err.Error(), long+": ") {
+		t.Errorf("second round: created %v, %v; want nothing and %s's error", created, err, long)
+	}
+}

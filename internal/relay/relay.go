@@ -299,6 +299,9 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 		m.PublishErrors.WithLabelValues(class.String())
 	}
 	m.PublishErrors.WithLabelValues("produce")
+	for _, t := range cfg.Postgres.Tables() {
+		m.OutboxTables(t.String()) // retention's series, one per listed table, at 0
+	}
 	return r, nil
 }
 

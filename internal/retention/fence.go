@@ -85,7 +85,7 @@ func (p *Pruner) readSlot(ctx context.Context, conn *pgx.Conn) (txfence.SlotStat
 	case err != nil:
 		return slot, err
 	}
-	records := slotrecord.Table{Schema: p.cfg.Schema}
+	records := slotrecord.Table{Schema: p.cfg.recordSchema()}
 	if sc != conn {
 		records.Slots = sc
 	}

@@ -180,10 +180,11 @@ func quoteLiteral(s string) string {
 	return string(append(out, '\''))
 }
 
-// observeDetached notes the detached partitions not seen yet: each may be
-// dropped once a fence taken after this moment is confirmed.
-func (p *Pruner) observeDetached(ctx context.Context, conn *pgx.Conn) error {
-	parts, err := detached(ctx, conn, p.marker)
+// observeDetached notes the partitions detached from table t not seen
+// yet: each may be dropped once a fence taken after this moment is
+// confirmed.
+func (p *Pruner) observeDetached(ctx context.Context, conn *pgx.Conn, t outboxTable) error {
+	parts, err := detached(ctx, conn, t.marker)
 	if err != nil {
 		return err
 	}
@@ -195,10 +196,10 @@ func (p *Pruner) observeDetached(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// dropDetached drops the detached partitions whose first fence taken after
-// their detach is f or older.
-func (p *Pruner) dropDetached(ctx context.Context, conn *pgx.Conn, f txfence.Fence, res *Result) error {
-	parts, err := detached(ctx, conn, p.marker)
+// dropDetached drops the partitions detached from table t whose first
+// fence taken after their detach is f or older.
+func (p *Pruner) dropDetached(ctx context.Context, conn *pgx.Conn, t outboxTable, f txfence.Fence, res *TableResult) error {
+	parts, err := detached(ctx, conn, t.marker)
 	if err != nil {
 		return err
 	}
@@ -208,12 +209,12 @@ func (p *Pruner) dropDetached(ctx context.Context, conn *pgx.Conn, f txfence.Fen
 			continue
 		}
 		if !p.cfg.DryRun {
-			if err := drop(ctx, conn, d, p.marker); err != nil {
+			if err := drop(ctx, conn, d, t.marker); err != nil {
 				return err
 			}
 			delete(p.detached, d.OID)
 			if p.m.PartitionsDropped != nil {
-				p.m.PartitionsDropped.Inc()
+				p.m.PartitionsDropped.WithLabelValues(t.name).Inc()
 			}
 		}
 		res.Dropped = append(res.Dropped, d.String())
@@ -221,12 +222,12 @@ func (p *Pruner) dropDetached(ctx context.Context, conn *pgx.Conn, f txfence.Fen
 	return nil
 }
 
-// detachOld detaches the partitions whose upper bound is older than both
-// the retention and the confirmed fence f (so their rows very likely are
-// confirmed; a fence after the detach decides), finishing interrupted
-// detaches first.
-func (p *Pruner) detachOld(ctx context.Context, conn *pgx.Conn, f txfence.Fence, res *Result) error {
-	parts, err := ListPartitions(ctx, conn, p.cfg.Schema+"."+p.cfg.Table)
+// detachOld detaches the partitions of table t whose upper bound is older
+// than both the retention and the confirmed fence f (so their rows very
+// likely are confirmed; a fence after the detach decides), finishing
+// interrupted detaches first.
+func (p *Pruner) detachOld(ctx context.Context, conn *pgx.Conn, t outboxTable, f txfence.Fence, res *TableResult) error {
+	parts, err := ListPartitions(ctx, conn, t.name)
 	if err != nil {
 		return err
 	}
@@ -245,7 +246,7 @@ func (p *Pruner) detachOld(ctx context.Context, conn *pgx.Conn, f txfence.Fence,
 		}
 		if part.DetachPending {
 			if !p.cfg.DryRun {
-				if err := finalize(ctx, conn, p.table, part); err != nil {
+				if err := finalize(ctx, conn, t.quoted, part); err != nil {
 					return err
 				}
 			}
@@ -256,7 +257,7 @@ func (p *Pruner) detachOld(ctx context.Context, conn *pgx.Conn, f txfence.Fence,
 			continue
 		}
 		if !p.cfg.DryRun {
-			if err := detach(ctx, conn, p.table, part, p.marker, concurrently); err != nil {
+			if err := detach(ctx, conn, t.quoted, part, t.marker, concurrently); err != nil {
 				return err
 			}
 		}

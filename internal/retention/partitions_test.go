@@ -94,7 +94,7 @@ func TestPartitionsDroppedOnlyAfterConfirmation(t *testing.T) {
 			if got := tables(t, d); !slices.Equal(got, want) {
 				t.Errorf("tables left %q, want %q", got, want)
 			}
-			if got := testenv.MetricValue(t, reg, "walrelay_outbox_partitions_dropped_total", nil); got != 2 {
+			if got := testenv.MetricValue(t, reg, "walrelay_outbox_partitions_dropped_total", outboxLabel); got != 2 {
 				t.Errorf("walrelay_outbox_partitions_dropped_total = %v, want 2", got)
 			}
 		})

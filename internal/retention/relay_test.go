@@ -91,7 +91,7 @@ func TestPruneWhileBrokerRefusesDeletesNothingUnconfirmed(t *testing.T) {
 	if removed != 40 {
 		t.Errorf("removed %d rows while the broker refused, want the 40 acknowledged ones", removed)
 	}
-	if got := testenv.MetricValue(t, reg, "walrelay_outbox_rows_pruned_total", nil); got != 40 {
+	if got := testenv.MetricValue(t, reg, "walrelay_outbox_rows_pruned_total", outboxLabel); got != 40 {
 		t.Errorf("walrelay_outbox_rows_pruned_total = %v, want 40 (batches of 15)", got)
 	}
 

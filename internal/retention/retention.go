@@ -3,14 +3,16 @@
 // acknowledged it, and a row deleted then could not be found again by
 // walrelay verify.
 //
-// In: the outbox table, its time column, postgres.slot and the
-// outbox.retention, prune_batch and prune_statement_timeout options (a
-// Config); a normal connection. Out: DELETEs of at most Batch rows each
-// on a plain outbox, DETACH and DROP of whole partitions on a partitioned
-// one, a Result per pass, and the metrics walrelay_outbox_rows_pruned_total,
+// In: the outbox tables (every table of postgres.table), their time
+// column, postgres.slot and the outbox.retention, prune_batch and
+// prune_statement_timeout options (a Config); a normal connection. Out:
+// DELETEs of at most Batch rows each on a plain outbox table, DETACH and
+// DROP of whole partitions on a partitioned one (each table by its own
+// kind: a relay's tables may mix both), a Result per pass with a part per
+// table, and the metrics walrelay_outbox_rows_pruned_total,
 // walrelay_outbox_partitions_dropped_total,
 // walrelay_outbox_oldest_row_age_seconds and
-// walrelay_outbox_table_size_bytes (internal/metrics).
+// walrelay_outbox_table_size_bytes, labelled by table (internal/metrics).
 //
 // Why it is safe: a row carries no commit LSN, so retention takes a Fence
 // (a snapshot, then the WAL insert position L) and removes only rows whose
@@ -18,7 +20,12 @@
 // is at or past L; a partition is detached first, which waits for every
 // transaction that wrote to it, and dropped only once a fence taken after
 // the detach is confirmed. The proof is in docs/DESIGN.md, "Retention";
-// the fence is internal/txfence's.
+// the fence is internal/txfence's. A fence (an xid and a WAL position) is
+// the whole server's, not a table's, so a pass takes one fence and reads
+// the slot and walrelay's record of it (in the first table's schema,
+// config.Postgres.RecordSchema) once, then removes from every table by it;
+// one table's failure (missing, a statement timeout) does not stop the
+// others, and the pass returns every table's error.
 // Pruner.Run uses the newest fence an earlier pass took that the slot has
 // confirmed since, so it never waits; Pruner.Once (walrelay outbox prune)
 // takes a fence and waits, bounded, for the slot to pass it.
@@ -32,6 +39,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,8 +56,14 @@ type Config struct {
 	// DSN is a normal connection string; the role needs DELETE on the
 	// outbox (and ownership of it for partitions).
 	DSN string
-	// Schema, Table name the outbox (postgres.table).
+	// Tables are the outbox tables (postgres.table, every entry, in its
+	// order). When empty, Schema and Table name the one outbox.
+	Tables []config.TableName
+	// Schema, Table name the one outbox when Tables is empty.
 	Schema, Table string
+	// RecordSchema is the schema of walrelay_slot_positions
+	// (config.Postgres.RecordSchema); empty: the first table's schema.
+	RecordSchema string
 	// TimeColumn is outbox.time_column, the rows' age.
 	TimeColumn string
 	// Slot is postgres.slot, whose confirmed_flush_lsn decides.
@@ -75,10 +89,8 @@ type Config struct {
 
 // FromConfig returns the Config of c (c is validated).
 func FromConfig(c config.Config) Config {
-	first := c.Postgres.Tables()[0]
-	schema, table := first.Schema, first.Name
 	out := Config{
-		DSN: c.Postgres.Primary(), Schema: schema, Table: table, TimeColumn: c.Outbox.TimeColumn, Slot: c.Postgres.Slot,
+		DSN: c.Postgres.Primary(), Tables: c.Postgres.Tables(), RecordSchema: c.Postgres.RecordSchema(), TimeColumn: c.Outbox.TimeColumn, Slot: c.Postgres.Slot,
 		Retention: c.Outbox.Retention, Batch: c.Outbox.PruneBatch, StatementTimeout: c.Outbox.PruneStatementTimeout,
 		Interval: c.Outbox.PruneInterval,
 	}
@@ -88,21 +100,44 @@ func FromConfig(c config.Config) Config {
 	return out
 }
 
-// Metrics are the collectors a Pruner updates; any may be nil.
+// tables is Tables, or the one table Schema and Table name.
+func (c Config) tables() []config.TableName {
+	if len(c.Tables) > 0 {
+		return c.Tables
+	}
+	return []config.TableName{{Schema: c.Schema, Name: c.Table}}
+}
+
+// recordSchema is RecordSchema, or the first table's schema.
+func (c Config) recordSchema() string {
+	if c.RecordSchema != "" {
+		return c.RecordSchema
+	}
+	return c.tables()[0].Schema
+}
+
+// Metrics are the collectors a Pruner updates, each by label table
+// ("schema.name"); any may be nil.
 type Metrics struct {
-	RowsPruned        prometheus.Counter
-	PartitionsDropped prometheus.Counter
-	OldestRowAge      prometheus.Gauge
-	TableSize         prometheus.Gauge
+	RowsPruned        *prometheus.CounterVec
+	PartitionsDropped *prometheus.CounterVec
+	OldestRowAge      *prometheus.GaugeVec
+	TableSize         *prometheus.GaugeVec
 	// Blocked is walrelay_retention_blocked{reason}.
 	Blocked *prometheus.GaugeVec
 }
 
-// Result is what one pass did (or, with DryRun, would do).
+// Result is what one pass did (or, with DryRun, would do): the fence and
+// the slot, the sums over the tables, and each table's part in Tables.
 type Result struct {
-	// Table is the outbox, schema.table.
+	// Table is the outbox tables, schema.table, joined with commas (one
+	// table: its name, as before there could be several).
 	Table string `json:"table"`
-	// Partitioned: the outbox is a partitioned table.
+	// Tables is what the pass did to each table, in postgres.table's
+	// order.
+	Tables []TableResult `json:"tables"`
+	// Partitioned: a table of the outbox (the outbox, when there is one)
+	// is a partitioned table.
 	Partitioned bool `json:"partitioned"`
 	// Fence is the fence the pass removed by; nil when no fence was
 	// confirmed yet (nothing was removed).
@@ -110,11 +145,12 @@ type Result struct {
 	// FenceLSN is the fence's WAL position, ConfirmedLSN the slot's.
 	FenceLSN     string `json:"fence_lsn,omitempty"`
 	ConfirmedLSN string `json:"confirmed_flush_lsn"`
-	// Rows removed (DryRun: that would be), in Batches DELETE statements.
+	// Rows removed (DryRun: that would be), in Batches DELETE statements,
+	// summed over the tables.
 	Rows    int64 `json:"rows"`
 	Batches int   `json:"batches"`
 	// Detached partitions are waiting for a confirmed fence to be dropped;
-	// Dropped were dropped.
+	// Dropped were dropped (every table's, in table order).
 	Detached []string `json:"detached"`
 	Dropped  []string `json:"dropped"`
 	// Waiting says why nothing could be removed yet ("" when something
@@ -126,8 +162,42 @@ type Result struct {
 	Deleting time.Duration `json:"-"`
 }
 
+// TableResult is what one pass did to one outbox table.
+type TableResult struct {
+	// Table is the table, schema.table.
+	Table string `json:"table"`
+	// Partitioned: the table is partitioned (partitions are detached
+	// and dropped; rows are deleted otherwise).
+	Partitioned bool `json:"partitioned"`
+	// Rows removed (DryRun: that would be), in Batches DELETE statements.
+	Rows    int64 `json:"rows"`
+	Batches int   `json:"batches"`
+	// Detached and Dropped partitions of the table, as in Result.
+	Detached []string `json:"detached"`
+	Dropped  []string `json:"dropped"`
+	// Deleting is how long its DELETE batches took.
+	Deleting time.Duration `json:"-"`
+}
+
+// sum sets the totals of r from its tables.
+func (r *Result) sum() {
+	r.Rows, r.Batches, r.Deleting, r.Partitioned = 0, 0, 0, false
+	r.Detached, r.Dropped = []string{}, []string{}
+	for _, t := range r.Tables {
+		r.Rows += t.Rows
+		r.Batches += t.Batches
+		r.Deleting += t.Deleting
+		r.Partitioned = r.Partitioned || t.Partitioned
+		r.Detached = append(r.Detached, t.Detached...)
+		r.Dropped = append(r.Dropped, t.Dropped...)
+	}
+}
+
 // Progress is reported after each batch.
 type Progress struct {
+	// Table is the table the batch deleted from; Rows and Batches are
+	// that table's so far.
+	Table   string
 	Rows    int64
 	Batches int
 	Elapsed time.Duration
@@ -137,9 +207,8 @@ type Progress struct {
 // called concurrently.
 type Pruner struct {
 	cfg     Config
-	table   string // quoted
+	tables  []outboxTable
 	timeCol string // quoted
-	marker  string
 	log     *slog.Logger
 	m       Metrics
 
@@ -162,15 +231,64 @@ func New(cfg Config, log *slog.Logger, m Metrics) *Pruner {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Pruner{
+	p := &Pruner{
 		cfg:      cfg,
-		table:    pgx.Identifier{cfg.Schema, cfg.Table}.Sanitize(),
 		timeCol:  pgx.Identifier{cfg.TimeColumn}.Sanitize(),
-		marker:   detachedMarker(cfg.Schema+"."+cfg.Table, cfg.Slot),
 		log:      log,
 		m:        m,
 		detached: map[uint32]int{},
 	}
+	for _, t := range cfg.tables() {
+		p.tables = append(p.tables, outboxTable{
+			name:   t.String(),
+			quoted: pgx.Identifier{t.Schema, t.Name}.Sanitize(),
+			marker: detachedMarker(t.String(), cfg.Slot),
+		})
+	}
+	return p
+}
+
+// outboxTable is one outbox table a Pruner removes from.
+type outboxTable struct {
+	name   string // schema.table, as postgres.table lists it
+	quoted string
+	marker string // the comment on its partitions retention detached (detachedMarker)
+}
+
+// names is the tables' names joined with commas (Result.Table).
+func (p *Pruner) names() string {
+	names := make([]string, len(p.tables))
+	for i, t := range p.tables {
+		names[i] = t.name
+	}
+	return strings.Join(names, ",")
+}
+
+// newResult is a Result with a part per table, nothing done yet.
+func (p *Pruner) newResult() Result {
+	res := Result{Table: p.names(), Detached: []string{}, Dropped: []string{}}
+	for _, t := range p.tables {
+		res.Tables = append(res.Tables, TableResult{Table: t.name, Detached: []string{}, Dropped: []string{}})
+	}
+	return res
+}
+
+// kinds reads whether each table is partitioned into res.Tables and
+// returns which tables can be pruned (ok[i]) and the errors of those that
+// cannot (missing, or partitioned otherwise than by range of the time
+// column): those are left alone this pass, the others pruned.
+func (p *Pruner) kinds(ctx context.Context, conn *pgx.Conn, res *Result) (ok []bool, errs []error) {
+	ok = make([]bool, len(p.tables))
+	for i, t := range p.tables {
+		partitioned, err := tableKind(ctx, conn, t.name, p.cfg.TimeColumn)
+		res.Tables[i].Partitioned = partitioned
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		ok[i] = true
+	}
+	return ok, errs
 }
 
 // Close closes the Pruner's connection.

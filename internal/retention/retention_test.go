@@ -23,6 +23,10 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
+// outboxLabel selects the series of public.outbox, the one table of the
+// single-table tests.
+var outboxLabel = map[string]string{"table": "public.outbox"}
+
 // db is a test's database and the name of its slot (slots are
 // cluster-wide, so each test has its own).
 type db struct{ dsn, slot string }
@@ -155,7 +159,7 @@ func TestLateCommitIsKeptUntilConfirmed(t *testing.T) {
 	if got, want := ids(t, d), []string{"late-sub", "late-top", "young"}; !slices.Equal(got, want) {
 		t.Fatalf("left %q, want %q: the late commits are not confirmed", got, want)
 	}
-	if got := testenv.MetricValue(t, reg, "walrelay_outbox_rows_pruned_total", nil); got != 25 {
+	if got := testenv.MetricValue(t, reg, "walrelay_outbox_rows_pruned_total", outboxLabel); got != 25 {
 		t.Errorf("walrelay_outbox_rows_pruned_total = %v, want 25", got)
 	}
 
@@ -171,10 +175,10 @@ func TestLateCommitIsKeptUntilConfirmed(t *testing.T) {
 	if got, want := ids(t, d), []string{"young"}; !slices.Equal(got, want) {
 		t.Errorf("left %q, want %q", got, want)
 	}
-	if age := testenv.MetricValue(t, reg, "walrelay_outbox_oldest_row_age_seconds", nil); age <= 0 || age > 600 {
+	if age := testenv.MetricValue(t, reg, "walrelay_outbox_oldest_row_age_seconds", outboxLabel); age <= 0 || age > 600 {
 		t.Errorf("walrelay_outbox_oldest_row_age_seconds = %v, want the young row's few seconds", age)
 	}
-	if size := testenv.MetricValue(t, reg, "walrelay_outbox_table_size_bytes", nil); size < 8192 {
+	if size := testenv.MetricValue(t, reg, "walrelay_outbox_table_size_bytes", outboxLabel); size < 8192 {
 		t.Errorf("walrelay_outbox_table_size_bytes = %v, want at least a page", size)
 	}
 }

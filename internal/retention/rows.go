@@ -73,17 +73,18 @@ func serializationFailure(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
 }
 
-// removeRows deletes batches until one removes fewer than Batch rows.
-func (p *Pruner) removeRows(ctx context.Context, conn *pgx.Conn, f txfence.Fence, res *Result) error {
+// removeRows deletes batches from table t until one removes fewer than
+// Batch rows.
+func (p *Pruner) removeRows(ctx context.Context, conn *pgx.Conn, t outboxTable, f txfence.Fence, res *TableResult) error {
 	if p.cfg.DryRun {
-		n, err := deleteBatch(ctx, conn, p.table, p.timeCol, p.cfg.Retention, f, 0, true)
+		n, err := deleteBatch(ctx, conn, t.quoted, p.timeCol, p.cfg.Retention, f, 0, true)
 		res.Rows = n
 		return err
 	}
 	start := time.Now()
 	retries := 0
 	for ctx.Err() == nil {
-		n, err := deleteBatch(ctx, conn, p.table, p.timeCol, p.cfg.Retention, f, p.cfg.Batch, false)
+		n, err := deleteBatch(ctx, conn, t.quoted, p.timeCol, p.cfg.Retention, f, p.cfg.Batch, false)
 		if err != nil {
 			if serializationFailure(err) && retries < 3 {
 				retries++ // a row of the batch changed meanwhile: take the batch again
@@ -96,10 +97,10 @@ func (p *Pruner) removeRows(ctx context.Context, conn *pgx.Conn, f txfence.Fence
 		res.Batches++
 		res.Deleting = time.Since(start)
 		if p.m.RowsPruned != nil {
-			p.m.RowsPruned.Add(float64(n))
+			p.m.RowsPruned.WithLabelValues(t.name).Add(float64(n))
 		}
 		if p.OnProgress != nil {
-			p.OnProgress(Progress{Rows: res.Rows, Batches: res.Batches, Elapsed: time.Since(start)})
+			p.OnProgress(Progress{Table: t.name, Rows: res.Rows, Batches: res.Batches, Elapsed: time.Since(start)})
 		}
 		if n < int64(p.cfg.Batch) {
 			return nil
