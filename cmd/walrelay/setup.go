@@ -105,7 +105,7 @@ server that cannot have one, false leaves failover alone.`,
 			var pgErr *pgconn.PgError
 			var addErr *setup.AddTableError
 			if errors.As(err, &addErr) && errors.As(err, &pgErr) && pgErr.Code == "42501" {
-				return fmt.Errorf("%w (the role must own the table to add it to the publication: run walrelay setup as the table's owner, or have its owner run ALTER PUBLICATION %s ADD TABLE %s; see docs/deploy.md)",
+				return fmt.Errorf("%w (the role must own the table to add it to the publication, and the publication: run walrelay setup as their owner, or have it run ALTER PUBLICATION %s ADD TABLE %s)",
 					err, pgx.Identifier{addErr.Publication}.Sanitize(), addErr.Table)
 			}
 			if errors.As(err, &pgErr) && pgErr.Code == "55000" {
