@@ -31,9 +31,11 @@ and publications and to have REPLICATION. walrelay's record of its slots
 A table listed later is added to the existing publication (ALTER PUBLICATION
 ... ADD TABLE, one line per table; the role must own the table): a running
 walrelay run streams its rows from then on, and the other tables' rows are not
-affected. Rows it held before are not streamed: walrelay snapshot (with --where
-to keep to them) publishes them. setup warns when the server is a minor release that can lose the rows
-of a transaction writing to the table while it is added.
+affected. What the table held before is not streamed, nor what a transaction
+open across the addition wrote to it before (even when it commits after):
+setup warns of both (walrelay snapshot, walrelay verify --republish publish
+them), and of a server of a minor release that can lose more of such a
+transaction's rows.
 
 With outbox.partitioned=true the table is created partitioned by range of
 created_at (sql/outbox_partitioned.sql), with the partition holding now and

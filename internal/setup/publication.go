@@ -37,8 +37,9 @@ func (e *AddTableError) Unwrap() error { return e.Err }
 // to a publication that publishes partitions under their own names is
 // preceded by SET (publish_via_partition_root = true), without which the
 // relay refuses the publication (its rows would arrive under the
-// partitions' names). partitioned[i] says whether tables[i] is
-// partitioned.
+// partitions' names). Warning steps say which rows of an added table the
+// stream will not carry (addTable, decodingWarning). partitioned[i] says
+// whether tables[i] is partitioned.
 func ensurePublication(ctx context.Context, conn *pgx.Conn, pub string, tables []config.TableName, partitioned []bool) ([]Step, error) {
 	var (
 		oid               uint32
