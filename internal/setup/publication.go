@@ -228,11 +228,12 @@ func decodingWarning(ctx context.Context, conn *pgx.Conn, tables []config.TableN
 // released after it) or walrelay does not run there (13 and older).
 //
 // Sources: the release notes of 17.5 (doc/src/sgml/release-17.sgml on
-// REL_17_STABLE: released 2025-05-08, the entry lists the commits on 14
-// to 17), whose sibling releases of that day are 16.9, 15.13 and 14.18.
-// 17.5 was read in the notes themselves; 16.9 and 15.13 as that day's
-// releases in a secondary source; 14.18 follows from 14.17 being the
-// release of 2025-02-20, before the commits, and was not read anywhere.
+// REL_17_STABLE: released 2025-05-08; the entry lists the commits on 13
+// to 17, all of April 2025). The other majors' minors are that day's
+// releases: 16.9 and 15.13 were read as such in a secondary source only
+// (not in their own release notes); 14.18 is inferred (the release of
+// that day on branch 14) and was not read anywhere. A wrong minor here
+// only moves where the warning starts.
 func decodingFixedIn(num int) int {
 	switch num / 10000 {
 	case 14:
