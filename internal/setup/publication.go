@@ -230,10 +230,10 @@ func decodingWarning(ctx context.Context, conn *pgx.Conn, tables []config.TableN
 // Sources: the release notes of 17.5 (doc/src/sgml/release-17.sgml on
 // REL_17_STABLE: released 2025-05-08; the entry lists the commits on 13
 // to 17, all of April 2025). The other majors' minors are that day's
-// releases: 16.9 and 15.13 were read as such in a secondary source only
-// (not in their own release notes); 14.18 is inferred (the release of
-// that day on branch 14) and was not read anywhere. A wrong minor here
-// only moves where the warning starts.
+// releases: 14.18's notes give 2025-05-08 (postgresql.org/docs/14/
+// release-14-18.html, "fixes from 14.17"); 16.9 and 15.13 were read as
+// that day's releases in a secondary source only, not in their own notes.
+// A wrong minor here only moves where the warning starts.
 func decodingFixedIn(num int) int {
 	switch num / 10000 {
 	case 14:
