@@ -167,3 +167,31 @@ func TestRunRefusesMisplacedRecord(t *testing.T) {
 		t.Error("setup created the slot")
 	}
 }
+
+// A listed table the publication already publishes through its schema
+// (FOR TABLES IN SCHEMA, PostgreSQL 15+) is not added again.
+func TestRunTableInPublishedSchema(t *testing.T) {
+	dsn := testenv.Postgres(t).NewDatabase(t)
+	if v := testenv.QueryValue[int](t, dsn, `SELECT current_setting('server_version_num')::int`); v < 150000 {
+		t.Skipf("server_version_num %d: FOR TABLES IN SCHEMA needs PostgreSQL 15", v)
+	}
+	conn := testenv.Connect(t, dsn)
+	testenv.Exec(t, dsn, `CREATE SCHEMA billing`)
+	slot := testenv.UniqueName(t, "slot")
+	if _, err := setup.Run(t.Context(), conn, setup.Names{Tables: []config.TableName{public}, Publication: "walrelay_outbox", Slot: slot}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Exec(t, dsn, `ALTER PUBLICATION walrelay_outbox ADD TABLES IN SCHEMA billing`)
+	steps, err := setup.Run(t.Context(), conn, setup.Names{Tables: []config.TableName{public, billing}, Publication: "walrelay_outbox", Slot: slot})
+	if err != nil {
+		t.Fatalf("setup: %v (steps %q)", err, stepLines(steps))
+	}
+	for _, s := range steps {
+		if s.Object == "publication" && (s.Created || s.Note != "") {
+			t.Errorf("step %q: billing.outbox is published through its schema already", s)
+		}
+	}
+	if got := published(t, dsn, "walrelay_outbox"); got != "billing.outbox public.outbox" {
+		t.Errorf("publication holds %q", got)
+	}
+}
