@@ -124,7 +124,7 @@ func TestSetupAddsTableWhileRunStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pid := testenv.QueryValue[int32](t, e.dsn, `SELECT pid FROM pg_locks WHERE relation = 'billing.outbox'::regclass AND mode = 'RowExclusiveLock'`)
+	pid := testenv.QueryValue[int32](t, e.dsn, `SELECT pid FROM pg_locks WHERE database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND relation = 'billing.outbox'::regclass AND mode = 'RowExclusiveLock'`)
 	out := wantOK(t, twoTables, "setup")
 	var added, warned bool
 	for _, line := range strings.Split(out, "\n") {
