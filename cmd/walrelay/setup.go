@@ -21,10 +21,21 @@ func setupCommand(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "setup",
 		Short: "Create the outbox table, publication and slot (idempotent)",
-		Long: `Creates what is missing of postgres.table (from sql/001_outbox_table.sql),
-the first of postgres.publications (INSERTs only) and postgres.slot (pgoutput),
-and reports what it created and what already existed. The role needs to be
-able to create tables and publications and to have REPLICATION.
+		Long: `Creates what is missing of the tables of postgres.table (each from
+sql/001_outbox_table.sql), the first of postgres.publications (INSERTs only,
+for every listed table) and postgres.slot (pgoutput), and reports what it
+created and what already existed. The role needs to be able to create tables
+and publications and to have REPLICATION. walrelay's record of its slots
+(walrelay_slot_positions) goes in the schema of the first listed table.
+
+A table listed later is added to the existing publication (ALTER PUBLICATION
+... ADD TABLE, one line per table; the role must own the table): a running
+walrelay run streams its rows from then on, and the other tables' rows are not
+affected. What the table held before is not streamed, nor what a transaction
+open across the addition wrote to it before (even when it commits after):
+setup warns of both (walrelay snapshot, walrelay verify --republish publish
+them), and of a server of a minor release that can lose more of such a
+transaction's rows.
 
 With outbox.partitioned=true the table is created partitioned by range of
 created_at (sql/outbox_partitioned.sql), with the partition holding now and
@@ -52,8 +63,6 @@ server that cannot have one, false leaves failover alone.`,
 			if err != nil {
 				return err
 			}
-			first := cfg.Postgres.Tables()[0]
-			schema, table := first.Schema, first.Name
 			conn, err := connect(cmd.Context(), cfg.Postgres.Primary())
 			if err != nil {
 				return err
@@ -81,7 +90,7 @@ server that cannot have one, false leaves failover alone.`,
 				return fmt.Errorf("%w (nothing was created)", err)
 			}
 			names := setup.Names{
-				Schema: schema, Table: table,
+				Tables:      cfg.Postgres.Tables(),
 				Publication: cfg.Postgres.Publications[0],
 				Slot:        cfg.Postgres.Slot,
 				LeaveSlot:   cfg.Snapshot.Initial(),
@@ -96,6 +105,11 @@ server that cannot have one, false leaves failover alone.`,
 				fmt.Fprintln(stdout, s)
 			}
 			var pgErr *pgconn.PgError
+			var addErr *setup.AddTableError
+			if errors.As(err, &addErr) && errors.As(err, &pgErr) && pgErr.Code == "42501" {
+				return fmt.Errorf("%w (the role must own the table to add it to the publication, and the publication: run walrelay setup as their owner, or have it run ALTER PUBLICATION %s ADD TABLE %s)",
+					err, pgx.Identifier{addErr.Publication}.Sanitize(), addErr.Table)
+			}
 			if errors.As(err, &pgErr) && pgErr.Code == "55000" {
 				// wal_level below logical: check's cause and fix.
 				return postgres.ExplainSlotError(cmd.Context(), conn, cfg.Postgres.Slot, err)

@@ -265,10 +265,28 @@ func printRecord(w io.Writer, r *slotRecord) error {
 	return tw.Flush()
 }
 
-// slotRecords is walrelay's record of its slots: in postgres.table's
-// schema.
+// slotRecords is walrelay's record of its slots: in the schema of
+// postgres.table's first table.
 func slotRecords(cfg config.Config) slotrecord.Table {
 	return slotrecord.Table{Schema: cfg.Postgres.RecordSchema()}
+}
+
+// locateRecord refuses (a *slotrecord.MisplacedError) a record of slot
+// left in the schema of a table postgres.table lists after the first (the
+// list was reordered): where the commands read and write it, it would
+// read as missing, and a slot be created or adopted without the proof it
+// holds. conn is where the record lives (the primary).
+func locateRecord(ctx context.Context, conn *pgx.Conn, cfg config.Config, slot string) error {
+	return slotrecord.Locate(ctx, conn, cfg.Postgres.RecordSchema(), cfg.Postgres.Schemas(), slot)
+}
+
+// outboxTables is postgres.table's tables as schema.name.
+func outboxTables(cfg config.Config) []string {
+	var out []string
+	for _, t := range cfg.Postgres.Tables() {
+		out = append(out, t.String())
+	}
+	return out
 }
 
 func slotDropCommand(stdout, stderr io.Writer) *cobra.Command {

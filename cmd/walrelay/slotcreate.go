@@ -24,7 +24,9 @@ func slotCreateCommand(stdout io.Writer) *cobra.Command {
 	cmd := adminCommand("create NAME", "Create a logical replication slot with plugin pgoutput",
 		`Creates a logical slot for walrelay (plugin pgoutput) in the database of
 postgres.dsn, and records it in walrelay's record of its slots
-(walrelay_slot_positions in postgres.table's schema, created when missing). The
+(walrelay_slot_positions in the schema of postgres.table's first table, created
+when missing; a record of the slot in another listed table's schema is
+refused). The
 slot keeps WAL from now on until a relay confirms it: drop slots nobody reads.
 Needs the REPLICATION attribute.
 
@@ -67,13 +69,16 @@ have one; false never makes one.`, cobra.ExactArgs(1),
 						s, err := createOnStandby(ctx, cfg, conn, args[0], accept)
 						return createdSlot{Slot: s}, err
 					}
+					if err := locateRecord(ctx, conn, cfg, args[0]); err != nil {
+						return createdSlot{}, fmt.Errorf("%w (nothing was created)", err)
+					}
 					var gap *slotGap
 					if accept {
 						// The gap, read before the new slot exists.
 						st, err := slotrecord.Read(ctx, conn, slotRecords(cfg), args[0])
 						if err == nil && st.Record != nil && !st.SlotExists {
 							gap = &slotGap{RecordLSN: st.Record.Confirmed.String(), Rows: -1}
-							if n, bounded, err := slotrecord.GapRows(ctx, conn, cfg.Postgres.Tables()[0].String(), st); err == nil {
+							if n, bounded, err := slotrecord.GapRows(ctx, conn, outboxTables(cfg), st); err == nil {
 								gap.Rows, gap.Bounded = n, bounded
 							}
 						}
@@ -121,6 +126,9 @@ func createOnStandby(ctx context.Context, cfg config.Config, conn *pgx.Conn, nam
 		return postgres.Slot{}, err
 	}
 	defer primary.Close(context.WithoutCancel(ctx))
+	if err := locateRecord(ctx, primary, cfg, name); err != nil {
+		return postgres.Slot{}, fmt.Errorf("%w (nothing was created)", err)
+	}
 	s, _, err := postgres.CreateRecordedSlotOnStandby(ctx, primary, conn, slotRecords(cfg), name, replace, func(ctx context.Context) {
 		postgres.LogStandbySnapshots(ctx, cfg.Postgres.PrimaryDSN, time.Second, nil)
 	})
@@ -219,6 +227,9 @@ database role) and when.`, cobra.ExactArgs(1),
 				records.Slots = standby
 			}
 			return withConn(ctx, cfg.Postgres.Primary(), func(conn *pgx.Conn) error {
+				if err := locateRecord(ctx, conn, cfg, args[0]); err != nil {
+					return err
+				}
 				before, after, err := postgres.AdoptSlot(ctx, conn, records, args[0], by)
 				if err != nil {
 					return err

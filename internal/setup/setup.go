@@ -1,14 +1,19 @@
-// Package setup creates what walrelay needs in Postgres: the outbox table
+// Package setup creates what walrelay needs in Postgres: the outbox tables
 // (sql/001_outbox_table.sql, or with Names.Partitions the partitioned
 // sql/outbox_partitioned.sql and its partitions from now on, by
-// internal/partition's scheme), the publication (INSERTs only, through the
-// partition root) and the logical replication slot (unless
+// internal/partition's scheme), the publication holding every one of them
+// (INSERTs only, through the partition root; a table listed later is added
+// to an existing publication with ALTER PUBLICATION ... ADD TABLE) and the
+// logical replication slot (unless
 // Names.LeaveSlot: snapshot.mode=initial), and walrelay's record of its
-// slots (sql/005_slot_positions.sql, internal/slotrecord), where it records
+// slots (sql/005_slot_positions.sql, internal/slotrecord, in the first
+// table's schema), where it records
 // the slot it creates (as a failover slot with Names.Failover). It
 // refuses to create a slot walrelay confirmed through before (a record of
 // it exists): rows after the record may be unpublished (walrelay slot
-// create --replace says so and does). It is idempotent:
+// create --replace says so and does); and it refuses, before creating
+// anything, a record of the slot left in another listed table's schema
+// (slotrecord.Locate: the list was reordered). It is idempotent:
 // each object that already exists is reported and left alone.
 //
 // In: a connection and the names from config. Out: one Step per object,
@@ -23,12 +28,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/partition"
 	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/slotrecord"
@@ -37,11 +44,16 @@ import (
 
 // Step is the outcome for one object.
 type Step struct {
-	Object  string // "table", "partitions", "publication", "records" or "slot"
-	Name    string
-	Created bool // false: it already existed, or was left (Note)
+	// Object is "table", "partitions", "publication", "records", "slot",
+	// or "warning" (Name says what about, Note what to do).
+	Object string
+	Name   string
+	// Created is false when the object already existed, or was left
+	// (Note); true also for a change to an existing one (Note says what:
+	// a table added to the publication).
+	Created bool
 	// Note, when set, replaces "created" or "already exists": an object
-	// setup deliberately did not create.
+	// setup deliberately did not create, a change, or a warning.
 	Note string
 }
 
@@ -58,7 +70,12 @@ func (s Step) String() string {
 
 // Names are the objects to create.
 type Names struct {
-	Schema, Table string // the outbox table
+	// Tables are the outbox tables (postgres.table), in the order listed:
+	// the first one's schema holds walrelay's record of its slots. Empty
+	// means the one table Schema.Table.
+	Tables []config.TableName
+	// Schema and Table name the one outbox table when Tables is empty.
+	Schema, Table string
 	Publication   string
 	Slot          string
 	// Partitions, when set, makes a new outbox table partitioned
@@ -106,81 +123,45 @@ type Partitions struct {
 	Now      time.Time     // the time whose partition is the first created; zero: time.Now()
 }
 
-// Run creates what is missing, in order: table, partitions (with
-// n.Partitions), publication, slot. It stops at the first error, returning
-// the steps done so far. A publication it creates for a partitioned table
-// publishes through the partition root (publish_via_partition_root), so
-// every row arrives under the table's own name and partitions created
-// later are included.
+// Run creates what is missing, in order: each table with its partitions
+// (with n.Partitions), the publication (or the tables it lacks), the
+// records, the slot. It stops at the first error, returning the steps done
+// so far. A publication it creates for a partitioned table publishes
+// through the partition root (publish_via_partition_root), so every row
+// arrives under the table's own name and partitions created later are
+// included; one it adds a partitioned table to is switched to it first.
 func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 	var steps []Step
-	table := pgx.Identifier{n.Schema, n.Table}.Sanitize()
+	tables := n.tables()
+	if len(tables) == 0 {
+		return steps, errors.New("setup: no outbox table named (postgres.table)")
+	}
+	// A record of the slot in another listed table's schema (the list was
+	// reordered) would read as missing below, and the slot be created
+	// afresh without the proof it holds: refuse before creating anything.
+	if err := slotrecord.Locate(ctx, conn, tables[0].Schema, schemas(tables), n.Slot); err != nil {
+		return steps, fmt.Errorf("setup: %w (nothing was created)", err)
+	}
 
-	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
-		return steps, fmt.Errorf("looking up table %s: %w", table, err)
-	}
-	var scheme partition.Scheme
-	if n.Partitions != nil {
-		var err error
-		if scheme, err = partition.NewScheme(n.Schema+"."+n.Table, n.Partitions.Column, n.Partitions.Interval); err != nil {
-			return steps, err
-		}
-	}
-	if !exists {
-		ddl, err := outboxDDL(n, scheme, table)
+	partitioned := make([]bool, len(tables))
+	for i, t := range tables {
+		s, layout, err := ensureTable(ctx, conn, n, t, len(tables) > 1)
+		steps = append(steps, s...)
 		if err != nil {
 			return steps, err
 		}
-		if _, err := conn.Exec(ctx, ddl); err != nil {
-			return steps, fmt.Errorf("creating table %s: %w", table, err)
-		}
+		partitioned[i] = layout.Partitioned
 	}
-	steps = append(steps, Step{Object: "table", Name: n.Schema + "." + n.Table, Created: !exists})
 
-	layout, err := partition.Inspect(ctx, conn, n.Schema+"."+n.Table)
+	s, err := ensurePublication(ctx, conn, n.Publication, tables, partitioned)
+	steps = append(steps, s...)
 	if err != nil {
 		return steps, err
 	}
-	if n.Partitions != nil {
-		switch {
-		case !layout.Partitioned:
-			return steps, fmt.Errorf("table %s already exists as a plain table: outbox.partitioned does not convert it (create a partitioned table under another name and move to it, see docs/runbook.md, or set outbox.partitioned=false)", table)
-		case !layout.RangeOn(scheme.Column):
-			return steps, fmt.Errorf("table %s already exists %s, not by range of outbox.time_column %q: fix outbox.time_column, or set outbox.partitioned=false", table, layout, scheme.Column)
-		}
-		now := n.Partitions.Now
-		if now.IsZero() {
-			now = time.Now()
-		}
-		created, err := scheme.EnsureAhead(ctx, conn, n.Partitions.Ahead, now)
-		if err != nil {
-			return steps, err
-		}
-		first := scheme.Partition(scheme.Start(now))
-		last := scheme.Partition(first.From.Add(time.Duration(n.Partitions.Ahead) * scheme.Interval))
-		steps = append(steps, Step{Object: "partitions", Name: first.Name + ".." + last.Name, Created: len(created) > 0})
-	}
-
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, n.Publication).Scan(&exists); err != nil {
-		return steps, fmt.Errorf("looking up publication %q: %w", n.Publication, err)
-	}
-	if !exists {
-		with := "publish = 'insert'"
-		if layout.Partitioned {
-			// Every row under the root's name, new partitions included.
-			with += ", publish_via_partition_root = true"
-		}
-		stmt := fmt.Sprintf(`CREATE PUBLICATION %s FOR TABLE %s WITH (%s)`, pgx.Identifier{n.Publication}.Sanitize(), table, with)
-		if _, err := conn.Exec(ctx, stmt); err != nil {
-			return steps, fmt.Errorf("creating publication %q: %w", n.Publication, err)
-		}
-	}
-	steps = append(steps, Step{Object: "publication", Name: n.Publication, Created: !exists})
 
 	// walrelay's record of its slots (sql/005_slot_positions.sql), in the
-	// outbox's schema.
-	records := slotrecord.Table{Schema: n.Schema}
+	// first table's schema.
+	records := slotrecord.Table{Schema: tables[0].Schema}
 	created, err := records.Ensure(ctx, conn)
 	if err != nil {
 		return steps, err
@@ -214,7 +195,7 @@ func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 	if err != nil {
 		return steps, fmt.Errorf("looking up slot %q: %w", n.Slot, err)
 	}
-	exists = database != ""
+	exists := database != ""
 	switch {
 	case exists && database != current:
 		return steps, fmt.Errorf("replication slot %q already exists in database %q, not %q: choose another postgres.slot (slot names are cluster-wide)", n.Slot, database, current)
@@ -289,14 +270,100 @@ func createSlot(ctx context.Context, conn *pgx.Conn, n Names) (string, error) {
 	return lsn, err
 }
 
-// outboxDDL is the statement that creates the outbox table: sql/001's, or
-// with partitions sql/outbox_partitioned.sql's, for the configured name.
-func outboxDDL(n Names, scheme partition.Scheme, table string) (string, error) {
-	if n.Partitions != nil {
+// outboxDDL is the statement that creates an outbox table: sql/001's, or
+// with partitions sql/outbox_partitioned.sql's (scheme's), for the quoted
+// name table.
+func outboxDDL(partitions bool, scheme partition.Scheme, table string) (string, error) {
+	if partitions {
 		return scheme.RootStatement()
 	}
 	if !strings.Contains(sqlfiles.OutboxTable, sqlfiles.CreateOutboxTable) {
 		return "", fmt.Errorf("sql/001_outbox_table.sql no longer starts its statement with %q", sqlfiles.CreateOutboxTable)
 	}
 	return strings.Replace(sqlfiles.OutboxTable, sqlfiles.CreateOutboxTable, "CREATE TABLE IF NOT EXISTS "+table+" (", 1), nil
+}
+
+// tables is n.Tables, or the one table n.Schema.n.Table.
+func (n Names) tables() []config.TableName {
+	if len(n.Tables) > 0 {
+		return n.Tables
+	}
+	if n.Table == "" {
+		return nil
+	}
+	schema := n.Schema
+	if schema == "" {
+		schema = "public"
+	}
+	return []config.TableName{{Schema: schema, Name: n.Table}}
+}
+
+// schemas is the schemas of tables, each once, in list order.
+func schemas(tables []config.TableName) []string {
+	var out []string
+	for _, t := range tables {
+		if !slices.Contains(out, t.Schema) {
+			out = append(out, t.Schema)
+		}
+	}
+	return out
+}
+
+// ensureTable creates table t when it is missing and, with n.Partitions,
+// its partitions ahead. It returns its steps and the table's layout. With
+// several tables (qualify), the partitions step names the schema.
+func ensureTable(ctx context.Context, conn *pgx.Conn, n Names, t config.TableName, qualify bool) ([]Step, partition.Layout, error) {
+	var steps []Step
+	table := pgx.Identifier{t.Schema, t.Name}.Sanitize()
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
+		return steps, partition.Layout{}, fmt.Errorf("looking up table %s: %w", table, err)
+	}
+	var scheme partition.Scheme
+	if n.Partitions != nil {
+		var err error
+		if scheme, err = partition.NewScheme(t.String(), n.Partitions.Column, n.Partitions.Interval); err != nil {
+			return steps, partition.Layout{}, err
+		}
+	}
+	if !exists {
+		ddl, err := outboxDDL(n.Partitions != nil, scheme, table)
+		if err != nil {
+			return steps, partition.Layout{}, err
+		}
+		if _, err := conn.Exec(ctx, ddl); err != nil {
+			return steps, partition.Layout{}, fmt.Errorf("creating table %s: %w", table, err)
+		}
+	}
+	steps = append(steps, Step{Object: "table", Name: t.String(), Created: !exists})
+
+	layout, err := partition.Inspect(ctx, conn, t.String())
+	if err != nil {
+		return steps, layout, err
+	}
+	if n.Partitions == nil {
+		return steps, layout, nil
+	}
+	switch {
+	case !layout.Partitioned:
+		return steps, layout, fmt.Errorf("table %s already exists as a plain table: outbox.partitioned does not convert it (create a partitioned table under another name and move to it, see docs/runbook.md, or set outbox.partitioned=false)", table)
+	case !layout.RangeOn(scheme.Column):
+		return steps, layout, fmt.Errorf("table %s already exists %s, not by range of outbox.time_column %q: fix outbox.time_column, or set outbox.partitioned=false", table, layout, scheme.Column)
+	}
+	now := n.Partitions.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	created, err := scheme.EnsureAhead(ctx, conn, n.Partitions.Ahead, now)
+	if err != nil {
+		return steps, layout, err
+	}
+	first := scheme.Partition(scheme.Start(now))
+	last := scheme.Partition(first.From.Add(time.Duration(n.Partitions.Ahead) * scheme.Interval))
+	name := first.Name + ".." + last.Name
+	if qualify {
+		name = t.Schema + "." + name
+	}
+	steps = append(steps, Step{Object: "partitions", Name: name, Created: len(created) > 0})
+	return steps, layout, nil
 }

@@ -212,26 +212,35 @@ func Reclaim(ctx context.Context, conn *pgx.Conn, t Table, slot, system string, 
 	return out, did, err
 }
 
-// GapRows counts the rows of the outbox table (schema-qualified, as
-// postgres.table) that do not precede s's HealFence: those a slot
-// created now may leave unpublished (an upper bound: some were published
-// before the slot was lost). Without a fence usable here it counts every
-// row and reports bounded false.
-func GapRows(ctx context.Context, conn *pgx.Conn, table string, s State) (rows int64, bounded bool, err error) {
-	schema, name, ok := strings.Cut(table, ".")
-	if !ok {
-		schema, name = "public", table
-	}
-	q := `SELECT count(*) FROM ` + pgx.Identifier{schema, name}.Sanitize()
+// GapRows counts the rows of the outbox tables (schema-qualified, as
+// postgres.table lists them) that do not precede s's HealFence: those a
+// slot created now may leave unpublished (an upper bound: some were
+// published before the slot was lost). The tables are counted in one
+// REPEATABLE READ snapshot, so the sum is of one moment. Without a fence
+// usable here it counts every row and reports bounded false: the sum is
+// bounded only when every table's count is.
+func GapRows(ctx context.Context, conn *pgx.Conn, tables []string, s State) (rows int64, bounded bool, err error) {
 	err = pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		where := ""
 		if f := s.HealFence(); f != nil {
 			x32, window, werr := txfence.Window(ctx, tx, *f)
 			if werr == nil {
-				q += ` WHERE NOT ` + txfence.PrecedesSQL(txfence.XminExpr, strconv.FormatInt(x32, 10), strconv.FormatInt(window, 10))
+				where = ` WHERE NOT ` + txfence.PrecedesSQL(txfence.XminExpr, strconv.FormatInt(x32, 10), strconv.FormatInt(window, 10))
 				bounded = true
 			}
 		}
-		return tx.QueryRow(ctx, q).Scan(&rows)
+		for _, table := range tables {
+			schema, name, ok := strings.Cut(table, ".")
+			if !ok {
+				schema, name = "public", table
+			}
+			var n int64
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema, name}.Sanitize()+where).Scan(&n); err != nil {
+				return fmt.Errorf("counting %s: %w", table, err)
+			}
+			rows += n
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, false, fmt.Errorf("counting the outbox rows after the record's fence: %w", err)

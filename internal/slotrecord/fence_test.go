@@ -7,6 +7,7 @@ import (
 
 	"github.com/walrelay/walrelay/internal/slotrecord"
 	"github.com/walrelay/walrelay/internal/testenv"
+	"github.com/walrelay/walrelay/internal/txfence"
 )
 
 // A record table of an earlier walrelay (without the fence columns) still
@@ -56,4 +57,31 @@ func mustLSN(t *testing.T, s string) pglogrepl.LSN {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// GapRows sums the rows of every listed table that do not precede the
+// record's covered fence (bounded), or every row without one.
+func TestGapRowsOverTables(t *testing.T) {
+	dsn := testenv.Postgres(t).NewDatabase(t)
+	conn := testenv.Connect(t, dsn)
+	testenv.Exec(t, dsn, `CREATE SCHEMA billing`)
+	testenv.Exec(t, dsn, `CREATE TABLE public.outbox (id int)`)
+	testenv.Exec(t, dsn, `CREATE TABLE billing.outbox (id int)`)
+	testenv.Exec(t, dsn, `INSERT INTO public.outbox SELECT generate_series(1, 2)`)
+	testenv.Exec(t, dsn, `INSERT INTO billing.outbox SELECT generate_series(1, 3)`)
+	f, err := txfence.TakeFence(t.Context(), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Exec(t, dsn, `INSERT INTO public.outbox VALUES (10)`)
+	testenv.Exec(t, dsn, `INSERT INTO billing.outbox SELECT generate_series(10, 13)`)
+	tables := []string{"public.outbox", "billing.outbox"}
+
+	st := slotrecord.State{System: f.System, Record: &slotrecord.Record{System: f.System, Covered: &f}}
+	if n, bounded, err := slotrecord.GapRows(t.Context(), conn, tables, st); err != nil || n != 5 || !bounded {
+		t.Errorf("with a covered fence: %d rows, bounded %t, %v; want the 1+4 after the fence, bounded", n, bounded, err)
+	}
+	if n, bounded, err := slotrecord.GapRows(t.Context(), conn, tables, slotrecord.State{System: f.System}); err != nil || n != 10 || bounded {
+		t.Errorf("without a fence: %d rows, bounded %t, %v; want all 3+7, not bounded", n, bounded, err)
+	}
 }

@@ -1,0 +1,277 @@
+package main
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/walrelay/walrelay/internal/testenv"
+)
+
+// Tests of several outbox tables per relay (issue 37) for setup and the
+// slot commands: public.outbox and billing.outbox, two schemas, so that
+// the record's place (the first table's schema) is exercised.
+
+// insertInto inserts one outbox row into table with q (a connection: its
+// own transaction; or an open transaction) and returns its id.
+func insertInto(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, table, aggregateid string) (string, error) {
+	var id string
+	err := q.QueryRow(ctx, `INSERT INTO `+table+` (aggregatetype, aggregateid, type, payload)
+		VALUES ('order', $1, 'Happened', '{}') RETURNING id::text`, aggregateid).Scan(&id)
+	return id, err
+}
+
+// recordIDs is the id header of each record, counted.
+func recordIDs(t *testing.T, e *e2e) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	for _, r := range e.readAll(t) {
+		for _, h := range r.Headers {
+			if h.Key == "id" {
+				got[string(h.Value)]++
+			}
+		}
+	}
+	return got
+}
+
+// setup adds billing.outbox to the publication while walrelay run streams
+// public.outbox under continuous inserts, and while a transaction that
+// writes both tables is open across the ALTER (it commits after it): every
+// public.outbox row reaches Kafka exactly once (the stream of the table
+// already published is not disturbed), and every billing.outbox row written
+// after the ALTER does, the open transaction's included (PostgreSQL with the
+// fix for decoding with a stale catalog, 15.13 and later; the server here
+// is newer). setup lists the addition and, run again, changes nothing.
+//
+// The billing.outbox row the open transaction wrote before the ALTER is not
+// streamed although it commits after it: pgoutput decodes each change with
+// the catalog of its place in the WAL, where the table was not published
+// yet. setup warns of it, naming the transaction's server process. The test
+// logs how often the row reached Kafka (0 on PostgreSQL 14 to 18) rather
+// than pinning it: it is PostgreSQL's behaviour, which walrelay verify
+// --republish makes up for (docs: add a table before the application
+// writes to it).
+func TestSetupAddsTableWhileRunStreams(t *testing.T) {
+	e := newE2E(t)
+	oneTable := append(append([]string(nil), e.env...), "WALRELAY_POSTGRES_TABLE=public.outbox")
+	twoTables := append(append([]string(nil), e.env...), "WALRELAY_POSTGRES_TABLE=public.outbox,billing.outbox")
+	if out := wantOK(t, oneTable, "setup"); strings.Contains(out, "billing") {
+		t.Fatalf("setup of public.outbox alone:\n%s", out)
+	}
+	// billing.outbox exists before it is listed: the application writes
+	// to it (in the open transaction below) before setup adds it.
+	testenv.Exec(t, e.dsn, `CREATE SCHEMA billing`)
+	testenv.Exec(t, e.dsn, `CREATE TABLE billing.outbox (LIKE public.outbox INCLUDING ALL)`)
+	for _, topic := range e.topics() {
+		e.broker.CreateTopic(t, topic, 4)
+	}
+	run := startChild(t, oneTable, "run")
+	waitStreaming(t, run, e.dsn)
+
+	// Continuous inserts into public.outbox, one row per transaction.
+	var (
+		mu     sync.Mutex
+		aIDs   []string
+		wg     sync.WaitGroup
+		werr   error
+		ctx    = t.Context()
+		stop   = make(chan struct{})
+		writer = testenv.Connect(t, e.dsn)
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			id, err := insertInto(ctx, writer, "public.outbox", "a")
+			if err != nil {
+				werr = err
+				return
+			}
+			mu.Lock()
+			aIDs = append(aIDs, id)
+			mu.Unlock()
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+
+	// The open transaction: a row of each table before the ALTER.
+	open := testenv.Connect(t, e.dsn)
+	tx, err := open.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	a1, err := insertInto(ctx, tx, "public.outbox", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b0, err := insertInto(ctx, tx, "billing.outbox", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	pid := testenv.QueryValue[int32](t, e.dsn, `SELECT pid FROM pg_locks WHERE database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND relation = 'billing.outbox'::regclass AND mode = 'RowExclusiveLock'`)
+	out := wantOK(t, twoTables, "setup")
+	var added, warned bool
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.Join(strings.Fields(line), " ")
+		switch {
+		case line == "publication walrelay_outbox billing.outbox added":
+			added = true
+		case strings.HasPrefix(line, "warning PostgreSQL"):
+			t.Errorf("setup warned on a server with the decoding fix: %s", line)
+		case strings.HasPrefix(line, "warning billing.outbox transactions of server processes "+strconv.Itoa(int(pid))+" were writing to it"):
+			warned = true
+		}
+	}
+	if !added || !warned {
+		t.Fatalf("setup does not list the addition of billing.outbox (%t) and warn of the open transaction, pid %d (%t):\n%s", added, pid, warned, out)
+	}
+
+	// After the ALTER, in the open transaction, then committed.
+	b1, err := insertInto(ctx, tx, "billing.outbox", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, err := insertInto(ctx, tx, "public.outbox", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bIDs := []string{b1}
+	for range 5 {
+		id, err := insertInto(ctx, open, "billing.outbox", "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bIDs = append(bIDs, id)
+	}
+	time.Sleep(200 * time.Millisecond) // more public.outbox rows after it all
+	close(stop)
+	wg.Wait()
+	if werr != nil {
+		t.Fatalf("inserting into public.outbox: %v", werr)
+	}
+	aIDs = append(aIDs, a1, a2)
+
+	_, current := e.slot(t)
+	e.waitConfirmed(t, current, 60*time.Second)
+	got := recordIDs(t, e)
+	for _, id := range aIDs {
+		if got[id] != 1 {
+			t.Errorf("public.outbox row %s is on Kafka %d times, want once", id, got[id])
+		}
+	}
+	for _, id := range bIDs {
+		if got[id] != 1 {
+			t.Errorf("billing.outbox row %s (written after the ALTER) is on Kafka %d times, want once", id, got[id])
+		}
+	}
+	t.Logf("%d public.outbox rows, %d billing.outbox rows after the ALTER; billing.outbox row written before the ALTER in the open transaction: on Kafka %d times",
+		len(aIDs), len(bIDs), got[b0])
+
+	run.signal(t, syscall.SIGTERM)
+	if code := run.wait(t, 30*time.Second); code != 0 {
+		t.Errorf("walrelay run: exit %d after SIGTERM", code)
+	}
+	// Idempotent.
+	again := wantOK(t, twoTables, "setup")
+	for _, line := range strings.Split(strings.TrimSpace(again), "\n") {
+		if !strings.HasSuffix(line, "already exists") {
+			t.Errorf("setup again: %q, want already exists", line)
+		}
+	}
+}
+
+// slot create --accept-gap counts the gap over every listed table, in
+// one snapshot.
+func TestSlotCreateAcceptGapCountsEveryTable(t *testing.T) {
+	dsn := testenv.Postgres(t).NewDatabase(t)
+	setupOutbox(t, dsn)
+	// billing.outbox listed second and published, made by hand so that
+	// only the counting is under test.
+	testenv.Exec(t, dsn, `CREATE SCHEMA billing`)
+	testenv.Exec(t, dsn, `CREATE TABLE billing.outbox (LIKE public.outbox INCLUDING ALL)`)
+	testenv.Exec(t, dsn, `ALTER PUBLICATION walrelay_outbox ADD TABLE billing.outbox`)
+	conn := testenv.Connect(t, dsn)
+	for i := range 7 {
+		table := "public.outbox"
+		if i >= 3 {
+			table = "billing.outbox"
+		}
+		if _, err := insertInto(t.Context(), conn, table, "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testenv.Exec(t, dsn, `SELECT pg_drop_replication_slot('walrelay')`)
+
+	env := childEnv("WALRELAY_POSTGRES_DSN="+dsn, "WALRELAY_POSTGRES_TABLE=public.outbox,billing.outbox")
+	out := wantOK(t, env, "slot", "create", "walrelay", "--accept-gap")
+	if !strings.Contains(out, "the outbox holds 7 rows") {
+		t.Errorf("slot create --accept-gap does not count 3 rows of public.outbox and 4 of billing.outbox:\n%s", out)
+	}
+}
+
+// A record of the slot in the schema of a table listed after the first
+// (the list was reordered) is refused by setup, slot create and slot
+// adopt, which would otherwise read it as missing.
+func TestSlotCommandsRefuseMisplacedRecord(t *testing.T) {
+	dsn := testenv.Postgres(t).NewDatabase(t)
+	testenv.Exec(t, dsn, `CREATE SCHEMA billing`)
+	base := childEnv("WALRELAY_POSTGRES_DSN=" + dsn)
+	// walrelay ran with billing.outbox first: the record is in billing.
+	wantOK(t, append(append([]string(nil), base...), "WALRELAY_POSTGRES_TABLE=billing.outbox,public.outbox"), "setup")
+	env := append(append([]string(nil), base...), "WALRELAY_POSTGRES_TABLE=public.outbox,billing.outbox")
+
+	const misplaced = `slot "walrelay" is recorded in billing.walrelay_slot_positions, but postgres.table lists a table of schema public first`
+	stdout, stderr, code := walrelay(t, env, "slot", "adopt", "walrelay")
+	wantFailure(t, stdout, stderr, code, 1, misplaced)
+	testenv.Exec(t, dsn, `SELECT pg_drop_replication_slot('walrelay')`)
+	stdout, stderr, code = walrelay(t, env, "setup")
+	wantFailure(t, stdout, stderr, code, 1, misplaced, "nothing was created")
+	stdout, stderr, code = walrelay(t, env, "slot", "create", "walrelay", "--accept-gap")
+	wantFailure(t, stdout, stderr, code, 1, misplaced, "nothing was created")
+	if slotExists(t, dsn, "walrelay") {
+		t.Error("a command created the slot")
+	}
+	if testenv.QueryValue[bool](t, dsn, `SELECT to_regclass('public.walrelay_slot_positions') IS NOT NULL`) {
+		t.Error("a command created a record table in public")
+	}
+}
+
+// A role that owns the publication but not the table it adds is told that
+// adding a table needs its ownership.
+func TestSetupAddTableNeedsOwnership(t *testing.T) {
+	dsn := testenv.Postgres(t).NewDatabase(t)
+	role := createRole(t, dsn)
+	quoted := pgx.Identifier{role}.Sanitize()
+	testenv.Exec(t, dsn, `ALTER ROLE `+quoted+` REPLICATION`)
+	testenv.Exec(t, dsn, `GRANT CREATE ON DATABASE `+pgx.Identifier{dbName(t, dsn)}.Sanitize()+` TO `+quoted)
+	testenv.Exec(t, dsn, `GRANT CREATE ON SCHEMA public TO `+quoted)
+	env := childEnv("WALRELAY_POSTGRES_DSN=" + withUser(t, dsn, role))
+	wantOK(t, append(append([]string(nil), env...), "WALRELAY_POSTGRES_TABLE=public.outbox"), "setup")
+	// billing.outbox is another role's (the superuser's).
+	testenv.Exec(t, dsn, `CREATE SCHEMA billing`)
+	testenv.Exec(t, dsn, `CREATE TABLE billing.outbox (LIKE public.outbox INCLUDING ALL)`)
+	testenv.Exec(t, dsn, `GRANT USAGE ON SCHEMA billing TO `+quoted)
+	testenv.Exec(t, dsn, `GRANT SELECT ON billing.outbox TO `+quoted)
+
+	stdout, stderr, code := walrelay(t, append(append([]string(nil), env...), "WALRELAY_POSTGRES_TABLE=public.outbox,billing.outbox"), "setup")
+	wantFailure(t, stdout, stderr, code, 1, "adding table billing.outbox to publication", "the role must own the table to add it to the publication", `ALTER PUBLICATION "walrelay_outbox" ADD TABLE billing.outbox`)
+}
