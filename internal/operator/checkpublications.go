@@ -29,6 +29,7 @@ type publication struct {
 	name                   string
 	exists                 bool
 	ins, upd, del, viaRoot bool
+	allTables              bool // FOR ALL TABLES
 	tables                 []publishedTable
 	err                    error // reading it failed
 }
@@ -45,7 +46,7 @@ type publishedTable struct {
 // publishes.
 func (c *checker) readPublication(name string) publication {
 	p := publication{name: name}
-	err := c.conn.QueryRow(c.ctx, `SELECT pubinsert, pubupdate, pubdelete, pubviaroot FROM pg_publication WHERE pubname = $1`, name).Scan(&p.ins, &p.upd, &p.del, &p.viaRoot)
+	err := c.conn.QueryRow(c.ctx, `SELECT pubinsert, pubupdate, pubdelete, pubviaroot, puballtables FROM pg_publication WHERE pubname = $1`, name).Scan(&p.ins, &p.upd, &p.del, &p.viaRoot, &p.allTables)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p
 	}
@@ -154,24 +155,55 @@ func (c *checker) publications() []publication {
 	return pubs
 }
 
-// unlistedTables warns, once per table, of a table a publication publishes
-// that postgres.table does not list (nor is a partition of a listed
-// table): run relays its rows, but retention, partition upkeep and verify
-// read only the listed tables. The record table is left to run, which
-// refuses a publication that publishes it.
+// maxUnlisted is how many unlisted tables an item names; the rest are
+// counted (a FOR ALL TABLES publication may publish hundreds).
+const maxUnlisted = 10
+
+// unlistedTables warns, once per publication, of the tables it publishes
+// that postgres.table does not list (nor are partitions of a listed
+// table): run relays their rows, but retention, partition upkeep and
+// verify read only the listed tables. The record table is left to run,
+// which refuses a publication that publishes it.
 func (c *checker) unlistedTables(pubs []publication) {
-	seen := map[config.TableName]bool{}
 	for _, p := range pubs {
+		var names, quoted []string
 		for _, pt := range p.tables {
-			if seen[pt.TableName] || pt.Name == slotrecord.TableName || c.lists(pt) {
-				continue
+			if pt.Name != slotrecord.TableName && !c.lists(pt) {
+				names = append(names, pt.String())
+				quoted = append(quoted, pt.Quoted())
 			}
-			seen[pt.TableName] = true
-			c.warn("published table "+pt.String(),
-				fmt.Sprintf("publication %s publishes %s, which postgres.table does not list: run relays it, but retention, partition upkeep and verify leave it alone", p.name, pt),
-				fmt.Sprintf("add %s to postgres.table if it is an outbox table, or else ALTER PUBLICATION %s DROP TABLE %s;", pt, pgx.Identifier{p.name}.Sanitize(), pt.Quoted()))
 		}
+		if len(names) == 0 {
+			continue
+		}
+		qp := pgx.Identifier{p.name}.Sanitize()
+		pron := "it"
+		shown := strings.Join(names, ", ")
+		if len(names) > 1 {
+			pron = "them"
+		}
+		if len(names) > maxUnlisted {
+			shown = fmt.Sprintf("%s and %d more", strings.Join(names[:maxUnlisted], ", "), len(names)-maxUnlisted)
+		}
+		what := fmt.Sprintf("publication %s publishes %s", p.name, shown)
+		if p.allTables {
+			what = fmt.Sprintf("publication %s (FOR ALL TABLES) publishes %s", p.name, shown)
+		}
+		fix := fmt.Sprintf("add %s to postgres.table if %s outbox tables, or else ALTER PUBLICATION %s DROP TABLE %s;", shown, isAre(len(names)), qp, strings.Join(quoted, ", "))
+		if p.allTables {
+			fix = fmt.Sprintf("give walrelay a publication of the listed tables alone: CREATE PUBLICATION walrelay_outbox FOR TABLE %s WITH (publish = 'insert'); and set postgres.publications to it", quotedList(c.existing()))
+		}
+		c.warn("unlisted tables of publication "+p.name,
+			fmt.Sprintf("%s, which postgres.table does not list: run relays %s, but retention, partition upkeep and verify leave %s alone", what, pron, pron), fix)
 	}
+}
+
+// isAre is "it is an" for one table, "they are" for several.
+func isAre(n int) string {
+	if n == 1 {
+		return "it is an"
+	}
+	return "they are"
 }
 
 // lists reports whether pt is a listed table or a partition of one.
