@@ -29,7 +29,11 @@ partitions up to which bound: fail when none holds now and there is no DEFAULT
 partition, warn when fewer than outbox.partitions_ahead lie ahead); each
 publication exists, contains the outbox table, publishes inserts, and
 publishes a partitioned outbox through its root; the outbox columns match the
-router config; the slot
+router config and include outbox.time_column. With several tables in
+postgres.table, each table gets its own items; a listed table no publication
+contains fails, a published table the list leaves out is a warning, and the
+slot record item fails when the record is in the schema of a listed table
+other than the first (the list was reordered); the slot
 exists with plugin pgoutput in this database, or can be created;
 max_slot_wal_keep_size (warn when unlimited); Kafka brokers reachable and the
 routed topics (from the outbox's rows, plus the dead-letter topic) present or

@@ -129,7 +129,7 @@ func Import(c Connector) (Result, error) {
 	im.connectorComments()
 	im.postgres()
 	im.replication()
-	im.tables()
+	im.tableFilters()
 	im.kafka()
 	im.transforms() // before the converters: an envelope makes the value an Avro record
 	im.converters()
@@ -148,9 +148,9 @@ type importer struct {
 	settings []setting
 	header   []string // the document's head comment, one paragraph per entry
 
-	prefix      string // the connector's topic.prefix; "" when not set
-	table       string // postgres.table when mapped
-	routerName  string // the EventRouter transform's name; "" when none
+	prefix      string   // the connector's topic.prefix; "" when not set
+	tables      []string // postgres.table when mapped, in the connector's order
+	routerName  string   // the EventRouter transform's name; "" when none
 	routerConf  router.Config
 	dsnNoFiles  string // the DSN without TLS file parameters, for validation
 	passwordSet bool
@@ -159,7 +159,7 @@ type importer struct {
 // setting is one option of the YAML.
 type setting struct {
 	path    string // walrelay's YAML path: postgres.dsn, router.route.by.field
-	value   any    // string, bool or int64
+	value   any    // string, []string (a YAML sequence), bool or int64
 	comment string // head comment; "" for none
 }
 

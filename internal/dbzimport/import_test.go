@@ -15,6 +15,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -552,9 +553,39 @@ func TestImport(t *testing.T) {
 				"schema.include.list": Ignored, "table.exclude.list": Ignored},
 		},
 		{
-			name:     "several tables",
-			in:       connector("table.include.list=public.outbox,public.orders"),
+			name: "several tables, in the connector's order",
+			in:   connector(`table.include.list=public.outbox,billing\.outbox,public.outbox`),
+			check: func(t *testing.T, c config.Config) {
+				if want := (config.StringList{"public.outbox", "billing.outbox"}); !slices.Equal(c.Postgres.Table, want) {
+					t.Errorf("postgres.table %q, want %q", c.Postgres.Table, want)
+				}
+				if c.Postgres.RecordSchema() != "public" {
+					t.Errorf("record schema %q, want the first table's, public", c.Postgres.RecordSchema())
+				}
+			},
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored},
+		},
+		{
+			name: "a regex among the tables drops them all",
+			in:   connector("table.include.list=public.outbox,billing.outbox_.*"),
+			check: func(t *testing.T, c config.Config) {
+				if want := config.Default().Postgres.Table; !slices.Equal(c.Postgres.Table, want) {
+					t.Errorf("postgres.table %q, want walrelay's default %q", c.Postgres.Table, want)
+				}
+			},
 			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored, "table.include.list": Dropped},
+		},
+		{
+			name: "filters that capture every table",
+			in:   connector("table.include.list=public.outbox,billing.outbox", "schema.include.list=public,billing", "table.exclude.list=public\\.audit"),
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored,
+				"schema.include.list": Ignored, "table.exclude.list": Ignored},
+		},
+		{
+			name: "filters that leave a table out",
+			in:   connector("table.include.list=public.outbox,billing.outbox", "schema.include.list=public", "table.exclude.list=bill.*\\.outbox"),
+			findings: map[string]Kind{"tasks.max": Ignored, "publication.autocreate.mode": Ignored,
+				"schema.include.list": Dropped, "table.exclude.list": Dropped},
 		},
 		{
 			name:     "a table regex",

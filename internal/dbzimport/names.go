@@ -76,22 +76,10 @@ func (im *importer) nameAdjustment() {
 			im.drop("schema.name.adjustment.mode", "not none, avro or avro_unicode")
 		case !im.hasEnvelope():
 			im.ignore("schema.name.adjustment.mode", "it adjusts the name of the row's Connect schema, which only an envelope's schema name shows, and the router has no envelope placement")
-		case im.table == "":
+		case len(im.tables) == 0:
 			im.drop("schema.name.adjustment.mode", "walrelay adjusts no schema name: with "+mode+" Debezium may name the envelope's schema otherwise than walrelay does, and without postgres.table the import cannot tell")
 		default:
-			// TableSchemaBuilder names the row's schema
-			// adjust(<topic.prefix>.<schema>.<table>.Value); the
-			// EventRouter puts the routing value before Value.
-			name := im.table
-			if im.prefix != "" {
-				name = im.prefix + "." + name
-			}
-			if adj := a.adjust(name + ".Value"); adj != name+".Value" {
-				im.drop("schema.name.adjustment.mode", fmt.Sprintf("walrelay adjusts no schema name: Debezium names the envelope's schema %s<routing value>.Value, walrelay %s.<routing value>.Value, a different Connect schema name (and, with Avro, a different record name: a new schema in the registry)",
-					strings.TrimSuffix(adj, "Value"), name))
-			} else {
-				im.ignore("schema.name.adjustment.mode", fmt.Sprintf("%s is a valid Avro name, which %s leaves as it is: walrelay, which adjusts no name, gives the envelope's schema the same name", name, mode))
-			}
+			im.schemaNameAdjustment(a, mode)
 		}
 	}
 
@@ -125,4 +113,30 @@ func (im *importer) nameAdjustment() {
 	}
 	im.check("field.name.adjustment.mode", why+": Debezium renames columns whose names are not Avro names (letters, digits and _, not starting with a digit), and the router options name them as renamed; "+
 		"walrelay reads each column by its Postgres name: if a column the router options name is spelt otherwise in Postgres (order-id for order_id), name it as Postgres does in router.*, with Debezium's name as the alias of a header or envelope placement")
+}
+
+// schemaNameAdjustment maps schema.name.adjustment.mode=mode (adjuster a)
+// with an envelope placement: TableSchemaBuilder names each table's row
+// schema adjust(<topic.prefix>.<schema>.<table>.Value), and the EventRouter
+// puts the routing value before Value. walrelay adjusts no name, so the
+// option is dropped as soon as one table's name changes.
+func (im *importer) schemaNameAdjustment(a nameAdjuster, mode string) {
+	var names []string
+	for _, t := range im.tables {
+		name := t
+		if im.prefix != "" {
+			name = im.prefix + "." + name
+		}
+		if adj := a.adjust(name + ".Value"); adj != name+".Value" {
+			im.drop("schema.name.adjustment.mode", fmt.Sprintf("walrelay adjusts no schema name: Debezium names the envelope's schema %s<routing value>.Value, walrelay %s.<routing value>.Value, a different Connect schema name (and, with Avro, a different record name: a new schema in the registry)",
+				strings.TrimSuffix(adj, "Value"), name))
+			return
+		}
+		names = append(names, name)
+	}
+	if len(names) == 1 {
+		im.ignore("schema.name.adjustment.mode", fmt.Sprintf("%s is a valid Avro name, which %s leaves as it is: walrelay, which adjusts no name, gives the envelope's schema the same name", names[0], mode))
+		return
+	}
+	im.ignore("schema.name.adjustment.mode", fmt.Sprintf("%s are valid Avro names, which %s leaves as they are: walrelay, which adjusts no name, gives each table's envelope schema the same name", strings.Join(names, ", "), mode))
 }

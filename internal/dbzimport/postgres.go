@@ -193,7 +193,7 @@ func (im *importer) replication() {
 		}
 		pubComment += " CHECK the tables it holds: Debezium's publication.autocreate.mode all_tables makes it FOR ALL TABLES, and walrelay treats every table of its publications as an outbox table (see the report)."
 	case "filtered":
-		im.ignore("publication.autocreate.mode", "the publication exists already, created by the connector for the tables it captures; walrelay run creates none (`walrelay setup` creates the first of postgres.publications for postgres.table when it does not exist)")
+		im.ignore("publication.autocreate.mode", "the publication exists already, created by the connector for the tables it captures, which postgres.table lists; walrelay run creates none (`walrelay setup` creates the first of postgres.publications for postgres.table when it does not exist)")
 	case "disabled":
 		im.ignore("publication.autocreate.mode", "walrelay run does not create publications either")
 	case "no_tables":
@@ -208,22 +208,36 @@ func (im *importer) replication() {
 // filters match it: schema, a dot (escaped or not), table.
 var tableRe = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_$]*)(?:\\?\.)([A-Za-z_][A-Za-z0-9_$]*)$`)
 
-// tables maps table.include.list onto postgres.table and reports the
-// other capture filters.
-func (im *importer) tables() {
+// tableFilters maps table.include.list onto postgres.table, in the connector's
+// order (the first table's schema holds walrelay_slot_positions), and
+// reports the other capture filters, matched against every table.
+func (im *importer) tableFilters() {
 	key, list, ok := im.getAny("table.include.list", "table.whitelist")
 	if !ok || strings.TrimSpace(list) == "" {
-		im.check(key, "not set: the connector captures every table, and walrelay relays one outbox table: postgres.table keeps walrelay's default public.outbox; set it to the outbox")
+		im.check(key, "not set: the connector captures every table, and walrelay relays the outbox tables postgres.table lists: postgres.table keeps walrelay's default public.outbox; set it to the outbox tables")
 	} else {
-		entries := splitList(list)
-		switch m := tableRe.FindStringSubmatch(entries[0]); {
-		case len(entries) > 1:
-			im.drop(key, "walrelay relays one outbox table (postgres.table), and this lists several: set postgres.table to the outbox among them (Debezium's default public.outbox is kept)")
-		case m == nil:
-			im.drop(key, "a regular expression walrelay cannot turn into one table name: set postgres.table to the outbox table")
+		var tables []string
+		for _, e := range splitList(list) {
+			m := tableRe.FindStringSubmatch(e)
+			if m == nil {
+				// The import cannot list the database's tables, and
+				// mapping only the literal entries would leave a
+				// table out without a word.
+				tables = nil
+				im.drop(key, fmt.Sprintf("%s is a regular expression walrelay cannot turn into table names: list the outbox tables in postgres.table (walrelay_slot_positions goes in the first one's schema)", e))
+				break
+			}
+			if t := m[1] + "." + m[2]; !slices.Contains(tables, t) {
+				tables = append(tables, t)
+			}
+		}
+		im.tables = tables
+		switch len(tables) {
+		case 0:
+		case 1:
+			im.set("postgres.table", tables[0], "The outbox table ("+key+").")
 		default:
-			im.table = m[1] + "." + m[2]
-			im.set("postgres.table", im.table, "The outbox table ("+key+").")
+			im.set("postgres.table", tables, fmt.Sprintf("The outbox tables (%s), in the connector's order: walrelay_slot_positions goes in the first one's schema, %s.", key, schemaOf(tables[0])))
 		}
 	}
 	if key == "table.include.list" {
@@ -231,33 +245,52 @@ func (im *importer) tables() {
 			im.ignore("table.whitelist", "replaced by table.include.list")
 		}
 	}
-	schema, _, _ := strings.Cut(im.table, ".")
 	filters := []struct {
 		keys    []string
 		include bool
-		target  string // what the filter is matched against
+		target  func(table string) string // what the filter is matched against
 	}{
-		{[]string{"schema.include.list", "schema.whitelist"}, true, schema},
-		{[]string{"schema.exclude.list", "schema.blacklist"}, false, schema},
-		{[]string{"table.exclude.list", "table.blacklist"}, false, im.table},
+		{[]string{"schema.include.list", "schema.whitelist"}, true, schemaOf},
+		{[]string{"schema.exclude.list", "schema.blacklist"}, false, schemaOf},
+		{[]string{"table.exclude.list", "table.blacklist"}, false, func(t string) string { return t }},
 	}
+	one := len(im.tables) == 1
 	for _, f := range filters {
 		for _, k := range f.keys {
 			v, ok := im.get(k)
 			if !ok {
 				continue
 			}
-			matched := im.table != "" && matchesAny(splitList(v), f.target)
+			// The tables the filter leaves out of the capture: an include
+			// that misses them, an exclude that matches them.
+			var out []string
+			for _, t := range im.tables {
+				if matchesAny(splitList(v), f.target(t)) != f.include {
+					out = append(out, t)
+				}
+			}
 			switch {
-			case f.include && matched:
+			case len(im.tables) == 0 || (one && len(out) > 0):
+				im.drop(k, "walrelay reads postgres.table alone; this filter has no equivalent")
+			case len(out) > 0:
+				im.drop(k, fmt.Sprintf("it leaves %s out of the capture, and walrelay reads every table of postgres.table, which table.include.list lists; this filter has no equivalent", strings.Join(out, ", ")))
+			case f.include && one:
 				im.ignore(k, "it includes postgres.table's schema, the only one walrelay reads")
-			case !f.include && im.table != "" && !matched:
+			case f.include:
+				im.ignore(k, "it includes the schema of every table of postgres.table, the only tables walrelay reads")
+			case one:
 				im.ignore(k, "it does not exclude postgres.table, the only table walrelay reads")
 			default:
-				im.drop(k, "walrelay reads postgres.table alone; this filter has no equivalent")
+				im.ignore(k, "it excludes none of the tables of postgres.table, the only tables walrelay reads")
 			}
 		}
 	}
+}
+
+// schemaOf is the schema of "schema.table".
+func schemaOf(table string) string {
+	schema, _, _ := strings.Cut(table, ".")
+	return schema
 }
 
 // matchesAny reports whether one of Debezium's filter regexes matches all

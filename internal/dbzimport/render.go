@@ -77,6 +77,12 @@ func valueNode(v any) (*yaml.Node, error) {
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(v)}, nil
 	case int64:
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.FormatInt(v, 10)}, nil
+	case []string:
+		n := &yaml.Node{Kind: yaml.SequenceNode}
+		for _, e := range v {
+			n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: e})
+		}
+		return n, nil
 	case map[string]string:
 		n := &yaml.Node{Kind: yaml.MappingNode}
 		keys := make([]string, 0, len(v))

@@ -23,9 +23,9 @@ func routerOptions() (names []string, isBool map[string]bool) {
 	return names, isBool
 }
 
-// transforms finds the EventRouter among the connector's transforms and
-// maps its options onto router.*; every other transform and predicate is
-// dropped.
+// transforms finds the EventRouter among the connector's transforms (the
+// first, when there are several) and maps its options onto router.*;
+// every other transform and predicate is dropped.
 func (im *importer) transforms() {
 	list, _ := im.get("transforms")
 	names := splitList(list)
@@ -49,7 +49,7 @@ func (im *importer) transforms() {
 		v := im.conf[opt]
 		switch {
 		case name == im.routerName && (rest == "predicate" || rest == "negate"):
-			im.drop(opt, "walrelay applies the router to every row of postgres.table, its only table; check that the predicate selected exactly those")
+			im.drop(opt, "walrelay applies the router to every row of every table of postgres.table; check that the predicate selected exactly those")
 		case name == im.routerName && known[rest]:
 			if isBool[rest] {
 				b, err := parseBool(v)
@@ -66,6 +66,10 @@ func (im *importer) transforms() {
 			im.drop(opt, "not an option of Debezium's EventRouter")
 		case !slices.Contains(names, name):
 			im.ignore(opt, fmt.Sprintf("transform %q is not in transforms, so Kafka Connect does not run it either", name))
+		case strings.TrimSpace(im.conf["transforms."+name+".type"]) == router.EventRouterClass:
+			// Per-table router options, through a predicate per
+			// EventRouter: Kafka Connect's feature, not the router's.
+			im.drop(opt, fmt.Sprintf("transform %q is a second EventRouter: walrelay applies one router to every table of postgres.table; tables that need other router options need a relay (slot and publication) of their own", name))
 		default:
 			class := strings.TrimSpace(im.conf["transforms."+name+".type"])
 			im.drop(opt, fmt.Sprintf("transform %q (%s) is not the outbox EventRouter, the only transform walrelay runs", name, class))
@@ -73,7 +77,7 @@ func (im *importer) transforms() {
 	}
 	for _, opt := range im.keys("predicates") {
 		if opt == "predicates" || strings.HasPrefix(opt, "predicates.") {
-			im.drop(opt, "predicates choose the records a transform applies to; walrelay applies the router to every row of postgres.table, its only table")
+			im.drop(opt, "predicates choose the records a transform applies to; walrelay applies the router to every row of every table of postgres.table")
 		}
 	}
 	// Apply the options in order, checking each against walrelay's router;

@@ -28,8 +28,10 @@ type Item struct {
 }
 
 // Check runs the preflight for cfg: Postgres settings, privileges, the
-// outbox's partitions, publication, outbox columns, slot, failover slots
-// and standbys, WAL retention,
+// outbox's partitions, publication, outbox columns (each of them for every
+// table of postgres.table), published tables postgres.table does not list,
+// where the slot's record is, slot, failover slots and standbys, WAL
+// retention,
 // then Kafka, and with relay.delivery=exactly_once Kafka transactions and
 // the checkpoint topic, then the schema registry of an avro converter. It changes nothing on either side (it never initializes the
 // relay's transactional id, which would fence a running relay). It never
@@ -53,7 +55,8 @@ func Check(ctx context.Context, cfg config.Config) []Item {
 		add(Item{Name: "postgres connection", Status: Fail, Detail: err.Error(), Fix: "fix postgres.dsn or the server (see the message)"})
 	} else {
 		defer conn.Close(context.WithoutCancel(ctx))
-		c := &checker{ctx: ctx, conn: conn, cfg: cfg, rt: rt, add: add, topics: topics}
+		c := newChecker(ctx, conn, cfg, rt, add)
+		c.topics = topics
 		c.run()
 		if cfg.Relay.ExactlyOnce() {
 			txnID = transactionalID(ctx, cfg, conn)
@@ -101,11 +104,38 @@ type checker struct {
 	user        string
 	service     *postgres.Managed // the managed service the server belongs to; nil: self-managed
 	replication bool
-	tableOID    uint32 // 0: missing
-	partitioned bool   // the outbox is a partitioned table
+	tables      []*outboxTable // postgres.table, in list order
 	slotExists  bool
 	slotActive  bool
 	noTopics    bool // CheckRun: no scan of the outbox for its topics
+}
+
+// outboxTable is one table of postgres.table and what the items found of
+// it: the items after "SELECT on" read it.
+type outboxTable struct {
+	config.TableName
+	oid         uint32 // 0: missing (or not looked up)
+	partitioned bool   // a partitioned table
+}
+
+// newChecker returns a checker of cfg on conn, with one outboxTable per
+// listed table.
+func newChecker(ctx context.Context, conn *pgx.Conn, cfg config.Config, rt *router.Router, add func(Item)) *checker {
+	c := &checker{ctx: ctx, conn: conn, cfg: cfg, rt: rt, add: add, topics: map[string]bool{}}
+	for _, t := range cfg.Postgres.Tables() {
+		c.tables = append(c.tables, &outboxTable{TableName: t})
+	}
+	return c
+}
+
+// itemName is the name of a per-table item: base alone when postgres.table
+// lists one table (the names check always gave), "base of schema.table"
+// when it lists several, so that each table's item has a name of its own.
+func (c *checker) itemName(base string, t *outboxTable) string {
+	if len(c.tables) == 1 {
+		return base
+	}
+	return base + " of " + t.String()
 }
 
 func (c *checker) fail(name, detail, fix string) {
@@ -136,8 +166,10 @@ func (c *checker) run() {
 	c.roleReplication()
 	c.tableSelect()
 	c.outboxPartitions()
-	c.publications()
+	pubs := c.publications() // checkpublications.go
 	c.columns()
+	c.unlistedTables(pubs)
+	c.recordLocation() // checkrecord.go
 	c.slot()
 	c.failover() // checkfailover.go
 	c.keepSize()

@@ -4,16 +4,21 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/walrelay/walrelay/internal/partition"
 	"github.com/walrelay/walrelay/internal/postgres"
 )
 
-// This file holds the preflight's "outbox partitions" item and what the
-// publication item needs to know of a partitioned outbox.
+// This file holds the preflight's "outbox partitions" item.
 
-// outboxPartitions reports how the outbox is stored: a plain table, or
+// outboxPartitions runs the "outbox partitions" item of each listed table
+// that exists.
+func (c *checker) outboxPartitions() {
+	for _, t := range c.existing() {
+		c.outboxPartitionsOf(t)
+	}
+}
+
+// outboxPartitionsOf reports how t is stored: a plain table, or
 // partitioned with its partitions counted (internal/partition's List). It fails
 // when no partition holds now and there is no DEFAULT partition (the
 // application's INSERTs fail), and warns when fewer than
@@ -21,17 +26,14 @@ import (
 // partition takes now's rows, when the table is partitioned otherwise
 // than by range of outbox.time_column, and when outbox.partitioned is set
 // but the table is plain.
-func (c *checker) outboxPartitions() {
-	const name = "outbox partitions"
-	if c.tableOID == 0 {
-		return // the SELECT item says the table is missing
-	}
-	layout, err := partition.Inspect(c.ctx, c.conn, c.firstTable().String())
+func (c *checker) outboxPartitionsOf(t *outboxTable) {
+	name := c.itemName("outbox partitions", t)
+	layout, err := partition.Inspect(c.ctx, c.conn, t.String())
 	if err != nil {
-		c.fail(name, postgres.QueryError("reading how the outbox is stored", "", err).Error(), "")
+		c.fail(name, postgres.QueryError("reading how "+t.String()+" is stored", "", err).Error(), "")
 		return
 	}
-	c.partitioned = layout.Partitioned
+	t.partitioned = layout.Partitioned
 	col := c.cfg.Outbox.TimeColumn
 	switch {
 	case !layout.Partitioned && c.cfg.Outbox.Partitioned:
@@ -46,9 +48,9 @@ func (c *checker) outboxPartitions() {
 			"create its partitions yourself, or set outbox.time_column to its partition key")
 		return
 	}
-	parts, err := partition.List(c.ctx, c.conn, c.firstTable().String())
+	parts, err := partition.List(c.ctx, c.conn, t.String())
 	if err != nil {
-		c.fail(name, postgres.QueryError("listing the outbox's partitions", "", err).Error(), "")
+		c.fail(name, postgres.QueryError("listing the partitions of "+t.String(), "", err).Error(), "")
 		return
 	}
 	now := time.Now()
@@ -97,22 +99,4 @@ func partitionBound(t time.Time) string {
 		return "MAXVALUE"
 	}
 	return t.UTC().Format(time.RFC3339)
-}
-
-// publishesLeaves reports whether publication pub publishes partitions of
-// the (partitioned) outbox under their own names.
-func (c *checker) publishesLeaves(pub string) (bool, error) {
-	var leaves bool
-	err := c.conn.QueryRow(c.ctx, `
-		SELECT EXISTS (
-			SELECT 1 FROM pg_publication_tables t
-			JOIN pg_partition_tree(to_regclass($2)) pt
-			  ON pt.relid = to_regclass(format('%I.%I', t.schemaname, t.tablename))
-			WHERE t.pubname = $1 AND pt.level > 0)`, pub, c.quotedTable()).Scan(&leaves)
-	return leaves, err
-}
-
-// leafFix is the publication item's fix for publishesLeaves.
-func leafFix(pub string) string {
-	return fmt.Sprintf("ALTER PUBLICATION %s SET (publish_via_partition_root = true);", pgx.Identifier{pub}.Sanitize())
 }

@@ -3,13 +3,13 @@ package operator
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/pgcatalog"
 	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/router"
@@ -141,117 +141,100 @@ func (c *checker) roleReplication() {
 	c.ok(name, fmt.Sprintf("role %q has REPLICATION", c.user))
 }
 
-func (c *checker) quotedTable() string {
-	schema, table := c.firstTable().Schema, c.firstTable().Name
-	return pgx.Identifier{schema, table}.Sanitize()
+// tableSelect runs the "SELECT on" item of each listed table, and looks
+// each up for the items after it.
+func (c *checker) tableSelect() {
+	for _, t := range c.tables {
+		c.tableSelectOf(t)
+	}
 }
 
-func (c *checker) tableSelect() {
-	name := "SELECT on " + c.firstTable().String()
-	qt := c.quotedTable()
+func (c *checker) tableSelectOf(t *outboxTable) {
+	name := "SELECT on " + t.String()
+	qt := t.Quoted()
 	var oid *uint32
 	if err := c.conn.QueryRow(c.ctx, `SELECT to_regclass($1)::oid`, qt).Scan(&oid); err != nil {
-		c.fail(name, postgres.QueryError("looking up "+c.firstTable().String(), "", err).Error(), "")
+		c.fail(name, postgres.QueryError("looking up "+t.String(), "", err).Error(), "")
 		return
 	}
 	if oid == nil {
-		c.fail(name, fmt.Sprintf("table %s does not exist (postgres.table)", c.firstTable().String()),
+		c.fail(name, fmt.Sprintf("table %s does not exist (postgres.table)", t),
 			"run `walrelay setup`, apply sql/001_outbox_table.sql, or fix postgres.table")
 		return
 	}
-	c.tableOID = *oid
+	t.oid = *oid
 	var can bool
 	if err := c.conn.QueryRow(c.ctx, `SELECT has_table_privilege($1::oid, 'SELECT')`, *oid).Scan(&can); err != nil {
-		c.fail(name, postgres.QueryError("checking privileges on "+c.firstTable().String(), "", err).Error(), "")
+		c.fail(name, postgres.QueryError("checking privileges on "+t.String(), "", err).Error(), "")
 		return
 	}
 	if !can {
-		c.fail(name, fmt.Sprintf("role %q cannot SELECT from %s", c.user, c.firstTable().String()),
+		c.fail(name, fmt.Sprintf("role %q cannot SELECT from %s", c.user, t),
 			fmt.Sprintf("GRANT SELECT ON %s TO %s; (see sql/004_role.sql)", qt, pgx.Identifier{c.user}.Sanitize()))
 		return
 	}
-	c.ok(name, fmt.Sprintf("role %q can read %s", c.user, c.firstTable().String()))
+	c.ok(name, fmt.Sprintf("role %q can read %s", c.user, t))
 }
 
-func (c *checker) publications() {
-	schema, table := c.firstTable().Schema, c.firstTable().Name
-	qt := c.quotedTable()
-	pubs := c.cfg.Postgres.Publications
-	for _, pub := range pubs {
-		name := "publication " + pub
-		qp := pgx.Identifier{pub}.Sanitize()
-		var ins, upd, del, viaRoot bool
-		err := c.conn.QueryRow(c.ctx, `SELECT pubinsert, pubupdate, pubdelete, pubviaroot FROM pg_publication WHERE pubname = $1`, pub).Scan(&ins, &upd, &del, &viaRoot)
-		if errors.Is(err, pgx.ErrNoRows) {
-			c.fail(name, fmt.Sprintf("publication %q does not exist (postgres.publications)", pub),
-				fmt.Sprintf("run `walrelay setup`, or CREATE PUBLICATION %s FOR TABLE %s WITH (publish = 'insert');", qp, qt))
-			continue
-		}
-		if err != nil {
-			c.fail(name, postgres.QueryError("reading publication "+pub, "", err).Error(), "")
-			continue
-		}
-		var has bool
-		if err := c.conn.QueryRow(c.ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3)`, pub, schema, table).Scan(&has); err != nil {
-			c.fail(name, postgres.QueryError("reading publication "+pub, "", err).Error(), "")
-			continue
-		}
-		if !has && c.partitioned && !viaRoot {
-			leaves, err := c.publishesLeaves(pub)
-			if err != nil {
-				c.fail(name, postgres.QueryError("reading publication "+pub, "", err).Error(), "")
-				continue
-			}
-			if leaves {
-				c.fail(name, fmt.Sprintf("publishes the partitions of %s under their own names (publish_via_partition_root is off): walrelay run refuses to start", c.firstTable().String()), leafFix(pub))
-				continue
-			}
-		}
-		switch {
-		case !has && len(pubs) == 1:
-			c.fail(name, fmt.Sprintf("does not contain %s", c.firstTable().String()), fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s;", qp, qt))
-		case !has:
-			c.warn(name, fmt.Sprintf("does not contain %s", c.firstTable().String()), fmt.Sprintf("ALTER PUBLICATION %s ADD TABLE %s; if it should carry the outbox", qp, qt))
-		case !ins:
-			c.fail(name, "does not publish inserts", fmt.Sprintf("ALTER PUBLICATION %s SET (publish = 'insert');", qp))
-		case upd || del:
-			c.warn(name, fmt.Sprintf("contains %s and publishes updates or deletes too (they are ignored or follow table.op.invalid.behavior)", c.firstTable().String()),
-				fmt.Sprintf("ALTER PUBLICATION %s SET (publish = 'insert');", qp))
-		case c.partitioned:
-			c.ok(name, fmt.Sprintf("contains %s, publishes inserts only, through the partition root", c.firstTable().String()))
-		default:
-			c.ok(name, fmt.Sprintf("contains %s, publishes inserts only", c.firstTable().String()))
+// existing is the listed tables that exist.
+func (c *checker) existing() []*outboxTable {
+	var out []*outboxTable
+	for _, t := range c.tables {
+		if t.oid != 0 {
+			out = append(out, t)
 		}
 	}
+	return out
 }
 
+// columns runs the "outbox columns" item of each listed table.
 func (c *checker) columns() {
-	name := "outbox columns"
-	if c.tableOID == 0 {
-		c.fail(name, fmt.Sprintf("table %s does not exist", c.firstTable().String()), "run `walrelay setup`, or fix postgres.table")
+	for _, t := range c.tables {
+		c.columnsOf(t)
+	}
+}
+
+// columnsOf checks that t has the columns the router names and
+// outbox.time_column. A missing time column fails when run prunes by it
+// (outbox.retention), and is a warning otherwise: walrelay verify and a
+// slot heal's search of Kafka need it too.
+func (c *checker) columnsOf(t *outboxTable) {
+	name := c.itemName("outbox columns", t)
+	if t.oid == 0 {
+		c.fail(name, fmt.Sprintf("table %s does not exist", t), "run `walrelay setup`, or fix postgres.table")
 		return
 	}
-	catalog, err := pgcatalog.ReadColumns(c.ctx, c.conn, []uint32{c.tableOID})
+	catalog, err := pgcatalog.ReadColumns(c.ctx, c.conn, []uint32{t.oid})
 	if err != nil {
-		c.fail(name, postgres.QueryError("reading columns", "", err).Error(), "")
+		c.fail(name, postgres.QueryError("reading the columns of "+t.String(), "", err).Error(), "")
 		return
 	}
-	cols := catalog[c.tableOID]
-	schema, table := c.firstTable().Schema, c.firstTable().Name
-	plan, err := c.rt.Bind(router.Relation{ID: c.tableOID, Namespace: schema, Name: table, Columns: cols})
+	cols := catalog[t.oid]
+	plan, err := c.rt.Bind(router.Relation{ID: t.oid, Namespace: t.Schema, Name: t.Name, Columns: cols})
 	if err != nil {
 		c.fail(name, err.Error(), "set the router option to the column's name, or add the column to the table")
 		return
 	}
-	c.ok(name, "every column the router config names exists")
+	timeCol := c.cfg.Outbox.TimeColumn
+	hasTime := slices.ContainsFunc(cols, func(col router.Column) bool { return col.Name == timeCol })
+	switch {
+	case !hasTime && c.cfg.Outbox.Retention > 0:
+		c.fail(name, fmt.Sprintf("%s has no column %q (outbox.time_column), which outbox.retention prunes by", t, timeCol),
+			"set outbox.time_column to the event time column every table of postgres.table has, or add the column to "+t.String())
+	case !hasTime:
+		c.warn(name, fmt.Sprintf("every column the router config names exists, but %s has no column %q (outbox.time_column): walrelay verify, outbox.retention and a slot heal's search of Kafka need it", t, timeCol),
+			"set outbox.time_column to the event time column every table of postgres.table has, or add the column to "+t.String())
+	default:
+		c.ok(name, "every column the router config names exists")
+	}
 	if !c.noTopics {
-		c.routedTopics(plan, cols)
+		c.routedTopics(t, plan, cols)
 	}
 }
 
-// routedTopics collects the topics the outbox's current rows route to, for
-// the Kafka item.
-func (c *checker) routedTopics(plan *router.Plan, cols []router.Column) {
+// routedTopics collects the topics t's current rows route to, for the
+// Kafka item: over the tables, their union.
+func (c *checker) routedTopics(t *outboxTable, plan *router.Plan, cols []router.Column) {
 	route := c.rt.Config().RouteByField
 	idx := -1
 	for i, col := range cols {
@@ -263,7 +246,7 @@ func (c *checker) routedTopics(plan *router.Plan, cols []router.Column) {
 		return
 	}
 	q := fmt.Sprintf(`SELECT DISTINCT %s::text FROM %s WHERE %s IS NOT NULL LIMIT 100`,
-		pgx.Identifier{route}.Sanitize(), c.quotedTable(), pgx.Identifier{route}.Sanitize())
+		pgx.Identifier{route}.Sanitize(), t.Quoted(), pgx.Identifier{route}.Sanitize())
 	rows, err := c.conn.Query(c.ctx, q)
 	if err != nil {
 		return // no SELECT: reported by its own item
@@ -361,6 +344,3 @@ func (c *checker) keepSize() {
 	mb, _ := strconv.ParseInt(v, 10, 64)
 	c.ok(name, postgres.HumanBytes(mb<<20))
 }
-
-// firstTable is the first table of postgres.table (validated, never empty).
-func (c *checker) firstTable() config.TableName { return c.cfg.Postgres.Tables()[0] }

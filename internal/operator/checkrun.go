@@ -21,24 +21,25 @@ var ErrStartupCheck = errors.New("startup check failed")
 // what `walrelay run` with cfg itself needs: the server version,
 // wal_level, the role's REPLICATION, and, when run reads or prunes
 // postgres.table (the table is the outbox, or outbox.retention or the
-// initial snapshot reads it), SELECT on it, its partitions, the
-// publications carrying it and the columns the router names. It returns
-// the items that failed, in Check's words and with its fixes; run refuses
-// to start on any (RunCheckError). Items about capacity
-// (max_replication_slots, max_wal_senders) and the slot are left to run's
-// own startup, which creates the slot or says why it cannot; Kafka is
-// checked by the producer's access check.
+// initial snapshot reads it), for every listed table SELECT on it, its
+// partitions and the columns the router names, and the publications,
+// which must carry every listed table (one that none carries would be
+// pruned but never relayed). It returns the items that failed, in Check's
+// words and with its fixes; run refuses to start on any (RunCheckError).
+// Items about capacity (max_replication_slots, max_wal_senders) and the
+// slot are left to run's own startup, which creates the slot or says why
+// it cannot; Kafka is checked by the producer's access check.
 func CheckRun(ctx context.Context, conn *pgx.Conn, cfg config.Config) ([]Item, error) {
 	rt, err := router.New(cfg.Router, cfg.Converter)
 	if err != nil {
 		return nil, fmt.Errorf("configuring router: %w", err)
 	}
 	var failed []Item
-	c := &checker{ctx: ctx, conn: conn, cfg: cfg, rt: rt, topics: map[string]bool{}, add: func(it Item) {
+	c := newChecker(ctx, conn, cfg, rt, func(it Item) {
 		if it.Status == Fail {
 			failed = append(failed, it)
 		}
-	}}
+	})
 	c.noTopics = true // the Kafka items are not run: no scan of the outbox at every start
 	c.user = postgres.CurrentUser(ctx, conn)
 	c.service = postgres.DetectService(ctx, conn) // for the fixes
@@ -51,11 +52,13 @@ func CheckRun(ctx context.Context, conn *pgx.Conn, cfg config.Config) ([]Item, e
 	}
 	c.tableSelect()
 	c.outboxPartitions()
-	if c.tableOID != 0 {
+	if len(c.existing()) > 0 {
 		if cfg.Outbox.MessagePrefix == "" {
 			c.publications()
 		}
-		c.columns()
+		for _, t := range c.existing() {
+			c.columnsOf(t)
+		}
 	}
 	return failed, nil
 }
