@@ -181,7 +181,7 @@ func (im *importer) replication() {
 	allTables := fmt.Sprintf("Debezium created publication %s FOR ALL TABLES if it did not exist (and uses it as it is if it did). "+
 		"walrelay treats every table of its publications as an outbox table: it refuses to start when one lacks the router's columns, and a change to such a table while it streams stops it. "+
 		"Check with SELECT * FROM pg_publication_tables WHERE pubname = '%s'; if it holds more than the outbox, give walrelay a publication of the outbox alone "+
-		"(`walrelay setup` creates the first of postgres.publications as FOR TABLE <postgres.table> WITH (publish = 'insert') when it does not exist, and leaves an existing one as it is). "+
+		"(`walrelay setup` creates the first of postgres.publications as FOR TABLE <the tables of postgres.table> WITH (publish = 'insert') when it does not exist, and adds to an existing one the listed tables it lacks). "+
 		"Postgres decodes WAL with its publications as they were when the WAL was written, so create or change it before the position walrelay starts from",
 		pub, strings.ReplaceAll(pub, "'", "''"))
 	switch mode {
@@ -193,11 +193,11 @@ func (im *importer) replication() {
 		}
 		pubComment += " CHECK the tables it holds: Debezium's publication.autocreate.mode all_tables makes it FOR ALL TABLES, and walrelay treats every table of its publications as an outbox table (see the report)."
 	case "filtered":
-		im.ignore("publication.autocreate.mode", "the publication exists already, created by the connector for the tables it captures, which postgres.table lists; walrelay run creates none (`walrelay setup` creates the first of postgres.publications for postgres.table when it does not exist)")
+		im.ignore("publication.autocreate.mode", "the publication exists already, created by the connector for the tables it captures, which postgres.table lists; walrelay run creates none (`walrelay setup` creates the first of postgres.publications for the tables of postgres.table when it does not exist, and adds those it lacks)")
 	case "disabled":
 		im.ignore("publication.autocreate.mode", "walrelay run does not create publications either")
 	case "no_tables":
-		im.drop("publication.autocreate.mode", "a publication with no table publishes nothing; walrelay needs the outbox table in it (`walrelay setup` creates the first of postgres.publications for postgres.table when it does not exist)")
+		im.drop("publication.autocreate.mode", "a publication with no table publishes nothing; walrelay needs the outbox tables in it (`walrelay setup` creates the first of postgres.publications for the tables of postgres.table when it does not exist, and adds those it lacks)")
 	default:
 		im.drop("publication.autocreate.mode", "not a mode Debezium knows (all_tables, filtered, disabled, no_tables)")
 	}
