@@ -330,8 +330,8 @@ func orNone(s string) string {
 // of its transactions overlapped (the later xid committing first); within
 // a transaction, statement order (cmin), then heap order (ctid). With
 // several tables the order is across them (snapshot.Reader.MergeOrdered),
-// so a key's rows in two tables keep their commit order; the rows one
-// statement inserted into two tables come in table order.
+// so a key's rows in two tables keep their commit order, but for one
+// statement writing both (see the order's comment).
 //
 // With exactly-once delivery the rows go through the transaction loop:
 // Kafka transactions of the transactional producer (fenced by the
@@ -368,9 +368,10 @@ func (r *Relay) publishGap(ctx context.Context, conn *pgx.Conn, name string, lsn
 		// Within a transaction, statement order (cmin, the inserting
 		// command: the command counter is the transaction's, so it orders
 		// the statements into every table), then the row's place in the
-		// heap (one statement's rows; MergeOrdered's ctid). Rows one
-		// statement inserted into two tables (a trigger, a WITH ... INSERT)
-		// share cmin and come in table order.
+		// heap (one statement's rows; MergeOrdered's ctid). One statement
+		// writing two tables is the limit: a WITH ... INSERT's rows share
+		// cmin (table order), and a trigger's rows carry its statements'
+		// later cmin (after the firing statement's rows).
 		order = append(order, snapshot.OrderKey{Expr: "cmin::text::bigint"})
 		rp := readPlan{order: order, skipped: onKafka}
 		if fence != nil {
