@@ -286,6 +286,12 @@ func (r *Reader) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 	return r.tx.QueryRow(ctx, sql, args...)
 }
 
+// Query runs a query returning rows in the snapshot's transaction. Close
+// the rows before the reader's next call.
+func (r *Reader) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return r.tx.Query(ctx, sql, args...)
+}
+
 func (r *Reader) scan(ctx context.Context, t Table, q string, chunk int, fn func([]*pglogrepl.TupleDataColumn) error) error {
 	const cursor = "walrelay_snapshot"
 	if _, err := r.tx.Exec(ctx, "DECLARE "+cursor+" NO SCROLL CURSOR FOR "+q); err != nil {
