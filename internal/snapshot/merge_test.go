@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // twoTables creates public.outbox and billing.outbox (id, tag, k, v) on a
 // new database and returns its DSN and the two tables.
-func twoTables(t *testing.T) (string, []snapshot.Table) {
+func twoTables(t testing.TB) (string, []snapshot.Table) {
 	t.Helper()
 	dsn := testenv.Postgres(t).NewDatabase(t)
 	testenv.Exec(t, dsn, `
