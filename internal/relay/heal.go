@@ -8,8 +8,8 @@
 // an exported snapshot, as the initial snapshot does; a jumped slot is
 // kept where it is. In both, the rows of the snapshot that do not precede
 // the record's covered fence (slotrecord.State.HealFence) are published
-// first, oldest transaction first, and Kafka acknowledges them before the
-// slot is streamed:
+// first, oldest transaction first across every published table, and Kafka
+// acknowledges them before the slot is streamed:
 //
 //   - every row that precedes the fence is on Kafka: the fence is covered
 //     (Kafka acknowledged every transaction before its LSN, and a row
