@@ -8,8 +8,8 @@
 // an exported snapshot, as the initial snapshot does; a jumped slot is
 // kept where it is. In both, the rows of the snapshot that do not precede
 // the record's covered fence (slotrecord.State.HealFence) are published
-// first, oldest transaction first, and Kafka acknowledges them before the
-// slot is streamed:
+// first, oldest transaction first across every published table, and Kafka
+// acknowledges them before the slot is streamed:
 //
 //   - every row that precedes the fence is on Kafka: the fence is covered
 //     (Kafka acknowledged every transaction before its LSN, and a row
@@ -328,7 +328,10 @@ func orNone(s string) string {
 // (pg_xact_commit_timestamp), and otherwise xid order (the age of the
 // row's xmin), which is commit order for the rows of one key unless two
 // of its transactions overlapped (the later xid committing first); within
-// a transaction, statement order (cmin), then heap order (ctid).
+// a transaction, statement order (cmin), then heap order (ctid). With
+// several tables the order is across them (snapshot.Reader.MergeOrdered),
+// so a key's rows in two tables keep their commit order, but for one
+// statement writing both (see the order's comment).
 //
 // With exactly-once delivery the rows go through the transaction loop:
 // Kafka transactions of the transactional producer (fenced by the
@@ -350,19 +353,26 @@ func (r *Relay) publishGap(ctx context.Context, conn *pgx.Conn, name string, lsn
 		x := txfence.XminExpr
 		// Older transactions first: the distance from the row's xmin back
 		// from the snapshot's xmax (frozen xids are the oldest).
-		order := []string{fmt.Sprintf("CASE WHEN %s < 3 THEN 4294967296 ELSE (%d - %s + 4294967296) %% 4294967296 END DESC", x, xmax%(1<<32), x)}
+		order := []snapshot.OrderKey{{Expr: fmt.Sprintf("CASE WHEN %s < 3 THEN 4294967296 ELSE (%d - %s + 4294967296) %% 4294967296 END", x, xmax%(1<<32), x), Desc: true}}
 		// With track_commit_timestamp, commit order itself: xid order
-		// differs from it where transactions of one key overlapped.
+		// differs from it where transactions of one key overlapped. In
+		// microseconds; no timestamp (a frozen xid, one committed before
+		// the setting was on) first.
 		var ts string
 		if err := rd.QueryRow(ctx, `SELECT current_setting('track_commit_timestamp')`).Scan(&ts); err != nil {
 			return readPlan{}, fmt.Errorf("reading track_commit_timestamp: %w", err)
 		}
 		if ts == "on" {
-			order = append([]string{"pg_xact_commit_timestamp(xmin) NULLS FIRST"}, order...)
+			order = append([]snapshot.OrderKey{{Expr: "coalesce((extract(epoch FROM pg_xact_commit_timestamp(xmin)) * 1000000)::bigint, -1)"}}, order...)
 		}
 		// Within a transaction, statement order (cmin, the inserting
-		// command), then the row's place in the heap (one statement's rows).
-		order = append(order, "cmin::text::bigint", "ctid")
+		// command: the command counter is the transaction's, so it orders
+		// the statements into every table), then the row's place in the
+		// heap (one statement's rows; MergeOrdered's ctid). One statement
+		// writing two tables is the limit: a WITH ... INSERT's rows share
+		// cmin (table order), and a trigger's rows carry its statements'
+		// later cmin (after the firing statement's rows).
+		order = append(order, snapshot.OrderKey{Expr: "cmin::text::bigint"})
 		rp := readPlan{order: order, skipped: onKafka}
 		if fence != nil {
 			x32, window, err := txfence.Window(ctx, rd, *fence)

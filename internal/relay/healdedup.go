@@ -2,6 +2,10 @@
 // id is already on the topic they route to (read_committed) are not
 // published again. With exactly-once delivery the heal fenced the
 // transactional id first, so no transaction of this relay is still open.
+// A record proves a row delivered only if no other outbox row carries its
+// event id (in the gap, or before the fence, in any of the tables: two
+// outbox tables with their own id sequences share ids); the rows of a
+// shared id are published again.
 
 package relay
 
@@ -50,7 +54,10 @@ func (r *Relay) findOnKafka(ctx context.Context, rd *snapshot.Reader, where stri
 	if err != nil {
 		return nil, err
 	}
-	want := map[string]string{} // event id -> topic
+	want := map[string]string{} // event id -> topic ("": not routed, not looked for)
+	// Event ids of more than one gap row: a record with one of them does
+	// not tell which row it was published for.
+	shared := map[string]bool{}
 	topics := map[string]bool{}
 	var from *time.Time
 	for i, t := range tables {
@@ -84,14 +91,20 @@ func (r *Relay) findOnKafka(ctx context.Context, rd *snapshot.Reader, where stri
 			if len(want) >= dedupMaxIDs {
 				return errTooMany
 			}
+			id := plan.EventID(cols)
+			if id == "" {
+				return nil
+			}
+			if _, ok := want[id]; ok {
+				shared[id] = true
+			}
 			msg, err := plan.Route(cols, time.Now())
 			if err != nil {
-				return nil // dead-lettered or refused when published: not looked for
+				want[id] = "" // dead-lettered or refused when published: not looked for
+				return nil
 			}
-			if id := plan.EventID(cols); id != "" {
-				want[id] = msg.Topic
-				topics[msg.Topic] = true
-			}
+			want[id] = msg.Topic
+			topics[msg.Topic] = true
 			return nil
 		})
 		if errors.Is(err, errTooMany) {
@@ -101,9 +114,33 @@ func (r *Relay) findOnKafka(ctx context.Context, rd *snapshot.Reader, where stri
 			return nil, err
 		}
 	}
-	if len(want) == 0 || from == nil {
+	if len(topics) == 0 || from == nil {
 		return nil, nil
 	}
+	found, err := r.readOnKafka(ctx, want, topics, *from)
+	if len(found) == 0 {
+		return found, err
+	}
+	n := 0
+	for id := range shared {
+		if _, ok := found[id]; ok {
+			delete(found, id)
+			n++
+		}
+	}
+	if n > 0 {
+		r.log.Warn("heal: event ids found on kafka that several gap rows carry: those rows are published again", "ids", n)
+	}
+	if serr := r.dropShared(ctx, rd, tables, where, found); serr != nil {
+		return nil, errors.Join(err, serr)
+	}
+	return found, err
+}
+
+// readOnKafka reads topics, read_committed, from the records timestamped
+// at or after from minus dedupMargin to their stable end, and returns the
+// event ids of want found on the topic want gives them.
+func (r *Relay) readOnKafka(ctx context.Context, want map[string]string, topics map[string]bool, from time.Time) (map[string]struct{}, error) {
 	opts, err := kafkaconf.ClientOpts(r.cfg.Kafka, kafkaconf.Options{DialTimeout: kafkaconf.ShortDial})
 	if err != nil {
 		return nil, err
@@ -175,7 +212,7 @@ func (r *Relay) findOnKafka(ctx context.Context, rd *snapshot.Reader, where stri
 					break
 				}
 				if h.Key == "id" {
-					if t, ok := want[string(h.Value)]; ok && t == rec.Topic {
+					if t, ok := want[string(h.Value)]; ok && t != "" && t == rec.Topic {
 						found[string(h.Value)] = struct{}{}
 					}
 					break
@@ -193,6 +230,51 @@ func (r *Relay) findOnKafka(ctx context.Context, rd *snapshot.Reader, where stri
 }
 
 var errTooMany = errors.New("too many rows")
+
+// dropShared removes from found the event ids that a row outside the gap
+// (one that precedes the fence, in any of the tables) carries too: the
+// record found may be that row's, so it proves nothing of the gap row's,
+// which is published again (a duplicate at worst). With no fence (where
+// empty) every row is in the gap, and findOnKafka already dropped the ids
+// of several gap rows.
+func (r *Relay) dropShared(ctx context.Context, rd *snapshot.Reader, tables []snapshot.Table, where string, found map[string]struct{}) error {
+	if where == "" || len(found) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(found))
+	for id := range found {
+		ids = append(ids, id)
+	}
+	idCol := pgx.Identifier{r.cfg.Router.FieldEventID}.Sanitize()
+	n := 0
+	for _, t := range tables {
+		// The ids as text, the form pgoutput sends and EventID returns
+		// (the reader's session prints values as pgoutput does).
+		rows, err := rd.Query(ctx, `SELECT DISTINCT o.id FROM (SELECT `+idCol+`::text AS id FROM `+pgx.Identifier{t.Schema, t.Name}.Sanitize()+
+			` WHERE NOT (`+where+`)) o JOIN unnest($1::text[]) AS f(id) ON o.id = f.id`, ids)
+		if err != nil {
+			return fmt.Errorf("looking up the found event ids outside the gap in %s: %w", t, err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return fmt.Errorf("looking up the found event ids outside the gap in %s: %w", t, err)
+			}
+			if _, ok := found[id]; ok {
+				delete(found, id)
+				n++
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("looking up the found event ids outside the gap in %s: %w", t, err)
+		}
+	}
+	if n > 0 {
+		r.log.Warn("heal: event ids found on kafka that rows before the fence carry too: their gap rows are published again", "ids", n)
+	}
+	return nil
+}
 
 // stableEnds lists the end offsets (high watermarks) of topics and waits
 // until every transaction with records below them has ended (each

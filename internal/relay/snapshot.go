@@ -185,12 +185,13 @@ func (r *Relay) publishSnapshot(ctx context.Context, conn *pgx.Conn, name string
 	return r.publishRead(ctx, conn, name, lsn, spec)
 }
 
-// readPlan is which rows to read (where), in which order before the
-// primary key (nil: primary-key order), and the event ids of rows not to
-// publish (already on Kafka).
+// readPlan is which rows to read (where), in which order (nil: table by
+// table, each in primary-key order; otherwise merged across the tables by
+// snapshot.Reader.MergeOrdered), and the event ids of rows not to publish
+// (already on Kafka).
 type readPlan struct {
 	where string
-	order []string
+	order []snapshot.OrderKey
 	skip  map[string]struct{}
 	// skipped, when set, counts the rows not published for skip.
 	skipped *int64
@@ -248,52 +249,58 @@ func (r *Relay) readRows(ctx context.Context, conn *pgx.Conn, name string, lsn p
 	h := r.handler
 	tx := r.tracker.BeginAt(time.Time{})
 	h.tx, h.commitTime, h.commitAt, h.final = tx, time.Now(), r.clock.now(), lsn
-	var rows int64
+	plans := make([]*router.Plan, len(tables))
+	msgs := make([]*pglogrepl.RelationMessage, len(tables))
 	for i, t := range tables {
-		rel := r.tables[i]
-		plan, err := r.router.Bind(rel)
-		if err != nil {
+		if plans[i], err = r.router.Bind(r.tables[i]); err != nil {
 			r.tracker.Abort(tx)
 			h.tx = nil
-			return rows, fmt.Errorf("binding %s: %w", t, err)
+			return 0, fmt.Errorf("binding %s: %w", t, err)
 		}
-		msg := relationMessage(rel)
-		scan := rd.Scan
-		if order != nil {
-			scan = func(ctx context.Context, t snapshot.Table, where string, pk []string, chunk int, fn func([]*pglogrepl.TupleDataColumn) error) error {
-				return rd.ScanOrdered(ctx, t, where, order, pk, chunk, fn)
+		msgs[i] = relationMessage(r.tables[i])
+	}
+	var rows int64
+	publish := func(i int, cols []*pglogrepl.TupleDataColumn) error {
+		if rp.skip != nil {
+			if _, ok := rp.skip[plans[i].EventID(cols)]; ok {
+				p.Done() // on Kafka already
+				if rp.skipped != nil {
+					*rp.skipped++
+				}
+				return nil
 			}
 		}
-		err = scan(ctx, t, where, pks[i], r.cfg.Snapshot.ChunkRows, func(cols []*pglogrepl.TupleDataColumn) error {
-			if rp.skip != nil {
-				if _, ok := rp.skip[plan.EventID(cols)]; ok {
-					p.Done() // on Kafka already
-					if rp.skipped != nil {
-						*rp.skipped++
-					}
-					return nil
-				}
+		for !r.tracker.WaitRoom(ctx, time.Now().Add(100*time.Millisecond)) {
+			if ferr := r.fail.err(); ferr != nil {
+				return ferr
 			}
-			for !r.tracker.WaitRoom(ctx, time.Now().Add(100*time.Millisecond)) {
-				if ferr := r.fail.err(); ferr != nil {
-					return ferr
-				}
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
-			if err := h.publishRow(ctx, msg, plan, cols, lsn, nil); err != nil {
-				return err
-			}
-			rows++
-			p.Done()
-			return nil
-		})
-		if err != nil {
-			r.tracker.Abort(tx)
-			h.tx = nil
-			return rows, err
 		}
+		if err := h.publishRow(ctx, msgs[i], plans[i], cols, lsn, nil); err != nil {
+			return err
+		}
+		rows++
+		p.Done()
+		return nil
+	}
+	if order != nil {
+		// One sequence across the tables (a heal: commit order).
+		err = rd.MergeOrdered(ctx, tables, where, order, pks, r.cfg.Snapshot.ChunkRows, publish)
+	} else {
+		for i, t := range tables {
+			if err = rd.Scan(ctx, t, where, pks[i], r.cfg.Snapshot.ChunkRows, func(cols []*pglogrepl.TupleDataColumn) error {
+				return publish(i, cols)
+			}); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		r.tracker.Abort(tx)
+		h.tx = nil
+		return rows, err
 	}
 	if err := rd.Close(ctx); err != nil {
 		r.log.Warn("ending the snapshot transaction", "err", err)

@@ -29,6 +29,10 @@
 //     same consistent point) and Close ends the replication connection,
 //     which drops the temporary slot.
 //
+// A heal of a lost slot (internal/relay) reads in such a snapshot too,
+// but all the tables as one sequence in commit order: MergeOrdered opens
+// a cursor per table and merges them on keys the caller gives.
+//
 // A process killed before step 4 leaves no slot (a temporary slot dies
 // with its connection, an advisory lock with its session): the next start
 // snapshots again from the beginning. It does not route, produce or wait
@@ -276,18 +280,16 @@ func (r *Reader) Scan(ctx context.Context, t Table, where string, pk []string, c
 	return r.scan(ctx, t, query(t, where, pk), chunk, fn)
 }
 
-// ScanOrdered is Scan with the rows in the order of the SQL expressions
-// order first (e.g. the age of their xmin), then the primary key.
-func (r *Reader) ScanOrdered(ctx context.Context, t Table, where string, order []string, pk []string, chunk int, fn func([]*pglogrepl.TupleDataColumn) error) error {
-	q := query(t, where, pk)
-	i := strings.LastIndex(q, " ORDER BY ")
-	return r.scan(ctx, t, q[:i]+" ORDER BY "+strings.Join(order, ", ")+", "+q[i+len(" ORDER BY "):], chunk, fn)
-}
-
 // QueryRow runs a query in the snapshot's transaction (for what the
 // caller computes from the snapshot, e.g. txfence.Window).
 func (r *Reader) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return r.tx.QueryRow(ctx, sql, args...)
+}
+
+// Query runs a query returning rows in the snapshot's transaction. Close
+// the rows before the reader's next call.
+func (r *Reader) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return r.tx.Query(ctx, sql, args...)
 }
 
 func (r *Reader) scan(ctx context.Context, t Table, q string, chunk int, fn func([]*pglogrepl.TupleDataColumn) error) error {
