@@ -3,7 +3,9 @@
 // sql/outbox_partitioned.sql and its partitions from now on, by
 // internal/partition's scheme), the publication holding every one of them
 // (INSERTs only, through the partition root; a table listed later is added
-// to an existing publication with ALTER PUBLICATION ... ADD TABLE) and the
+// to an existing publication with ALTER PUBLICATION ... ADD TABLE, once
+// the transactions writing it have ended: LOCK TABLE ... IN SHARE MODE in
+// the ALTER's transaction, under Names.LockTimeout) and the
 // logical replication slot (unless
 // Names.LeaveSlot: snapshot.mode=initial), and walrelay's record of its
 // slots (sql/005_slot_positions.sql, internal/slotrecord, in the first
