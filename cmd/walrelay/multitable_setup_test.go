@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"strconv"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,21 +45,21 @@ func recordIDs(t *testing.T, e *e2e) map[string]int {
 
 // setup adds billing.outbox to the publication while walrelay run streams
 // public.outbox under continuous inserts, and while a transaction that
-// writes both tables is open across the ALTER (it commits after it): every
+// writes both tables is open: setup waits for it (blocked on its lock of
+// billing.outbox) while the transaction writes more rows and commits; then
+// it adds the table and warns of the rows billing.outbox held, that
+// transaction's included, with their count and window. Every
 // public.outbox row reaches Kafka exactly once (the stream of the table
-// already published is not disturbed), and every billing.outbox row written
-// after the ALTER does, the open transaction's included (PostgreSQL with the
-// fix for decoding with a stale catalog, 15.13 and later; the server here
-// is newer). setup lists the addition and, run again, changes nothing.
+// already published is not disturbed), a transaction writing
+// billing.outbox after setup returned is streamed, and walrelay verify
+// --republish over the warning's window puts the held rows on Kafka: in
+// the end every billing.outbox row is there exactly once. setup, run
+// again, changes nothing.
 //
-// The billing.outbox row the open transaction wrote before the ALTER is not
-// streamed although it commits after it: pgoutput decodes each change with
-// the catalog of its place in the WAL, where the table was not published
-// yet. setup warns of it, naming the transaction's server process. The test
-// logs how often the row reached Kafka (0 on PostgreSQL 14 to 18) rather
-// than pinning it: it is PostgreSQL's behaviour, which walrelay verify
-// --republish makes up for (docs: add a table before the application
-// writes to it).
+// Without the wait, the open transaction's billing.outbox rows written
+// before the ALTER were lost to decoding although it committed after it
+// (PostgreSQL 14 to 18: pgoutput decodes a change with the catalog of its
+// place in the WAL), with only a warning naming the writer.
 func TestSetupAddsTableWhileRunStreams(t *testing.T) {
 	e := newE2E(t)
 	oneTable := append(append([]string(nil), e.env...), "WALRELAY_POSTGRES_TABLE=public.outbox")
@@ -108,7 +108,7 @@ func TestSetupAddsTableWhileRunStreams(t *testing.T) {
 		}
 	}()
 
-	// The open transaction: a row of each table before the ALTER.
+	// The open transaction: a row of each table before setup starts.
 	open := testenv.Connect(t, e.dsn)
 	tx, err := open.Begin(ctx)
 	if err != nil {
@@ -124,25 +124,15 @@ func TestSetupAddsTableWhileRunStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pid := testenv.QueryValue[int32](t, e.dsn, `SELECT pid FROM pg_locks WHERE database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND relation = 'billing.outbox'::regclass AND mode = 'RowExclusiveLock'`)
-	out := wantOK(t, twoTables, "setup")
-	var added, warned bool
-	for _, line := range strings.Split(out, "\n") {
-		line = strings.Join(strings.Fields(line), " ")
-		switch {
-		case line == "publication walrelay_outbox billing.outbox added":
-			added = true
-		case strings.HasPrefix(line, "warning PostgreSQL"):
-			t.Errorf("setup warned on a server with the decoding fix: %s", line)
-		case strings.HasPrefix(line, "warning billing.outbox transactions of server processes "+strconv.Itoa(int(pid))+" were writing to it"):
-			warned = true
-		}
-	}
-	if !added || !warned {
-		t.Fatalf("setup does not list the addition of billing.outbox (%t) and warn of the open transaction, pid %d (%t):\n%s", added, pid, warned, out)
+	// setup waits for the open transaction: blocked on a lock of
+	// billing.outbox, the publication without it.
+	setupRun := startChild(t, twoTables, "setup")
+	waitLockWait(t, e.dsn, setupRun, "billing.outbox")
+	if got := testenv.QueryValue[string](t, e.dsn, `SELECT string_agg(schemaname || '.' || tablename, ' ') FROM pg_publication_tables WHERE pubname = 'walrelay_outbox'`); got != "public.outbox" {
+		t.Errorf("while setup waits, the publication holds %q, want public.outbox alone", got)
 	}
 
-	// After the ALTER, in the open transaction, then committed.
+	// More rows in the open transaction, then its commit: setup goes on.
 	b1, err := insertInto(ctx, tx, "billing.outbox", "b")
 	if err != nil {
 		t.Fatal(err)
@@ -154,13 +144,46 @@ func TestSetupAddsTableWhileRunStreams(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	bIDs := []string{b1}
-	for range 5 {
-		id, err := insertInto(ctx, open, "billing.outbox", "b")
-		if err != nil {
-			t.Fatal(err)
+	if code := setupRun.wait(t, 60*time.Second); code != 0 || setupRun.stderr.String() != "" {
+		t.Fatalf("walrelay setup: exit %d\nstdout:\n%s\nstderr:\n%s", code, setupRun.stdout.String(), setupRun.stderr.String())
+	}
+	out := setupRun.stdout.String()
+	var (
+		added        bool
+		since, until string
+	)
+	held := regexp.MustCompile(`^warning billing\.outbox holds 2 rows committed before it was added \(created_at \S+ to \S+\): not streamed; publish them with walrelay verify --republish --since (\S+) --until (\S+), or walrelay snapshot`)
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		line = strings.Join(strings.Fields(line), " ")
+		if m := held.FindStringSubmatch(line); m != nil {
+			since, until = m[1], m[2]
+			continue
 		}
-		bIDs = append(bIDs, id)
+		switch {
+		case line == "publication walrelay_outbox billing.outbox added":
+			added = true
+		case strings.HasPrefix(line, "warning"):
+			t.Errorf("setup warned: %s", line)
+		}
+	}
+	if !added || since == "" {
+		t.Fatalf("setup does not list the addition of billing.outbox (%t) and warn of the 2 rows it held, with their window (%t):\n%s", added, since != "", out)
+	}
+
+	// A transaction writing billing.outbox after setup returned.
+	var bIDs []string
+	err = pgx.BeginFunc(ctx, open, func(tx pgx.Tx) error {
+		for range 5 {
+			id, err := insertInto(ctx, tx, "billing.outbox", "b")
+			if err != nil {
+				return err
+			}
+			bIDs = append(bIDs, id)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond) // more public.outbox rows after it all
 	close(stop)
@@ -180,11 +203,30 @@ func TestSetupAddsTableWhileRunStreams(t *testing.T) {
 	}
 	for _, id := range bIDs {
 		if got[id] != 1 {
-			t.Errorf("billing.outbox row %s (written after the ALTER) is on Kafka %d times, want once", id, got[id])
+			t.Errorf("billing.outbox row %s (written after setup returned) is on Kafka %d times, want once", id, got[id])
 		}
 	}
-	t.Logf("%d public.outbox rows, %d billing.outbox rows after the ALTER; billing.outbox row written before the ALTER in the open transaction: on Kafka %d times",
-		len(aIDs), len(bIDs), got[b0])
+	t.Logf("%d public.outbox rows, %d billing.outbox rows after setup; the 2 rows held before, streamed: %d and %d times",
+		len(aIDs), len(bIDs), got[b0], got[b1])
+
+	// verify --republish over the warning's window publishes the held rows
+	// (with the relay streaming: verify's fence is confirmed through it).
+	rep, _, code := walrelay(t, twoTables, "verify", "--republish", "--since", since, "--until", until)
+	if code != 0 || !strings.Contains(rep, " acknowledged, 0 failed\n") {
+		t.Errorf("walrelay verify --republish --since %s --until %s: exit %d\n%s", since, until, code, rep)
+	}
+	t.Logf("walrelay verify --republish --since %s --until %s:\n%s", since, until, rep)
+	got = recordIDs(t, e)
+	for _, id := range append([]string{b0, b1}, bIDs...) {
+		if got[id] != 1 {
+			t.Errorf("billing.outbox row %s is on Kafka %d times after verify --republish, want once", id, got[id])
+		}
+	}
+	for _, id := range aIDs {
+		if got[id] != 1 {
+			t.Errorf("public.outbox row %s is on Kafka %d times after verify --republish, want once", id, got[id])
+		}
+	}
 
 	run.signal(t, syscall.SIGTERM)
 	if code := run.wait(t, 30*time.Second); code != 0 {
@@ -196,6 +238,28 @@ func TestSetupAddsTableWhileRunStreams(t *testing.T) {
 		if !strings.HasSuffix(line, "already exists") {
 			t.Errorf("setup again: %q, want already exists", line)
 		}
+	}
+}
+
+// waitLockWait waits until a server process of dsn's database waits for
+// a lock on table (pg_stat_activity's wait_event_type Lock, pg_locks'
+// ungranted lock on it), failing the test if c exits first.
+func waitLockWait(t *testing.T, dsn string, c *child, table string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if testenv.QueryValue[bool](t, dsn, `SELECT EXISTS (SELECT FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+			WHERE NOT l.granted AND l.locktype = 'relation' AND l.relation = $1::regclass
+			  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND a.wait_event_type = 'Lock')`, table) {
+			return
+		}
+		if c.exited() {
+			t.Fatalf("walrelay %v exited (%d) without waiting for a lock on %s\nstdout:\n%s\nstderr:\n%s", c.args, c.code, table, c.stdout.String(), c.stderr.String())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("walrelay %v does not wait for a lock on %s after 30s", c.args, table)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

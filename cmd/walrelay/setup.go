@@ -31,11 +31,14 @@ and publications and to have REPLICATION. walrelay's record of its slots
 A table listed later is added to the existing publication (ALTER PUBLICATION
 ... ADD TABLE, one line per table; the role must own the table): a running
 walrelay run streams its rows from then on, and the other tables' rows are not
-affected. What the table held before is not streamed, nor what a transaction
-open across the addition wrote to it before (even when it commits after):
-setup warns of both (walrelay snapshot, walrelay verify --republish publish
-them), and of a server of a minor release that can lose more of such a
-transaction's rows.
+affected. setup first waits, at most 10s, for the transactions writing the
+table to end (LOCK TABLE ... IN SHARE MODE, in the ALTER's transaction; new
+writers of that table wait meanwhile), so that none has rows written before
+the addition that the stream would not carry; if they do not end, that table
+is not added and setup fails naming them: run it again. What the table held
+before is not streamed: setup warns with their count and window (walrelay
+verify --republish over it, or walrelay snapshot, publishes them), and of a
+server of a minor release that can lose rows written across the addition.
 
 With outbox.partitioned=true the table is created partitioned by range of
 created_at (sql/outbox_partitioned.sql), with the partition holding now and
@@ -93,6 +96,7 @@ server that cannot have one, false leaves failover alone.`,
 				Tables:      cfg.Postgres.Tables(),
 				Publication: cfg.Postgres.Publications[0],
 				Slot:        cfg.Postgres.Slot,
+				TimeColumn:  cfg.Outbox.TimeColumn,
 				LeaveSlot:   cfg.Snapshot.Initial(),
 				Standby:     standby,
 				Failover:    failover,
@@ -107,8 +111,8 @@ server that cannot have one, false leaves failover alone.`,
 			var pgErr *pgconn.PgError
 			var addErr *setup.AddTableError
 			if errors.As(err, &addErr) && errors.As(err, &pgErr) && pgErr.Code == "42501" {
-				return fmt.Errorf("%w (the role must own the table to add it to the publication, and the publication: run walrelay setup as their owner, or have it run ALTER PUBLICATION %s ADD TABLE %s)",
-					err, pgx.Identifier{addErr.Publication}.Sanitize(), addErr.Table)
+				return fmt.Errorf("%w (the role must own the table to add it to the publication, and the publication: run walrelay setup as their owner, or have it run BEGIN; LOCK TABLE %s IN SHARE MODE; ALTER PUBLICATION %s ADD TABLE %s; COMMIT: the lock waits for the transactions writing the table, whose earlier rows would not be streamed)",
+					err, addErr.Table, pgx.Identifier{addErr.Publication}.Sanitize(), addErr.Table)
 			}
 			if errors.As(err, &pgErr) && pgErr.Code == "55000" {
 				// wal_level below logical: check's cause and fix.

@@ -98,9 +98,10 @@ func TestRunAddsTablesToPublication(t *testing.T) {
 	shipping := config.TableName{Schema: "shipping", Name: "outbox"}
 	// billing.outbox already holds a row: the stream will not carry it.
 	testenv.Exec(t, dsn, `CREATE TABLE billing.outbox (LIKE public.outbox INCLUDING ALL)`)
-	testenv.Exec(t, dsn, `INSERT INTO billing.outbox (aggregatetype, aggregateid, type, payload) VALUES ('a', 'k', 'T', '{}')`)
+	testenv.Exec(t, dsn, `INSERT INTO billing.outbox (aggregatetype, aggregateid, type, payload, created_at) VALUES ('a', 'k', 'T', '{}', '2026-01-02T03:04:05.5Z')`)
 
 	names.Tables = []config.TableName{public, billing, shipping}
+	names.TimeColumn = "created_at"
 	steps, err := setup.Run(t.Context(), conn, names)
 	if err != nil {
 		t.Fatalf("setup adding billing.outbox and shipping.outbox: %v", err)
@@ -111,7 +112,7 @@ func TestRunAddsTablesToPublication(t *testing.T) {
 		"table shipping.outbox already exists",
 		"publication walrelay_outbox publish_via_partition_root switched on",
 		"publication walrelay_outbox billing.outbox added",
-		"warning billing.outbox holds rows committed before it was added: they are not streamed; walrelay snapshot publishes them (every published table's rows matching --where)",
+		"warning billing.outbox holds 1 row committed before it was added (created_at 2026-01-02T03:04:05.5Z to 2026-01-02T03:04:05.5Z): not streamed; publish them with walrelay verify --republish --since 2026-01-02T03:04:05Z --until 2026-01-02T03:04:06Z, or walrelay snapshot (every published table's rows matching --where)",
 		"publication walrelay_outbox shipping.outbox added",
 		"slot " + names.Slot + " already exists",
 	} {

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/walrelay/walrelay/internal/config"
 )
@@ -37,10 +39,13 @@ func (e *AddTableError) Unwrap() error { return e.Err }
 // to a publication that publishes partitions under their own names is
 // preceded by SET (publish_via_partition_root = true), without which the
 // relay refuses the publication (its rows would arrive under the
-// partitions' names). Warning steps say which rows of an added table the
-// stream will not carry (addTable, decodingWarning). partitioned[i] says
-// whether tables[i] is partitioned.
-func ensurePublication(ctx context.Context, conn *pgx.Conn, pub string, tables []config.TableName, partitioned []bool) ([]Step, error) {
+// partitions' names). Each table is added once the transactions writing
+// it have ended (addTable), and a warning step says how many rows it held
+// before: the stream does not carry them (decodingWarning warns of an old
+// minor release besides). partitioned[i] says whether tables[i] is
+// partitioned.
+func ensurePublication(ctx context.Context, conn *pgx.Conn, n Names, tables []config.TableName, partitioned []bool) ([]Step, error) {
+	pub := n.Publication
 	var (
 		oid               uint32
 		allTables, byRoot bool
@@ -90,7 +95,7 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, pub string, tables [
 		steps = append(steps, *w)
 	}
 	for _, i := range missing {
-		s, err := addTable(ctx, conn, pub, tables[i])
+		s, err := addTable(ctx, conn, pub, tables[i], n.timeColumn(), n.lockTimeout())
 		steps = append(steps, s...)
 		if err != nil {
 			return steps, err
@@ -99,59 +104,166 @@ func ensurePublication(ctx context.Context, conn *pgx.Conn, pub string, tables [
 	return steps, nil
 }
 
-// addTable adds t to publication pub, and warns of the rows of t the
-// stream will not carry: those committed before (t already holds rows),
-// and those written before the ALTER by a transaction still open when it
-// commits. pgoutput decodes each change with the catalog of its place in
-// the WAL, where t was not published yet, so such a transaction's earlier
-// rows are not streamed even though it commits after the ALTER (seen on
-// PostgreSQL 14 to 18). The open transactions are those holding a write
-// lock on t or one of its partitions just before the ALTER's commit; one
-// that takes its first lock in between goes unnoticed (a short window:
-// the warning is a help, not a proof).
-func addTable(ctx context.Context, conn *pgx.Conn, pub string, t config.TableName) ([]Step, error) {
+// addTable adds t to publication pub in one transaction that first waits
+// for the transactions writing t to end, so that no row of t is lost to
+// decoding, and warns of the rows t held before (the stream does not carry
+// them: pgoutput publishes changes, not contents).
+//
+// pgoutput decodes each change with the catalog of its place in the WAL,
+// where t was not published yet: a transaction that wrote t before the
+// ALTER and commits after it would have those rows filtered out for good
+// (seen on PostgreSQL 14 to 18, fixed minors included). LOCK TABLE t IN
+// SHARE MODE prevents it: INSERT takes ROW EXCLUSIVE on its target table,
+// which conflicts with SHARE (PostgreSQL docs, "Explicit Locking",
+// 13.3.1 Table-Level Locks), so the lock waits for every transaction
+// writing t (or, without ONLY, one of its partitions) to end and holds
+// new writers until the ALTER commits; ALTER PUBLICATION ... ADD TABLE
+// itself takes SHARE UPDATE EXCLUSIVE on the table (publicationcmds.c,
+// OpenTableList), which does not conflict with ROW EXCLUSIVE and so does
+// not wait for writers. Under the lock, every row t holds was committed
+// before the ALTER, and every later write is decoded with a catalog that
+// publishes t. The lock waits at most lockTimeout (SET LOCAL
+// lock_timeout); writers of t, and only of t, wait behind it meanwhile.
+// On timeout the transaction is rolled back, t is not added and the error
+// is a *BusyTableError (in an *AddTableError) naming the writers.
+//
+// The held rows are counted under the lock (a scan of t that writers of t
+// wait for), with the window of timeColumn they span when t has that
+// column: walrelay verify --republish over it publishes them.
+func addTable(ctx context.Context, conn *pgx.Conn, pub string, t config.TableName, timeColumn string, lockTimeout time.Duration) ([]Step, error) {
 	table := pgx.Identifier{t.Schema, t.Name}.Sanitize()
 	var (
-		pids []int32
-		rows bool
+		held     heldRows
+		lockFail error
 	)
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		ms := max(lockTimeout.Milliseconds(), 1) // 0 would be no timeout
+		if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, strconv.FormatInt(ms, 10)); err != nil {
+			return fmt.Errorf("setting lock_timeout to add %s: %w", t, err)
+		}
+		if _, err := tx.Exec(ctx, `LOCK TABLE `+table+` IN SHARE MODE`); err != nil {
+			lockFail = err
+			return &AddTableError{Publication: pub, Table: t.String(), Err: err}
+		}
+		var err error
+		if held, err = readHeld(ctx, tx, t, timeColumn); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `ALTER PUBLICATION `+pgx.Identifier{pub}.Sanitize()+` ADD TABLE `+table); err != nil {
 			return &AddTableError{Publication: pub, Table: t.String(), Err: err}
 		}
-		r, err := tx.Query(ctx, `SELECT DISTINCT l.pid FROM pg_locks l
-			WHERE l.locktype = 'relation' AND l.mode = 'RowExclusiveLock' AND l.granted AND l.pid <> pg_backend_pid()
-			  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-			  AND (l.relation = $1::regclass OR l.relation IN (SELECT relid FROM pg_partition_tree($1::regclass)))
-			ORDER BY 1`, table)
-		if err != nil {
-			return fmt.Errorf("reading the transactions writing to %s: %w", t, err)
-		}
-		if pids, err = pgx.CollectRows(r, pgx.RowTo[int32]); err != nil {
-			return fmt.Errorf("reading the transactions writing to %s: %w", t, err)
-		}
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+table+`)`).Scan(&rows); err != nil {
-			return fmt.Errorf("reading whether %s holds rows: %w", t, err)
-		}
 		return nil
 	})
+	var pgErr *pgconn.PgError
+	if lockFail != nil && errors.As(lockFail, &pgErr) && pgErr.Code == lockNotAvailable {
+		busy := &BusyTableError{Table: t.String(), Timeout: lockTimeout, Err: lockFail}
+		// Best effort: the writers as they are now, for the message.
+		busy.PIDs, _ = writers(ctx, conn, table)
+		return nil, &AddTableError{Publication: pub, Table: t.String(), Err: busy}
+	}
 	if err != nil {
 		return nil, err
 	}
 	steps := []Step{{Object: "publication", Name: pub, Created: true, Note: t.String() + " added"}}
-	if rows {
-		steps = append(steps, Step{Object: "warning", Name: t.String(), Note: "holds rows committed before it was added: they are not streamed; walrelay snapshot publishes them (every published table's rows matching --where)"})
-	}
-	if len(pids) > 0 {
-		ps := make([]string, len(pids))
-		for i, p := range pids {
-			ps[i] = strconv.Itoa(int(p))
-		}
-		steps = append(steps, Step{Object: "warning", Name: t.String(), Note: fmt.Sprintf(
-			"transactions of server processes %s were writing to it when it was added: the rows they wrote before that are not streamed, even when they commit after; walrelay verify --republish over this time finds and publishes them",
-			strings.Join(ps, ", "))})
+	if held.n > 0 {
+		steps = append(steps, Step{Object: "warning", Name: t.String(), Note: held.note()})
 	}
 	return steps, nil
+}
+
+// BusyTableError is the cause, in an *AddTableError, when the lock that
+// waits for the transactions writing a table to end was not granted within
+// the lock timeout (Names.LockTimeout): the table was not added, and
+// setup can be run again once they have ended.
+type BusyTableError struct {
+	Table   string        // as postgres.table writes it: schema.name
+	Timeout time.Duration // the lock timeout
+	PIDs    []int32       // the server processes writing it, read after the timeout (may be empty)
+	Err     error         // the server's lock_not_available (55P03)
+}
+
+func (e *BusyTableError) Error() string {
+	who := ""
+	if len(e.PIDs) > 0 {
+		ps := make([]string, len(e.PIDs))
+		for i, p := range e.PIDs {
+			ps[i] = strconv.Itoa(int(p))
+		}
+		who = " (server processes " + strings.Join(ps, ", ") + ")"
+	}
+	return fmt.Sprintf("transactions writing to %s%s did not end within %s, and adding it before they end would lose the rows they wrote: %s was not added (run walrelay setup again when they have ended)",
+		e.Table, who, e.Timeout, e.Table)
+}
+
+func (e *BusyTableError) Unwrap() error { return e.Err }
+
+// writers is the server processes holding a write lock (ROW EXCLUSIVE) on
+// table or one of its partitions in this database, in order.
+func writers(ctx context.Context, conn *pgx.Conn, table string) ([]int32, error) {
+	r, err := conn.Query(ctx, `SELECT DISTINCT l.pid FROM pg_locks l
+		WHERE l.locktype = 'relation' AND l.mode = 'RowExclusiveLock' AND l.granted AND l.pid <> pg_backend_pid()
+		  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND (l.relation = $1::regclass OR l.relation IN (SELECT relid FROM pg_partition_tree($1::regclass)))
+		ORDER BY 1`, table)
+	if err != nil {
+		return nil, fmt.Errorf("reading the transactions writing to %s: %w", table, err)
+	}
+	return pgx.CollectRows(r, pgx.RowTo[int32])
+}
+
+// lockNotAvailable is the SQLSTATE of a lock not granted within
+// lock_timeout.
+const lockNotAvailable = "55P03"
+
+// heldRows is what a table held when it was added to the publication.
+type heldRows struct {
+	n        int64
+	column   string     // the time column, when the table has it
+	from, to *time.Time // its smallest and largest value (nil: no column, or all NULL)
+}
+
+// readHeld counts the rows of t, and the window of timeColumn they span
+// when t has that column as a timestamp.
+func readHeld(ctx context.Context, tx pgx.Tx, t config.TableName, timeColumn string) (heldRows, error) {
+	var h heldRows
+	table := pgx.Identifier{t.Schema, t.Name}.Sanitize()
+	if timeColumn != "" {
+		var has bool
+		err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute WHERE attrelid = $1::regclass AND attname = $2
+			AND NOT attisdropped AND atttypid IN ('timestamptz'::regtype, 'timestamp'::regtype))`, table, timeColumn).Scan(&has)
+		if err != nil {
+			return h, fmt.Errorf("reading the columns of %s: %w", t, err)
+		}
+		if has {
+			h.column = timeColumn
+		}
+	}
+	q := `SELECT count(*), NULL::timestamptz, NULL::timestamptz FROM ` + table
+	if h.column != "" {
+		col := pgx.Identifier{h.column}.Sanitize()
+		q = `SELECT count(*), min(` + col + `)::timestamptz, max(` + col + `)::timestamptz FROM ` + table
+	}
+	if err := tx.QueryRow(ctx, q).Scan(&h.n, &h.from, &h.to); err != nil {
+		return h, fmt.Errorf("counting the rows %s holds: %w", t, err)
+	}
+	return h, nil
+}
+
+// note is the warning's text: the count, the window and the fix.
+func (h heldRows) note() string {
+	const snapshot = "walrelay snapshot (every published table's rows matching --where)"
+	rows := "rows"
+	if h.n == 1 {
+		rows = "row"
+	}
+	if h.from == nil || h.to == nil {
+		return fmt.Sprintf("holds %d %s committed before it was added: not streamed; publish them with walrelay verify --republish over their window, or %s", h.n, rows, snapshot)
+	}
+	// --until is exclusive: one second past the last, in whole seconds.
+	since := h.from.UTC().Truncate(time.Second)
+	until := h.to.UTC().Truncate(time.Second).Add(time.Second)
+	return fmt.Sprintf("holds %d %s committed before it was added (%s %s to %s): not streamed; publish them with walrelay verify --republish --since %s --until %s, or %s",
+		h.n, rows, h.column, h.from.UTC().Format(time.RFC3339Nano), h.to.UTC().Format(time.RFC3339Nano), since.Format(time.RFC3339), until.Format(time.RFC3339), snapshot)
 }
 
 // createPublication creates pub for every table, INSERTs only, through the

@@ -3,7 +3,9 @@
 // sql/outbox_partitioned.sql and its partitions from now on, by
 // internal/partition's scheme), the publication holding every one of them
 // (INSERTs only, through the partition root; a table listed later is added
-// to an existing publication with ALTER PUBLICATION ... ADD TABLE) and the
+// to an existing publication with ALTER PUBLICATION ... ADD TABLE, once
+// the transactions writing it have ended: LOCK TABLE ... IN SHARE MODE in
+// the ALTER's transaction, under Names.LockTimeout) and the
 // logical replication slot (unless
 // Names.LeaveSlot: snapshot.mode=initial), and walrelay's record of its
 // slots (sql/005_slot_positions.sql, internal/slotrecord, in the first
@@ -95,6 +97,16 @@ type Names struct {
 	// snapshot; a slot created here would mean no snapshot). An existing
 	// slot is still checked.
 	LeaveSlot bool
+	// TimeColumn is outbox.time_column: the warning of the rows a table
+	// added to the publication held before gives the window of this column
+	// they span, for walrelay verify --republish. Empty: Partitions.Column,
+	// or no window.
+	TimeColumn string
+	// LockTimeout bounds the wait, when a table is added to an existing
+	// publication, for the transactions writing it to end (lock_timeout of
+	// its LOCK TABLE ... IN SHARE MODE); writers of that table wait behind
+	// it meanwhile. 0 means DefaultLockTimeout.
+	LockTimeout time.Duration
 	// Standby, when set, creates the slot on a hot standby of conn's
 	// server (decoding from a standby, Postgres 16+, postgres.primary_dsn):
 	// everything else, the slot's record included, on conn (the primary).
@@ -153,7 +165,7 @@ func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 		partitioned[i] = layout.Partitioned
 	}
 
-	s, err := ensurePublication(ctx, conn, n.Publication, tables, partitioned)
+	s, err := ensurePublication(ctx, conn, n, tables, partitioned)
 	steps = append(steps, s...)
 	if err != nil {
 		return steps, err
@@ -281,6 +293,26 @@ func outboxDDL(partitions bool, scheme partition.Scheme, table string) (string, 
 		return "", fmt.Errorf("sql/001_outbox_table.sql no longer starts its statement with %q", sqlfiles.CreateOutboxTable)
 	}
 	return strings.Replace(sqlfiles.OutboxTable, sqlfiles.CreateOutboxTable, "CREATE TABLE IF NOT EXISTS "+table+" (", 1), nil
+}
+
+// DefaultLockTimeout is Names.LockTimeout when 0: long enough for the
+// short transactions of an application writing an outbox, short enough
+// that its writers of the added table are not held up long.
+const DefaultLockTimeout = 10 * time.Second
+
+func (n Names) lockTimeout() time.Duration {
+	if n.LockTimeout > 0 {
+		return n.LockTimeout
+	}
+	return DefaultLockTimeout
+}
+
+// timeColumn is n.TimeColumn, or the partition column.
+func (n Names) timeColumn() string {
+	if n.TimeColumn == "" && n.Partitions != nil {
+		return n.Partitions.Column
+	}
+	return n.TimeColumn
 }
 
 // tables is n.Tables, or the one table n.Schema.n.Table.
