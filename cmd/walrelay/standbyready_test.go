@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,8 +21,8 @@ import (
 // one streaming is ready on /readyz and on /readyz?standbyok=true; the
 // other, waiting for the slot, is not ready on /readyz (its meaning is
 // kept: the instance that streams) and ready on /readyz?standbyok=true (a
-// healthy standby, the chart's readiness probe), and /status says which is
-// which. A standby is ready only while it could take over:
+// healthy standby, the chart's readiness probe), and /status and walrelay
+// status say which is which. A standby is ready only while it could take over:
 //   - its attempts on the slot hang (the postmaster frozen with SIGSTOP:
 //     a new connection gets no answer, while the active's walsender, a
 //     process of its own, streams on): not ready once postgres.max_backoff
@@ -74,6 +75,12 @@ func TestReadyzStandbyOK(t *testing.T) {
 		if st.Role != tc.role || st.Ready != tc.ready || st.StandbyOK != tc.standbyOK {
 			t.Errorf("/status of the %s = role %q, ready %t, ready_standbyok %t; want %q, %t, %t", tc.role, st.Role, st.Ready, st.StandbyOK, tc.role, tc.ready, tc.standbyOK)
 		}
+	}
+
+	// walrelay status says it too.
+	out, stderr, code := walrelay(t, append(env, "WALRELAY_HTTP_LISTEN="+standbyAddr), "status")
+	if code != 0 || !regexp.MustCompile(`(?m)^\s+role\s+standby \(healthy: /readyz\?standbyok=true answers 200\)$`).MatchString(out) {
+		t.Errorf("walrelay status of the standby: exit %d, want a healthy standby's role line:\n%s%s", code, out, stderr)
 	}
 
 	// The standby's attempts hang.
