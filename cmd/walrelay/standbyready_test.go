@@ -28,7 +28,17 @@ import (
 //     process of its own, streams on): not ready once postgres.max_backoff
 //     plus 10s passed since the last one ended, ready again after SIGCONT;
 //   - Postgres is stopped (immediate): not ready, saying why.
+//
+// In both delivery modes: with exactly-once the standby has built its
+// transactional producer (and fenced no one: only a process holding the
+// slot fences).
 func TestReadyzStandbyOK(t *testing.T) {
+	for _, delivery := range []string{"at_least_once", "exactly_once"} {
+		t.Run(delivery, func(t *testing.T) { testReadyzStandbyOK(t, delivery) })
+	}
+}
+
+func testReadyzStandbyOK(t *testing.T, delivery string) {
 	pg := testenv.PrivateCluster(t, localpg.Options{})
 	dsn := pg.DSN("postgres")
 	setupOutbox(t, dsn)
@@ -42,6 +52,7 @@ func TestReadyzStandbyOK(t *testing.T) {
 		"WALRELAY_POSTGRES_MAX_BACKOFF=1s",
 		"WALRELAY_RELAY_SHUTDOWN_TIMEOUT=5s",
 		"WALRELAY_LOG_FORMAT=json",
+		"WALRELAY_RELAY_DELIVERY="+delivery,
 		"WALRELAY_ROUTER_ROUTE_TOPIC_REPLACEMENT="+prefix+".${routedByValue}",
 	)
 	activeAddr, standbyAddr := "127.0.0.1:"+closedPort(t), "127.0.0.1:"+closedPort(t)
