@@ -70,14 +70,14 @@ func New(addr string, g prometheus.Gatherer, r Relay, log *slog.Logger, opts ...
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, req *http.Request) {
-		standbyOK, err := standbyOK(req)
+		acceptStandby, err := standbyOK(req)
 		if err != nil {
 			w.WriteHeader(http.StatusBadRequest)
 			fmt.Fprintln(w, err)
 			return
 		}
 		var standby string
-		if standbyOK {
+		if acceptStandby {
 			standby, err = r.StandbyReady(req.Context())
 		} else {
 			err = r.Ready(req.Context())
@@ -112,8 +112,8 @@ func New(addr string, g prometheus.Gatherer, r Relay, log *slog.Logger, opts ...
 // probe of a Deployment with a standby asks /readyz?standbyok=true, as
 // Vault's health endpoint (/v1/sys/health?standbyok=true) is asked by its
 // Helm chart: a parameter of the same endpoint, the same body. A value
-// that is not a boolean is refused (400) rather than read as false: a
-// misspelt probe would otherwise keep every standby unready in silence.
+// that is not a boolean is refused (400) rather than read as false, which
+// would keep every standby unready with nothing saying why.
 func standbyOK(req *http.Request) (bool, error) {
 	q := req.URL.Query()
 	if !q.Has("standbyok") {
