@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -9,9 +10,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/walrelay/walrelay/internal/localpg"
 	"github.com/walrelay/walrelay/internal/testenv"
@@ -27,6 +31,7 @@ import (
 //     a new connection gets no answer, while the active's walsender, a
 //     process of its own, streams on): not ready once postgres.max_backoff
 //     plus 10s passed since the last one ended, ready again after SIGCONT;
+//   - no Kafka broker answers: not ready, ready again once one does;
 //   - Postgres is stopped (immediate): not ready, saying why.
 //
 // In both delivery modes: with exactly-once the standby has built its
@@ -110,6 +115,26 @@ func testReadyzStandbyOK(t *testing.T, delivery string) {
 	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 		t.Fatalf("SIGCONT of the postmaster: %v", err)
 	}
+	waitReadyz(t, standbyAddr, "/readyz?standbyok=true", 200, 30*time.Second)
+
+	// No Kafka broker answers (each request closes its connection, as a
+	// broker that went away does): a standby that could not publish is not
+	// ready either; then back.
+	var kafkaDown atomic.Bool
+	broker.Cluster.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
+		broker.Cluster.KeepControl()
+		if kafkaDown.Load() {
+			return nil, errors.New("broker unreachable (test)"), true
+		}
+		return nil, nil, false
+	})
+	kafkaDown.Store(true)
+	body = waitReadyz(t, standbyAddr, "/readyz?standbyok=true", 503, 30*time.Second)
+	t.Logf("standby with no Kafka broker answering: %s", body)
+	if !strings.Contains(body, "standby: reaching kafka brokers") {
+		t.Errorf("the standby without Kafka reads %q, want the failed ping", body)
+	}
+	kafkaDown.Store(false)
 	waitReadyz(t, standbyAddr, "/readyz?standbyok=true", 200, 30*time.Second)
 
 	// Postgres stopped.
