@@ -38,10 +38,11 @@ func statusCommand(stdout io.Writer) *cobra.Command {
 	var statusAddr string
 	cmd := adminCommand("status", "One screen: what the running relay reports and the slot's view from Postgres",
 		`Shows what the running relay reports on GET /status of its http.listen address
-(streaming, ready, confirmed and received LSN, in-flight records, reconnects,
-last error) and the slot as Postgres sees it (active, holder, lag of
-confirmed_flush_lsn and restart_lsn, wal_status, safe_wal_size). When the relay
-does not answer it says so and still shows the slot, and the other way round.
+(streaming, role: active or standby, ready, confirmed and received LSN,
+in-flight records, reconnects, last error) and the slot as Postgres sees it
+(active, holder, lag of confirmed_flush_lsn and restart_lsn, wal_status,
+safe_wal_size). When the relay does not answer it says so and still shows the
+slot, and the other way round.
 
 Exit status: 0 when both the relay and Postgres answered (whatever they
 report); 1 when either could not be read (the relay not running or not
@@ -209,7 +210,15 @@ func printStatus(w io.Writer, slot string, v statusView) {
 		if !r.Ready && r.NotReadyReason != "" {
 			ready += " (" + r.NotReadyReason + ")"
 		}
+		role := dash(r.Role)
+		if r.Role == relay.RoleStandby {
+			role += " (not healthy: /readyz?standbyok=true answers 503)"
+			if r.ReadyStandbyOK {
+				role = r.Role + " (healthy: /readyz?standbyok=true answers 200)"
+			}
+		}
 		fmt.Fprintf(tw, "  streaming\t%s\n", yesNo(r.Streaming))
+		fmt.Fprintf(tw, "  role\t%s\n", role)
 		fmt.Fprintf(tw, "  ready\t%s\n", ready)
 		fmt.Fprintf(tw, "  confirmed_lsn\t%s\n", r.ConfirmedLSN)
 		fmt.Fprintf(tw, "  received_lsn\t%s\n", r.ReceivedLSN)

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/internal/testenv"
 )
 
@@ -200,8 +201,12 @@ func TestReadyWhileSlotHeldElsewhere(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if st := run.relay.Status(t.Context()); st.Ready || st.Streaming || st.Slot.ActivePID != int32(holder.PID()) {
+	if st := run.relay.Status(t.Context()); st.Ready || st.Streaming || st.Slot.ActivePID != int32(holder.PID()) || st.Role != relay.RoleStandby || !st.ReadyStandbyOK {
 		t.Errorf("status while held elsewhere: %+v", st)
+	}
+	// A healthy standby: ready for a probe that accepts one.
+	if standby, err := run.relay.StandbyReady(t.Context()); err != nil || !strings.Contains(standby, "active in another process") {
+		t.Errorf("StandbyReady() while held elsewhere = %q, %v; want a standby", standby, err)
 	}
 
 	_ = holder.Close(t.Context())
@@ -209,6 +214,12 @@ func TestReadyWhileSlotHeldElsewhere(t *testing.T) {
 	f.broker.ReadAll(t, []string{"outbox.event.order"}, 1, 30*time.Second)
 	if err := run.relay.Ready(t.Context()); err != nil {
 		t.Fatalf("Ready() after takeover = %v", err)
+	}
+	if standby, err := run.relay.StandbyReady(t.Context()); err != nil || standby != "" {
+		t.Errorf("StandbyReady() after takeover = %q, %v; want ready, not a standby", standby, err)
+	}
+	if st := run.relay.Status(t.Context()); st.Role != relay.RoleActive || !st.ReadyStandbyOK {
+		t.Errorf("status after takeover: role %q, ready_standbyok %t", st.Role, st.ReadyStandbyOK)
 	}
 	if err := run.stop(); err != nil {
 		t.Fatal(err)

@@ -74,9 +74,14 @@ func (r *Relay) registerGauges() {
 
 // Status is what the relay reports about itself (GET /status).
 type Status struct {
-	Streaming          bool   `json:"streaming"`
-	Ready              bool   `json:"ready"`
-	NotReadyReason     string `json:"not_ready_reason,omitempty"`
+	Streaming      bool   `json:"streaming"`
+	Ready          bool   `json:"ready"`
+	NotReadyReason string `json:"not_ready_reason,omitempty"`
+	// Role is RoleActive, RoleStandby or RoleNone.
+	Role string `json:"role"`
+	// ReadyStandbyOK is what GET /readyz?standbyok=true answers
+	// (StandbyReady): ready, or a healthy standby.
+	ReadyStandbyOK     bool   `json:"ready_standbyok"`
 	ConfirmedLSN       string `json:"confirmed_lsn"`
 	ReceivedLSN        string `json:"received_lsn"`
 	InFlightRecords    int    `json:"in_flight_records"`
@@ -141,12 +146,88 @@ func (r *Relay) Status(ctx context.Context) Status {
 		w := r.avro.waiting()
 		st.SchemaRegistryWaiting = &w
 	}
+	st.Role = r.role()
 	if err := r.Ready(ctx); err != nil {
 		st.NotReadyReason = err.Error()
+		if st.Role == RoleStandby {
+			_, err := r.StandbyReady(ctx)
+			st.ReadyStandbyOK = err == nil
+		}
 	} else {
-		st.Ready = true
+		st.Ready, st.ReadyStandbyOK = true, true
 	}
 	return st
+}
+
+// What a relay is for its slot (Status.Role).
+const (
+	// RoleActive: the relay streams from the slot.
+	RoleActive = "active"
+	// RoleStandby: the relay's last attempt on the slot found another
+	// process streaming from it; it takes the slot over once it is free.
+	// StandbyReady says whether it is a healthy standby.
+	RoleStandby = "standby"
+	// RoleNone: neither: starting (the startup checks, the initial
+	// snapshot, a synchronized copy waiting for a promotion), reconnecting
+	// after a lost session or a failed attempt, or stopping on an error.
+	// Status.NotReadyReason says which.
+	RoleNone = "none"
+)
+
+// role is the relay's Status.Role.
+func (r *Relay) role() string {
+	switch _, last := r.stream.LastSessionEnd(); {
+	case r.stream.Streaming():
+		return RoleActive
+	case errors.Is(last, replication.ErrSlotActive):
+		return RoleStandby
+	default:
+		return RoleNone
+	}
+}
+
+// standbyAttemptBound is how long a standby's attempt on the slot
+// (connecting, IDENTIFY_SYSTEM, reading the slot) may take before
+// StandbyReady takes it for hung: what the daemon's own connections wait
+// to connect (internal/postgres's connect timeout).
+const standbyAttemptBound = 10 * time.Second
+
+// StandbyReady answers a readiness probe that accepts a healthy standby
+// (GET /readyz?standbyok=true), so that with two processes on one slot
+// both are Ready while either could stream. While the relay streams it
+// returns "" and Ready's answer. Otherwise it returns a description of
+// the standby and nil when the relay is a healthy standby, one that could
+// take the slot over now: its last attempt on the slot reached Postgres
+// and found another process streaming from it, that attempt ended at most
+// postgres.max_backoff + standbyAttemptBound ago (the next one runs
+// within postgres.max_backoff: an older end means it hangs), its pipeline
+// has not failed, and a Kafka broker answers (2s timeout). Else an error
+// saying why not: Ready's reason (starting, Postgres unreachable, a
+// synchronized copy, ...) or the standby's.
+func (r *Relay) StandbyReady(ctx context.Context) (standby string, err error) {
+	r = r.current()
+	at, last := r.stream.LastSessionEnd()
+	if r.stream.Streaming() || !errors.Is(last, replication.ErrSlotActive) {
+		return "", r.Ready(ctx)
+	}
+	if err := r.fail.err(); err != nil {
+		return "", fmt.Errorf("standby whose pipeline failed: %w", err)
+	}
+	age, bound := time.Since(at), r.cfg.Postgres.MaxBackoff+standbyAttemptBound
+	if age > bound {
+		return "", fmt.Errorf("standby: no attempt on slot %q reached Postgres for %s (postgres.max_backoff %s + %s for an attempt): the attempt running now hangs",
+			r.cfg.Postgres.Slot, age.Round(time.Second), r.cfg.Postgres.MaxBackoff, standbyAttemptBound)
+	}
+	p := r.pubShared.Load()
+	if p == nil {
+		return "", errors.New("standby: no kafka client yet")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := p.Ping(ctx); err != nil {
+		return "", fmt.Errorf("standby: %w", err)
+	}
+	return fmt.Sprintf("standby: %v (%s ago); it takes the slot over once it is free", last, age.Round(time.Millisecond)), nil
 }
 
 // Ready returns nil when the relay streams from its slot and a Kafka
@@ -165,6 +246,10 @@ func (r *Relay) Ready(ctx context.Context) error {
 		case errors.Is(r.stream.LastError(), replication.ErrSlotSynced):
 			// Before "held by another process": the slot sync worker
 			// holds the copy while it updates it.
+			return fmt.Errorf("not streaming: %w", r.stream.LastError())
+		case r.stream.LastError() != nil && !errors.Is(r.stream.LastError(), replication.ErrSlotActive):
+			// Before the slot's last poll, which a failed poll leaves
+			// as it was: Postgres stopped, the slot still reads held.
 			return fmt.Errorf("not streaming: %w", r.stream.LastError())
 		case st.Active && st.ActivePID != 0:
 			return fmt.Errorf("not streaming: slot %q is held by another process (pid %d); waiting for it", r.cfg.Postgres.Slot, st.ActivePID)

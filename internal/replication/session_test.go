@@ -115,6 +115,16 @@ func TestStreamWaitsForSlotHeldElsewhere(t *testing.T) {
 	if err := s.LastError(); !errors.Is(err, ErrSlotActive) || !strings.Contains(err.Error(), testSlot) {
 		t.Errorf("LastError = %v, want ErrSlotActive naming the slot", err)
 	}
+	// Each attempt ends anew: readiness tells a waiting standby from a
+	// hung one by it.
+	first, _ := s.LastSessionEnd()
+	deadline = time.Now().Add(10 * time.Second)
+	for at, err := s.LastSessionEnd(); !at.After(first) || !errors.Is(err, ErrSlotActive); at, err = s.LastSessionEnd() {
+		if time.Now().After(deadline) {
+			t.Fatalf("LastSessionEnd = %s, %v: still the first attempt's %s after 10s of retries every %s at most", at, err, first, cfg.MaxBackoff)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if n := len(sessions(rec.snapshot())); n != 0 {
 		t.Errorf("the handler was given %d sessions while the slot was held elsewhere", n)
 	}

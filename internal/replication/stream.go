@@ -189,7 +189,13 @@ type Stream struct {
 	streaming  atomic.Bool
 	received   atomic.Uint64
 	reconnects atomic.Uint64
-	lastErr    atomic.Pointer[error]
+	lastErr    atomic.Pointer[sessionEnd]
+}
+
+// sessionEnd is how the last session ended: its error, and when.
+type sessionEnd struct {
+	err error
+	at  time.Time
 }
 
 // Streaming reports whether a session is streaming from the slot now.
@@ -205,10 +211,20 @@ func (s *Stream) Reconnects() uint64 { return s.reconnects.Load() }
 
 // LastError is the error that ended the last session, nil if none did.
 func (s *Stream) LastError() error {
+	_, err := s.LastSessionEnd()
+	return err
+}
+
+// LastSessionEnd is when the last session that ended with an error ended
+// (the zero time if none did), and LastError. A standby's attempts end
+// with ErrSlotActive, the next one starting at most Config.MaxBackoff
+// later: an older end means the attempt running now hangs (readiness reads
+// it so).
+func (s *Stream) LastSessionEnd() (time.Time, error) {
 	if p := s.lastErr.Load(); p != nil {
-		return *p
+		return p.at, p.err
 	}
-	return nil
+	return time.Time{}, nil
 }
 
 // New validates cfg and returns a Stream. It does not connect. A Config
@@ -256,7 +272,7 @@ func (s *Stream) Run(ctx context.Context) error {
 		}
 		err = withDetail(err)
 		if err != nil {
-			s.lastErr.Store(&err)
+			s.lastErr.Store(&sessionEnd{err: err, at: time.Now()})
 		}
 		if !retryable(err) {
 			return err

@@ -1,8 +1,9 @@
 // Package server is walrelay's HTTP listener: /metrics (Prometheus, from
 // walrelay's own registry), /healthz (the process is alive), /readyz
-// (streaming from the slot and a broker answers; the body says why not)
-// and /status (the relay's and the slot's state as JSON, for `walrelay
-// status`), and, when enabled, Go's profiler under /debug/pprof/.
+// (streaming from the slot and a broker answers; the body says why not;
+// /readyz?standbyok=true: that, or a healthy standby) and /status (the
+// relay's and the slot's state as JSON, for `walrelay status`), and, when
+// enabled, Go's profiler under /debug/pprof/.
 //
 // In: an address, a prometheus.Gatherer and a Relay to ask. Out: HTTP
 // responses. It binds loopback by default (config http.listen) and never
@@ -19,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +32,9 @@ import (
 // Relay is what the server asks about the relay.
 type Relay interface {
 	Ready(ctx context.Context) error
+	// StandbyReady is Ready that also accepts a healthy standby: it
+	// returns a description of the standby when it is one.
+	StandbyReady(ctx context.Context) (standby string, err error)
 	Status(ctx context.Context) relay.Status
 }
 
@@ -65,12 +70,27 @@ func New(addr string, g prometheus.Gatherer, r Relay, log *slog.Logger, opts ...
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, req *http.Request) {
-		if err := r.Ready(req.Context()); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, "not ready:", err)
+		acceptStandby, err := standbyOK(req)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintln(w, err)
 			return
 		}
-		fmt.Fprintln(w, "ready")
+		var standby string
+		if acceptStandby {
+			standby, err = r.StandbyReady(req.Context())
+		} else {
+			err = r.Ready(req.Context())
+		}
+		switch {
+		case err != nil:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "not ready:", err)
+		case standby != "":
+			fmt.Fprintln(w, "ready:", standby)
+		default:
+			fmt.Fprintln(w, "ready")
+		}
 	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -83,6 +103,31 @@ func New(addr string, g prometheus.Gatherer, r Relay, log *slog.Logger, opts ...
 		log:  log,
 		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
 	}
+}
+
+// standbyOK reads /readyz's standbyok parameter: absent is false, present
+// without a value is true, else a boolean (strconv.ParseBool). /readyz
+// alone keeps its meaning, the instance that streams, which external
+// monitors and the operators' scripts rely on; a Kubernetes readiness
+// probe of a Deployment with a standby asks /readyz?standbyok=true, as
+// Vault's health endpoint (/v1/sys/health?standbyok=true) is asked by its
+// Helm chart: a parameter of the same endpoint, the same body. A value
+// that is not a boolean is refused (400) rather than read as false, which
+// would keep every standby unready with nothing saying why.
+func standbyOK(req *http.Request) (bool, error) {
+	q := req.URL.Query()
+	if !q.Has("standbyok") {
+		return false, nil
+	}
+	v := q.Get("standbyok")
+	if v == "" {
+		return true, nil
+	}
+	ok, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("standbyok=%q: want true or false", v)
+	}
+	return ok, nil
 }
 
 // Run listens and serves until ctx is done, then shuts down gracefully.

@@ -21,10 +21,16 @@ import (
 // for the relay, whose real behaviour internal/relay's integration tests cover.
 type stubRelay struct {
 	notReady error
-	status   relay.Status
+	// standby and notStandbyReady are StandbyReady's answer.
+	standby         string
+	notStandbyReady error
+	status          relay.Status
 }
 
-func (s stubRelay) Ready(context.Context) error         { return s.notReady }
+func (s stubRelay) Ready(context.Context) error { return s.notReady }
+func (s stubRelay) StandbyReady(context.Context) (string, error) {
+	return s.standby, s.notStandbyReady
+}
 func (s stubRelay) Status(context.Context) relay.Status { return s.status }
 
 func serve(t *testing.T, r Relay) string {
@@ -71,6 +77,13 @@ func TestEndpoints(t *testing.T) {
 		{"healthz", stubRelay{}, "/healthz", 200, "ok"},
 		{"ready", stubRelay{}, "/readyz", 200, "ready"},
 		{"not ready says why", stubRelay{notReady: errors.New(`not streaming: slot "walrelay" is held by another process (pid 4242)`)}, "/readyz", 503, "pid 4242"},
+		{"standby: /readyz is not ready", stubRelay{notReady: errors.New("held by another process"), standby: "standby: held"}, "/readyz", 503, "not ready: held by another process"},
+		{"standby: standbyok=true is ready and says so", stubRelay{notReady: errors.New("held by another process"), standby: "standby: held (1s ago)"}, "/readyz?standbyok=true", 200, "ready: standby: held (1s ago)"},
+		{"standbyok alone is true", stubRelay{notReady: errors.New("held"), standby: "standby: held"}, "/readyz?standbyok", 200, "ready: standby"},
+		{"standbyok=false is /readyz", stubRelay{notReady: errors.New("held by another process"), standby: "standby: held"}, "/readyz?standbyok=false", 503, "not ready: held by another process"},
+		{"standbyok: an unhealthy standby says why", stubRelay{notReady: errors.New("x"), notStandbyReady: errors.New("not streaming: connecting: refused")}, "/readyz?standbyok=true", 503, "not ready: not streaming: connecting: refused"},
+		{"standbyok: the active is ready", stubRelay{}, "/readyz?standbyok=true", 200, "ready\n"},
+		{"standbyok not a boolean", stubRelay{}, "/readyz?standbyok=yes", 400, `standbyok="yes": want true or false`},
 		{"metrics from the given registry", stubRelay{}, "/metrics", 200, "walrelay_test_total 3"},
 		{"status as JSON", stubRelay{status: relay.Status{Streaming: true, ConfirmedLSN: "0/16B3748"}}, "/status", 200, `"confirmed_lsn": "0/16B3748"`},
 		{"unknown path", stubRelay{}, "/nope", 404, ""},

@@ -62,6 +62,23 @@ func TestChart(t *testing.T) {
 	}
 }
 
+// TestOneReplica: without a standby the defaults keep every invariant too:
+// the rollout's extra pod is the standby that takes over, and a drain may
+// evict the one pod (minAvailable 1 would block every drain).
+func TestOneReplica(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "one.yaml")
+	if err := os.WriteFile(f, []byte("replicaCount: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	objs := render(t, chartDir, f)
+	if n := *objs.Deployments[0].Spec.Replicas; n != 1 {
+		t.Fatalf("replicas %d, want 1", n)
+	}
+	for _, p := range Check(objs) {
+		t.Error(p)
+	}
+}
+
 // TestExamples pins what each example is for: the fleet's releases differ
 // in what identifies a database, one carries the alerts and the dashboard,
 // and exactly-once sets the delivery and the release's transactional id.
@@ -212,8 +229,11 @@ func TestChecksCatchMutations(t *testing.T) {
 			"          livenessProbe:\n            httpGet:\n              path: /healthz", "          livenessProbe:\n            httpGet:\n              path: /readyz",
 			false, "probes: the liveness probe asks /readyz"},
 		{"readiness probe removed", "templates/deployment.yaml",
-			"          readinessProbe:\n            httpGet:\n              path: /readyz\n              port: http-metrics\n            {{- toYaml .Values.probes.readiness | nindent 12 }}\n", "",
+			"          readinessProbe:\n            httpGet:\n              path: /readyz?standbyok=true\n              port: http-metrics\n            {{- toYaml .Values.probes.readiness | nindent 12 }}\n", "",
 			false, "probes: no readiness probe"},
+		{"readiness probe on /readyz: the standby never Ready", "templates/deployment.yaml",
+			"              path: /readyz?standbyok=true\n", "              path: /readyz\n",
+			false, "probes: the readiness probe asks /readyz, want /readyz?standbyok=true"},
 		{"listener left on loopback", "templates/_helpers.tpl",
 			`(printf "0.0.0.0:%v" .Values.metrics.port)`, `(printf "127.0.0.1:%v" .Values.metrics.port)`,
 			false, "walrelay listens on \"127.0.0.1:9814\""},
@@ -250,12 +270,18 @@ func TestChecksCatchMutations(t *testing.T) {
 		{"GOMEMLIMIT off", "values.yaml",
 			"goMemLimitPercent: 90\n", "goMemLimitPercent: 0\n",
 			false, "memory: GOMEMLIMIT is not set"},
-		{"rollout waits for a Ready standby", "values.yaml",
-			"    maxUnavailable: \"100%\"\n", "    maxUnavailable: 1\n",
-			false, "availability: a rollout stalls"},
+		{"rollout stops the old pods first", "values.yaml",
+			"    maxSurge: 1\n    maxUnavailable: 0\n", "    maxSurge: 0\n    maxUnavailable: \"100%\"\n",
+			false, "availability: a rollout stops 2 old pod(s) before new ones are Ready"},
+		{"rollout recreates", "values.yaml",
+			"  type: RollingUpdate\n  rollingUpdate:\n    maxSurge: 1\n    maxUnavailable: 0\n", "  type: Recreate\n",
+			false, "availability: a rollout stops every pod before it starts new ones"},
 		{"disruption budget blocks drains", "values.yaml",
-			"podDisruptionBudget:\n  enabled: true\n  maxUnavailable: \"100%\"\n", "podDisruptionBudget:\n  enabled: true\n  maxUnavailable: 1\n",
-			false, "availability: the PodDisruptionBudget never lets the active pod be evicted"},
+			"podDisruptionBudget:\n  enabled: true\n  maxUnavailable: 1\n", "podDisruptionBudget:\n  enabled: true\n  maxUnavailable: 0\n",
+			false, "availability: the PodDisruptionBudget never lets a pod be evicted"},
+		{"disruption budget lets a drain take both pods", "values.yaml",
+			"podDisruptionBudget:\n  enabled: true\n  maxUnavailable: 1\n", "podDisruptionBudget:\n  enabled: true\n  maxUnavailable: \"100%\"\n",
+			false, "availability: the PodDisruptionBudget lets a drain evict every pod at once"},
 		{"grace shorter than the drain", "values.yaml",
 			"terminationGracePeriodSeconds: 45\n", "terminationGracePeriodSeconds: 30\n",
 			false, "availability: terminationGracePeriodSeconds 30 is not longer than relay.shutdown_timeout"},

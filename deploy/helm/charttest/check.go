@@ -113,8 +113,9 @@ func dig(m map[string]any, dotted string) any {
 	return cur
 }
 
-// checkProbes: liveness on /healthz only, readiness on /readyz, and the
-// probes' port the one walrelay listens on inside the pod.
+// checkProbes: liveness on /healthz only, readiness on
+// /readyz?standbyok=true, and the probes' port the one walrelay listens on
+// inside the pod.
 func checkProbes(c *corev1.Container, cfg map[string]any, report func(string, ...any)) {
 	port := map[string]int32{}
 	for _, p := range c.Ports {
@@ -146,9 +147,13 @@ func checkProbes(c *corev1.Container, cfg map[string]any, report func(string, ..
 		}
 	}
 	// A standby's /readyz is 503 for as long as it waits: a liveness or
-	// startup probe on it would restart every healthy standby.
+	// startup probe on it would restart every healthy standby, and a
+	// readiness probe on it would leave the standby never available
+	// (rollouts that wait for it stall, the budget blocks drains).
+	// /readyz?standbyok=true is 200 on the active pod and on a healthy
+	// standby.
 	check("liveness", c.LivenessProbe, "/healthz")
-	check("readiness", c.ReadinessProbe, "/readyz")
+	check("readiness", c.ReadinessProbe, "/readyz?standbyok=true")
 	if c.StartupProbe != nil {
 		check("startup", c.StartupProbe, "/healthz")
 	}
@@ -356,9 +361,14 @@ func checkMemory(c *corev1.Container, cfg map[string]any, report func(string, ..
 	}
 }
 
-// checkAvailability: with a standby that is never Ready, the rollout must
-// be able to stop the old active pod, and the disruption budget must allow
-// evicting it; the pods get longer than relay.shutdown_timeout to drain.
+// checkAvailability: the pod that streams and a healthy standby are both
+// Ready (/readyz?standbyok=true, checkProbes). A rollout starts a new pod
+// before it stops an old one (maxUnavailable 0, maxSurge at least 1): a pod
+// able to take the slot over is Ready at every step, and a new version
+// that never becomes Ready stops the rollout while the old pods relay. The
+// disruption budget lets a drain evict one pod at a time, never both (2
+// replicas), and the only one (1 replica). The pods get longer than
+// relay.shutdown_timeout to drain.
 func checkAvailability(o *Objects, d *appsv1.Deployment, cfg map[string]any, report func(string, ...any)) {
 	replicas := int32(1)
 	if d.Spec.Replicas != nil {
@@ -367,26 +377,36 @@ func checkAvailability(o *Objects, d *appsv1.Deployment, cfg map[string]any, rep
 	if replicas < 1 || replicas > 2 {
 		report("availability: replicas %d, want 1 or 2", replicas)
 	}
-	// At most one pod is Ready at any time: the one holding the slot.
-	const ready = 1
-	if s := d.Spec.Strategy; s.Type != appsv1.RecreateDeploymentStrategyType {
-		maxUnavailable := intstr.FromString("25%") // Kubernetes' default
+	switch s := d.Spec.Strategy; s.Type {
+	case appsv1.RecreateDeploymentStrategyType:
+		report("availability: a rollout stops every pod before it starts new ones (strategy Recreate): no pod is left to take the slot over, and a new version that cannot start leaves none relaying")
+	default:
+		maxUnavailable, maxSurge := intstr.FromString("25%"), intstr.FromString("25%") // Kubernetes' defaults
 		if s.RollingUpdate != nil && s.RollingUpdate.MaxUnavailable != nil {
 			maxUnavailable = *s.RollingUpdate.MaxUnavailable
 		}
-		// The Deployment controller rounds maxUnavailable down; it stops
-		// an old available pod only while replicas - maxUnavailable pods
-		// stay available, and the new pods wait for the slot, never Ready.
+		if s.RollingUpdate != nil && s.RollingUpdate.MaxSurge != nil {
+			maxSurge = *s.RollingUpdate.MaxSurge
+		}
+		// The Deployment controller rounds maxUnavailable down and
+		// maxSurge up.
 		mu, err := intstr.GetScaledValueFromIntOrPercent(&maxUnavailable, int(replicas), false)
 		if err != nil {
 			report("availability: strategy maxUnavailable %s: %v", maxUnavailable.String(), err)
-		} else if replicas > 1 && int(replicas)-mu >= ready {
-			report("availability: a rollout stalls: maxUnavailable %s keeps %d available pod(s) required, and the new pods are standbys, never Ready, while the old active holds the slot", maxUnavailable.String(), int(replicas)-mu)
+		} else if mu > 0 {
+			report("availability: a rollout stops %d old pod(s) before new ones are Ready (maxUnavailable %s, want 0): the active pod may go while no standby is Ready to take the slot, and a new version that cannot start leaves fewer pods relaying", mu, maxUnavailable.String())
+		}
+		ms, err := intstr.GetScaledValueFromIntOrPercent(&maxSurge, int(replicas), true)
+		if err != nil {
+			report("availability: strategy maxSurge %s: %v", maxSurge.String(), err)
+		} else if ms < 1 {
+			report("availability: a rollout adds no pod before it stops one (maxSurge %s, want at least 1)", maxSurge.String())
 		}
 	}
 	for _, pdb := range o.PDBs {
 		// The disruption controller: allowed = Ready pods - desired
-		// healthy, rounding percentages up.
+		// healthy, rounding percentages up; every pod is Ready while the
+		// active and the standby are healthy.
 		var desired int
 		switch {
 		case pdb.Spec.MaxUnavailable != nil:
@@ -404,8 +424,11 @@ func checkAvailability(o *Objects, d *appsv1.Deployment, cfg map[string]any, rep
 			}
 			desired = ma
 		}
-		if ready-desired < 1 {
-			report("availability: the PodDisruptionBudget never lets the active pod be evicted (1 Ready pod, %d required): node drains block for ever", desired)
+		switch allowed := int(replicas) - desired; {
+		case allowed < 1:
+			report("availability: the PodDisruptionBudget never lets a pod be evicted (%d Ready pod(s), %d required): node drains block for ever", replicas, desired)
+		case replicas > 1 && allowed >= int(replicas):
+			report("availability: the PodDisruptionBudget lets a drain evict every pod at once (%d Ready, %d required): the slot is left with no pod to take it over", replicas, desired)
 		}
 	}
 	timeout := 30 * time.Second
@@ -462,12 +485,12 @@ func checkNetwork(o *Objects, report func(string, ...any)) {
 	}
 }
 
-// checkMonitoring: the standby is scraped, and as job "walrelay" (the alert
-// rules match on it).
+// checkMonitoring: every pod is scraped, Ready or not, and as job
+// "walrelay" (the alert rules match on it).
 func checkMonitoring(o *Objects, report func(string, ...any)) {
 	for _, s := range o.Services {
 		if !s.Spec.PublishNotReadyAddresses {
-			report("monitoring: Service %s does not publish not-ready addresses: the standby would not be scraped", s.Name)
+			report("monitoring: Service %s does not publish not-ready addresses: a pod that is not Ready (starting, or a standby that cannot reach Postgres) would not be scraped", s.Name)
 		}
 	}
 	for _, sm := range o.ServiceMonitors {
