@@ -107,6 +107,8 @@ type variable struct {
 	Type       string          `json:"type"`
 	Query      json.RawMessage `json:"query"` // a string, or {"query": "..."} for query variables
 	Datasource *datasourceRef  `json:"datasource"`
+	IncludeAll bool            `json:"includeAll"`
+	AllValue   string          `json:"allValue"`
 }
 
 // queryText returns a query variable's query string.
