@@ -179,11 +179,14 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, 
 // holds (a jump it recorded, the fence retention relies on). With one
 // listed schema it reads nothing.
 func (r *Relay) locateRecord(ctx context.Context, conn *pgx.Conn) error {
+	pg := r.cfg.Postgres
+	if len(pg.Schemas()) < 2 {
+		return nil // no other schema to look in (and no connection to the primary yet)
+	}
 	w, err := r.rec.writer(ctx, conn)
 	if err != nil {
 		return err
 	}
-	pg := r.cfg.Postgres
 	if err := slotrecord.Locate(ctx, w, pg.RecordSchema(), pg.Schemas(), pg.Slot); err != nil {
 		return fmt.Errorf("locating the record of slot %q: %w", pg.Slot, err)
 	}
