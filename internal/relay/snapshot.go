@@ -442,7 +442,7 @@ func (r *Relay) onlyTables(only []string) error {
 	for _, s := range only {
 		schema, name, err := config.SplitTable(s)
 		if err != nil {
-			return fmt.Errorf("reading table %q: %w", s, err)
+			return fmt.Errorf("parsing table %q: %w", s, err)
 		}
 		want[schema+"."+name] = false
 	}
