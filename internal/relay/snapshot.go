@@ -51,7 +51,7 @@ func (r *Relay) snapshotTables() ([]snapshot.Table, error) {
 		for _, t := range r.cfg.Postgres.Tables() {
 			listed = append(listed, t.Quoted())
 		}
-		return nil, fmt.Errorf("%w: the publications %q contain no table (ALTER PUBLICATION ... ADD TABLE %s; with the tables of postgres.table, or run `walrelay setup`)",
+		return nil, fmt.Errorf("%w: the publications %q contain no table: ALTER PUBLICATION ... ADD TABLE %s; (postgres.table's tables), or run `walrelay setup`",
 			snapshot.ErrNoTable, r.cfg.Postgres.Publications, strings.Join(listed, ", "))
 	}
 	out := make([]snapshot.Table, len(r.tables))
