@@ -16,6 +16,7 @@ import (
 func snapshotCommand(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		where  string
+		tables []string
 		dryRun bool
 	)
 	cmd := adminCommand("snapshot", "Backfill: publish the outbox's rows (filtered) once, read in one snapshot",
@@ -35,6 +36,11 @@ published twice, once by each. Consumers dedupe on the "id" header. Running it
 twice publishes every row twice. walrelay run's snapshot.mode=initial, not this
 command, is the way to start a new slot without duplicates.
 
+--table restricts it to the tables named (each in a configured publication),
+for instance an outbox table added to postgres.table and the publication
+while it already had rows: the stream publishes only the rows committed after
+it was added.
+
 --dry-run counts the rows it would publish and publishes nothing. It needs
 relay.delivery=at_least_once. It holds the snapshot's xmin horizon on the
 primary until it has read the last row.`, cobra.NoArgs,
@@ -50,7 +56,7 @@ primary until it has read the last row.`, cobra.NoArgs,
 			report := func(s snapshot.Status) {
 				fmt.Fprintf(stderr, "snapshot: %d of %d rows, %.0f rows/s, eta %s\n", s.Done, s.Total, s.Rate, s.ETA)
 			}
-			res, err := r.Backfill(ctx, where, dryRun, report)
+			res, err := r.Backfill(ctx, where, tables, dryRun, report)
 			if err != nil {
 				return err
 			}
@@ -66,6 +72,7 @@ primary until it has read the last row.`, cobra.NoArgs,
 		})
 	f := cmd.Flags()
 	f.StringVar(&where, "where", "", "SQL boolean expression over the outbox's columns selecting the rows to publish (default: snapshot.where)")
+	f.StringSliceVar(&tables, "table", nil, "publish only these published tables, schema-qualified (repeat or comma-separate; default: every published table)")
 	f.BoolVar(&dryRun, "dry-run", false, "count the rows that would be published; publish nothing")
 	return cmd
 }

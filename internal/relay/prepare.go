@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,6 +35,11 @@ var (
 	// ErrPublicationRecord: a configured publication publishes walrelay's
 	// own slot record table (FOR ALL TABLES, FOR TABLES IN SCHEMA).
 	ErrPublicationRecord = errors.New("publication publishes walrelay's slot record table")
+	// ErrTableNotPublished: a table postgres.table lists (or walrelay
+	// snapshot --table names) is in none of the configured publications.
+	// The relay would never stream its rows, while retention, partition
+	// upkeep and verify take it for an outbox.
+	ErrTableNotPublished = errors.New("outbox table is not published")
 )
 
 // prepare checks the database before streaming: the slot (created when
@@ -92,6 +98,9 @@ func (r *Relay) prepare(ctx context.Context) error {
 func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, error) {
 	name := r.cfg.Postgres.Slot
 	if err := r.decideFailover(ctx, conn); err != nil { // postgres.slot_failover
+		return 0, err
+	}
+	if err := r.locateRecord(ctx, conn); err != nil {
 		return 0, err
 	}
 	s, err := postgres.InspectSlot(ctx, conn, name)
@@ -162,6 +171,34 @@ func (r *Relay) ensureSlot(ctx context.Context, conn *pgx.Conn) (pglogrepl.LSN, 
 	return lsn, nil
 }
 
+// locateRecord refuses a slot record that is not where walrelay reads it
+// (postgres.table's first table's schema) but in another listed table's
+// schema: the list was reordered. It runs before the record is read or
+// baselined (recorder.missing, recorder.found), which would otherwise take
+// the record for missing and start the slot afresh without the proof it
+// holds (a jump it recorded, the fence retention relies on). With one
+// listed schema it reads nothing.
+func (r *Relay) locateRecord(ctx context.Context, conn *pgx.Conn) error {
+	pg := r.cfg.Postgres
+	if len(pg.Schemas()) < 2 {
+		return nil // no other schema to look in (and no connection to the primary yet)
+	}
+	w, err := r.rec.writer(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if err := slotrecord.Locate(ctx, w, pg.RecordSchema(), pg.Schemas(), pg.Slot); err != nil {
+		return fmt.Errorf("locating the record of slot %q: %w", pg.Slot, err)
+	}
+	return nil
+}
+
+// checkPublications reads the tables the configured publications publish,
+// binds the router to each (r.tables, in schema and name order) and
+// refuses what the relay cannot stream: a missing publication, partitions
+// published under their own names, walrelay's record table, a table
+// without the router's columns, and a table postgres.table lists that is
+// not published (checkListed).
 func (r *Relay) checkPublications(ctx context.Context, conn *pgx.Conn) error {
 	pubs := r.cfg.Postgres.Publications
 	var missing []string
@@ -182,7 +219,8 @@ func (r *Relay) checkPublications(ctx context.Context, conn *pgx.Conn) error {
 		FROM pg_publication_tables t
 		JOIN pg_namespace n ON n.nspname = t.schemaname
 		JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.tablename
-		WHERE t.pubname = ANY($1)`, pubs)
+		WHERE t.pubname = ANY($1)
+		ORDER BY 1, 2`, pubs)
 	if err != nil {
 		return fmt.Errorf("reading published tables: %w", err)
 	}
@@ -224,6 +262,49 @@ func (r *Relay) checkPublications(ctx context.Context, conn *pgx.Conn) error {
 		r.tables = append(r.tables, rel)
 	}
 	r.columns = cols
+	return r.checkListed()
+}
+
+// checkListed compares postgres.table with the tables checkPublications
+// bound. A listed table that no publication publishes is refused: its rows
+// would never be streamed, while retention would prune them. A published
+// table the list leaves out is streamed (as before the list existed),
+// with a warning: retention, partition upkeep and verify leave it alone.
+func (r *Relay) checkListed() error {
+	listed := r.cfg.Postgres.Tables()
+	names := make([]string, len(listed))
+	for i, t := range listed {
+		names[i] = t.String()
+	}
+	published := make([]string, len(r.tables))
+	for i, rel := range r.tables {
+		published[i] = rel.Namespace + "." + rel.Name
+	}
+	var missing, quoted []string
+	for _, t := range listed {
+		if !slices.Contains(published, t.String()) {
+			missing = append(missing, t.String())
+			quoted = append(quoted, t.Quoted())
+		}
+	}
+	if len(missing) > 0 {
+		pubs, pub := r.cfg.Postgres.Publications, "walrelay_outbox"
+		if len(pubs) > 0 {
+			pub = pubs[0] // the one setup creates and adds to
+		}
+		return fmt.Errorf("%w: postgres.table (%s) lists %s, which none of the publications %q publishes: ALTER PUBLICATION %s ADD TABLE %s; (or run `walrelay setup`, which adds the tables it lists)",
+			ErrTableNotPublished, strings.Join(names, ", "), strings.Join(missing, ", "), pubs, pgx.Identifier{pub}.Sanitize(), strings.Join(quoted, ", "))
+	}
+	var unlisted []string
+	for _, p := range published {
+		if !slices.Contains(names, p) {
+			unlisted = append(unlisted, p)
+		}
+	}
+	if len(unlisted) > 0 {
+		r.log.Warn("the publications publish tables postgres.table does not list: they are relayed, but retention, partition upkeep and verify leave them alone (list them in postgres.table, or drop them from the publication)",
+			"tables", strings.Join(unlisted, ", "), "postgres.table", strings.Join(names, ", "), "publications", strings.Join(r.cfg.Postgres.Publications, ", "))
+	}
 	return nil
 }
 

@@ -23,9 +23,11 @@
 //     checkpoint topic, where a session starts from).
 //   - prepare.go: the startup checks. The slot exists with plugin pgoutput
 //     in this database, or is created; the publications exist and publish
-//     partitioned tables through their root; every column the router needs
-//     is in every published table. A bad config fails at startup, not at
-//     the first row. With exactly-once delivery it also builds the
+//     partitioned tables through their root, and every table of
+//     postgres.table (a published table it does not list is relayed, with
+//     a warning); every column the router needs is in every published
+//     table; the slot's record is in the first listed table's schema. A
+//     bad config fails at startup, not at the first row. With exactly-once delivery it also builds the
 //     transactional producer, whose id it derives from the server.
 //   - handler.go: the replication.Handler, on the stream's goroutine:
 //     transactions into the checkpoint, rows into records, sessions and
@@ -138,8 +140,9 @@ type Relay struct {
 	// them: read at startup (prepare), then, table by table, on the
 	// stream's goroutine at each Relation message (relationOf).
 	columns pgcatalog.Columns
-	// tables are the published tables as prepare bound them, in the
-	// catalog's column order (what a snapshot reads).
+	// tables are the published tables as prepare bound them, ordered by
+	// schema and name, in the catalog's column order (what a snapshot
+	// reads).
 	tables []router.Relation
 	// handler is the stream's handler; a snapshot hands its rows to it
 	// before the stream starts.

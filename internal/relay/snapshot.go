@@ -11,12 +11,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/eoscheckpoint"
 	"github.com/walrelay/walrelay/internal/postgres"
 	"github.com/walrelay/walrelay/internal/router"
@@ -45,8 +47,12 @@ func (r *Relay) SnapshotStatus() snapshot.Status {
 // snapshotTables converts the tables prepare bound.
 func (r *Relay) snapshotTables() ([]snapshot.Table, error) {
 	if len(r.tables) == 0 {
-		return nil, fmt.Errorf("%w: the publications %q contain no table (ALTER PUBLICATION ... ADD TABLE %s, or run `walrelay setup`)",
-			snapshot.ErrNoTable, r.cfg.Postgres.Publications, strings.Join(r.cfg.Postgres.Table, ", "))
+		var listed []string
+		for _, t := range r.cfg.Postgres.Tables() {
+			listed = append(listed, t.Quoted())
+		}
+		return nil, fmt.Errorf("%w: the publications %q contain no table: ALTER PUBLICATION ... ADD TABLE %s; (postgres.table's tables), or run `walrelay setup`",
+			snapshot.ErrNoTable, r.cfg.Postgres.Publications, strings.Join(listed, ", "))
 	}
 	out := make([]snapshot.Table, len(r.tables))
 	for i, rel := range r.tables {
@@ -381,7 +387,8 @@ type BackfillResult struct {
 	Seconds float64       `json:"seconds"`
 }
 
-// Backfill publishes the published tables' rows matching where, read in
+// Backfill publishes the published tables' rows (only those of tables,
+// when not empty: each must be published) matching where, read in
 // one REPEATABLE READ snapshot of its own, through the relay's router,
 // converters, relay.on_error and producer, and returns once Kafka
 // acknowledged every record (walrelay snapshot). It is not coordinated
@@ -390,7 +397,7 @@ type BackfillResult struct {
 // row visible to the snapshot is missed. It neither needs nor touches
 // the slot. report, when not nil, gets the progress every
 // snapshot.progress_interval and at the end. Call it instead of Run, once.
-func (r *Relay) Backfill(ctx context.Context, where string, dryRun bool, report func(snapshot.Status)) (BackfillResult, error) {
+func (r *Relay) Backfill(ctx context.Context, where string, tables []string, dryRun bool, report func(snapshot.Status)) (BackfillResult, error) {
 	defer r.closePublisher()
 	res := BackfillResult{Where: where, DryRun: dryRun}
 	if r.delivery.noDuplicates() {
@@ -403,6 +410,9 @@ func (r *Relay) Backfill(ctx context.Context, where string, dryRun bool, report 
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if err := r.checkPublications(ctx, conn); err != nil {
+		return res, err
+	}
+	if err := r.onlyTables(tables); err != nil {
 		return res, err
 	}
 	for _, t := range r.tables {
@@ -425,4 +435,43 @@ func (r *Relay) Backfill(ctx context.Context, where string, dryRun bool, report 
 	res.Elapsed = time.Since(start)
 	res.Seconds = res.Elapsed.Seconds()
 	return res, err
+}
+
+// onlyTables keeps of r.tables those named in only (as postgres.table
+// writes them: "schema.name", or "name" in public); all of them when only
+// is empty. A name that is not published is refused: nothing would read
+// its rows, and `walrelay snapshot --table` would report success.
+func (r *Relay) onlyTables(only []string) error {
+	if len(only) == 0 {
+		return nil
+	}
+	want := make(map[string]bool, len(only))
+	for _, s := range only {
+		schema, name, err := config.SplitTable(s)
+		if err != nil {
+			return fmt.Errorf("parsing table %q: %w", s, err)
+		}
+		want[schema+"."+name] = false
+	}
+	kept := r.tables[:0]
+	for _, rel := range r.tables {
+		n := rel.Namespace + "." + rel.Name
+		if _, ok := want[n]; ok {
+			want[n] = true
+			kept = append(kept, rel)
+		}
+	}
+	r.tables = kept
+	var missing []string
+	for n, found := range want {
+		if !found {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("%w: %s is in none of the publications %q (walrelay snapshot reads the published tables only: add it with walrelay setup, or ALTER PUBLICATION ... ADD TABLE)",
+			ErrTableNotPublished, strings.Join(missing, ", "), r.cfg.Postgres.Publications)
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/walrelay/walrelay/internal/config"
+	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/internal/snapshot"
 	"github.com/walrelay/walrelay/internal/testenv"
 )
@@ -174,7 +175,7 @@ func TestInitialSnapshotRefusesBadInput(t *testing.T) {
 		{name: "bad where", where: "no_such_column IS NULL", want: snapshot.ErrBadWhere, text: `column "no_such_column" does not exist`},
 		{name: "not boolean", where: "created_at", want: snapshot.ErrBadWhere, text: "boolean"},
 		{name: "no primary key", sql: `ALTER TABLE outbox DROP CONSTRAINT outbox_pkey`, want: snapshot.ErrNoPrimaryKey, text: "public.outbox"},
-		{name: "no table", sql: `ALTER PUBLICATION walrelay_outbox DROP TABLE outbox`, want: snapshot.ErrNoTable, text: "walrelay_outbox"},
+		{name: "no table", sql: `ALTER PUBLICATION walrelay_outbox DROP TABLE outbox`, want: relay.ErrTableNotPublished, text: "walrelay_outbox"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
