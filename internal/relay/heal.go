@@ -421,6 +421,11 @@ func (r *Relay) Heal(ctx context.Context) (HealResult, error) {
 	if err := r.delivery.connect(ctx, conn); err != nil {
 		return res, err
 	}
+	// A record left in another listed table's schema would read as none
+	// here: say where it is instead of "no record".
+	if err := r.locateRecord(ctx, conn); err != nil {
+		return res, err
+	}
 	if _, err := r.rec.table.Ensure(ctx, conn); err != nil {
 		return res, err
 	}

@@ -91,6 +91,16 @@ func TestTwoTablesMisplacedRecordRefused(t *testing.T) {
 			if n := testenv.QueryValue[int64](t, f.dsn, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'walrelay'`); tc.prepare != nil && n != 0 {
 				t.Error("the refused start created the missing slot")
 			}
+			// walrelay slot heal refuses it the same way, not with "no record".
+			heal := f.cfg
+			heal.Outbox.OnSlotLoss = config.SlotLossHeal
+			r, err := relay.New(heal, f.logs.logger(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.Heal(t.Context()); !errors.As(err, &mis) {
+				t.Errorf("Heal = %v, want a MisplacedError", err)
+			}
 		})
 	}
 }
