@@ -294,7 +294,8 @@ func TestSlotCreateAcceptGapCountsEveryTable(t *testing.T) {
 
 // A record of the slot in the schema of a table listed after the first
 // (the list was reordered) is refused by setup, slot create and slot
-// adopt, which would otherwise read it as missing.
+// adopt, which would otherwise read it as missing, and slot inspect says
+// where it is.
 func TestSlotCommandsRefuseMisplacedRecord(t *testing.T) {
 	dsn := testenv.Postgres(t).NewDatabase(t)
 	testenv.Exec(t, dsn, `CREATE SCHEMA billing`)
@@ -306,6 +307,11 @@ func TestSlotCommandsRefuseMisplacedRecord(t *testing.T) {
 	const misplaced = `slot "walrelay" is recorded in billing.walrelay_slot_positions, but postgres.table lists a table of schema public first`
 	stdout, stderr, code := walrelay(t, env, "slot", "adopt", "walrelay")
 	wantFailure(t, stdout, stderr, code, 1, misplaced)
+	// slot inspect shows where it is, not "no record".
+	stdout, stderr, code = walrelay(t, env, "slot", "inspect", "walrelay")
+	if !strings.Contains(stdout, misplaced) {
+		t.Errorf("slot inspect (exit %d) does not say where the record is:\n%s%s", code, stdout, stderr)
+	}
 	testenv.Exec(t, dsn, `SELECT pg_drop_replication_slot('walrelay')`)
 	stdout, stderr, code = walrelay(t, env, "setup")
 	wantFailure(t, stdout, stderr, code, 1, misplaced, "nothing was created")

@@ -211,6 +211,9 @@ type slotRecord struct {
 // recordOf reads walrelay's record of slot; a record that cannot be read
 // (the role may not) says so in Retention.
 func recordOf(ctx context.Context, conn *pgx.Conn, cfg config.Config, slot string) *slotRecord {
+	if err := locateRecord(ctx, conn, cfg, slot); err != nil {
+		return &slotRecord{Retention: "unknown: " + err.Error()}
+	}
 	st, err := slotrecord.Read(ctx, conn, slotRecords(cfg), slot)
 	if err != nil {
 		return &slotRecord{Retention: "unknown: " + err.Error()}
