@@ -399,10 +399,16 @@ func (s *suite) commits(t *testing.T, conn *pgx.Conn, probe, pub string) map[uin
 // landed.
 func (s *suite) relay(t *testing.T, g *group, r *run, pub string, target pglogrepl.LSN, stops bool) {
 	cfg := config.Default()
+	cfg.Postgres.Table = nil
 	cfg.Postgres.DSN = s.dsn
 	cfg.Postgres.Slot = r.slot
 	cfg.Postgres.Publications = config.StringList{pub}
-	cfg.Postgres.Table = config.StringList{"public." + g.cases[0].Table()}
+	// Every case's table, as the group's publication publishes them all.
+	for _, c := range g.cases {
+		if tn := "public." + c.Table(); !slices.Contains(cfg.Postgres.Table, tn) {
+			cfg.Postgres.Table = append(cfg.Postgres.Table, tn)
+		}
+	}
 	cfg.Postgres.StatusInterval = 100 * time.Millisecond
 	cfg.Postgres.MinBackoff = 50 * time.Millisecond
 	cfg.Postgres.MaxBackoff = time.Second
