@@ -144,13 +144,13 @@ func fastRestart(t *testing.T, c *localpg.Cluster, run *running, phase string) {
 // shuts down.
 const endedLog = "postgres is shutting down and the slot's position cannot be recorded: ending the replication session"
 
-// requireEnded fails the test unless the relay logged n times that it
+// requireEnded fails the test unless the relay logged at least n times that it
 // ended the session because Postgres shut down: the shutdown completed
 // because of it, not by chance.
 func requireEnded(t *testing.T, f *fixture, n int) {
 	t.Helper()
-	if got := len(f.logs.lines(endedLog)); got != n {
-		t.Errorf("the relay logged %d times that it ended the session for a shutdown, want %d", got, n)
+	if got := len(f.logs.lines(endedLog)); got < n {
+		t.Errorf("the relay logged %d times that it ended the session for a shutdown, want at least %d", got, n)
 	}
 }
 
