@@ -1,7 +1,9 @@
 package relay
 
 import (
+	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -30,12 +32,15 @@ import (
 // the slot keeps the position last reported, and Postgres sends what
 // follows it again to the next session.
 //
-// An idle relay does not record its own last write (see recorder), and
-// the WAL a walsender sends at shutdown may end right there: the record
-// would not even be attempted. A keepalive that asks for a reply (the
-// walsender waits for the client's position) makes the next attempt
-// record regardless (wanted), and that attempt fails on a server shutting
-// down.
+// A walsender at shutdown asks for replies (keepalives with
+// ReplyRequested, which walrelay's regular status updates otherwise make
+// rare): each makes the recorder's next tick act (wanted, answer). An idle
+// relay does not record its own last write (see recorder), and the WAL a
+// walsender sends at shutdown may end right there: that tick records it
+// regardless, and the write fails on a server shutting down. When there is
+// nothing to record (records in flight that Kafka has not acknowledged:
+// a broker outage during the restart), it asks the server instead
+// (probe), which refuses a server shutting down as well.
 
 // serverStopping reports whether err is Postgres ending or refusing a
 // session because the server is shutting down (or not up yet):
@@ -65,6 +70,46 @@ func (c *recorder) wanted(walEnd pglogrepl.LSN) {
 			return
 		}
 	}
+}
+
+// answer follows up a walsender's request for a reply at want (see
+// wanted), once the tick's record attempt succeeded: the stream reports
+// want now, or the server is asked whether it shuts down (probe). The
+// request is forgotten either way; the walsender asks again.
+func (c *recorder) answer(ctx context.Context, want uint64) error {
+	defer c.want.CompareAndSwap(want, 0)
+	if uint64(c.limit(c.tracker.Confirmed())) >= want || c.slots != nil {
+		return nil
+	}
+	return c.probe(ctx)
+}
+
+// probe runs a trivial query on the record's connection, or on a
+// connection of its own when there is none (closed after, so that the
+// record's next connection still starts with its reclaim): on a server
+// shutting down it fails with 57P01 or 57P03.
+func (c *recorder) probe(ctx context.Context) error {
+	c.io.Lock()
+	defer c.io.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	conn := c.conn
+	if conn == nil || conn.IsClosed() {
+		own, err := c.connect(ctx)
+		if err != nil {
+			return fmt.Errorf("connecting to ask the server whether it shuts down (a walsender waits for a position not yet acknowledged): %w", err)
+		}
+		defer func() { _ = own.Close(context.WithoutCancel(ctx)) }()
+		conn = own
+	}
+	if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
+		if conn == c.conn {
+			_ = c.conn.Close(context.WithoutCancel(ctx))
+			c.conn = nil
+		}
+		return fmt.Errorf("asking the server whether it shuts down (a walsender waits for a position not yet acknowledged): %w", err)
+	}
+	return nil
 }
 
 // stopping ends the replication session when err, a failed record, says

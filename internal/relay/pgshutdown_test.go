@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/localpg"
@@ -115,6 +118,70 @@ func TestFastShutdownWhileStreaming(t *testing.T) {
 				t.Fatalf("stopping the relay: %v", err)
 			}
 		})
+	}
+}
+
+// A fast shutdown completes too while a record is in flight that Kafka
+// refuses (a broker outage during a Postgres restart): the walsender
+// waits for a position walrelay may not confirm, and would wait until
+// Kafka acknowledged. The relay ends the session when the server says it
+// shuts down; the record is published once Kafka takes it again, and
+// the row committed after the restart follows.
+func TestFastShutdownWhileKafkaRefuses(t *testing.T) {
+	c := testenv.PrivateCluster(t, localpg.Options{})
+	f := newFixtureOn(t, c.DSN("postgres"), nil, nil)
+	if f.broker.Cluster == nil {
+		t.Skip("needs kfake for fault injection (external brokers configured)")
+	}
+	run := f.start(t)
+	topics := []string{"outbox.event.refused"}
+	execTx(t, f.dsn, insertEvent("refused", "warmup"))
+	waitKeys(t, f, topics, []string{"warmup"}, 30*time.Second)
+	f.waitCaughtUp(t, 30*time.Second)
+
+	fault := f.broker.Cluster.Fault(kfake.Fault{
+		Keys:  []kmsg.Key{kmsg.Produce},
+		Topic: topics[0],
+		Err:   kerr.NotEnoughReplicas, // retriable: the record stays in flight
+		Count: -1,
+	})
+	// A transaction Kafka takes, then at once one it refuses: the tracker
+	// stops at the first one's end, which is recorded (transactions moved
+	// it), and keepalives do not move it while the second is in flight.
+	// Nothing is left to record: only the server can say it shuts down.
+	execTx(t, f.dsn, insertEvent("free", "taken"))
+	execTx(t, f.dsn, insertEvent("refused", "in-flight"))
+	readKeys(t, f, []string{"outbox.event.free"}, []string{"taken"}, 30*time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for fault.Hits() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the fault never refused a produce request; the test proves nothing")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	fastRestart(t, c, run, "with a record Kafka refuses")
+	requireEnded(t, f, 1)
+	fault.Remove()
+	execTx(t, f.dsn, insertEvent("refused", "after"))
+	got := readKeys(t, f, topics, []string{"warmup", "in-flight", "after"}, 60*time.Second)
+	for _, k := range []string{"warmup", "in-flight", "after"} {
+		if got[k] == 0 {
+			t.Errorf("%s is not on Kafka (read %v)", k, got)
+		}
+	}
+	if run.exited() {
+		t.Fatalf("the relay stopped: %v", run.err)
+	}
+	f.waitCaughtUp(t, 30*time.Second)
+	s, err := slotrecord.Read(t.Context(), testenv.Connect(t, f.dsn), slotrecord.Table{Schema: "public"}, "walrelay")
+	if err != nil || s.Record == nil {
+		t.Fatalf("reading the slot record: %v (record %v)", err, s.Record)
+	}
+	if s.Record.JumpedAt != nil || s.Jumped() != "" {
+		t.Errorf("the slot record is marked jumped: %q (found now: %q)", s.Record.Jump, s.Jumped())
+	}
+	if err := run.stop(); err != nil {
+		t.Fatalf("stopping the relay: %v", err)
 	}
 }
 

@@ -369,8 +369,8 @@ func (c *recorder) run(ctx context.Context) {
 		want := c.want.Load()
 		force := want > c.recorded.Load()
 		err := c.raise(ctx, force)
-		if err == nil && force {
-			c.want.CompareAndSwap(want, 0)
+		if err == nil && want != 0 {
+			err = c.answer(ctx, want) // pgshutdown.go
 		}
 		if err != nil && ctx.Err() == nil {
 			c.stopping(err)
