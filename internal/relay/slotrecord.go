@@ -57,9 +57,11 @@ type recorder struct {
 	// write the table): retention then refuses to prune.
 	on       atomic.Bool
 	recorded atomic.Uint64
-	// want is the newest position a walsender asked a reply at
-	// (pgshutdown.go): while it is past the record, the next attempt
-	// records even a position reached by this recorder's own write.
+	// want is the newest position a walsender asked a reply at, 0 once
+	// answered (pgshutdown.go): while it is past the record, the next
+	// attempt records even a position reached by this recorder's own
+	// write, and asks the server whether it shuts down when the stream
+	// still cannot report it.
 	want atomic.Uint64
 	// endSession is Stream.EndSession: a record that fails because the
 	// server shuts down ends the replication session (pgshutdown.go).
