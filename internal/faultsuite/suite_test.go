@@ -40,6 +40,7 @@ var scenarios = []scenario{
 	{"produce-response-lost", testProduceResponseLost},
 	{"leaders-moving", testLeadersMoving},
 	{"postgres-immediate-restart", testPostgresRestart},
+	{"postgres-fast-restart", testPostgresFastRestart},
 	{"walsender-terminated", testWalsenderTerminated},
 	{"poison-rows-dlq", testPoisonRows},
 	{"standby-takeover", testStandby},

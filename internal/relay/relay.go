@@ -47,6 +47,9 @@
 //   - snapshot.go: the initial snapshot (snapshot.mode=initial) and the
 //     backfill of walrelay snapshot: rows read by internal/snapshot, handed to
 //     the handler as one tracked transaction, waited for until acked.
+//   - pgshutdown.go: Postgres shutting down while the relay streams: a
+//     record that fails for it ends the replication session, so that the
+//     walsender, which waits for the client's position, exits.
 //   - takeover.go: SkipPublished, for taking over from a relay (Debezium)
 //     that stopped inside a transaction.
 //   - standby.go: decoding from a hot standby (postgres.primary_dsn): the
@@ -291,6 +294,7 @@ func New(cfg config.Config, log *slog.Logger, m *metrics.Metrics, opts ...Option
 	if err != nil {
 		return nil, err
 	}
+	r.rec.endSession = r.stream.EndSession // Postgres shutting down (pgshutdown.go)
 	r.monitor = slotmon.New(cfg.Postgres.DSN, cfg.Postgres.Slot, cfg.Metrics.SlotPollInterval, m, log)
 	r.monitor.OwnWAL(r.rec.ownTail) // an idle slot behind only its own record is not stalled
 	r.registerGauges()

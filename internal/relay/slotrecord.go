@@ -57,6 +57,15 @@ type recorder struct {
 	// write the table): retention then refuses to prune.
 	on       atomic.Bool
 	recorded atomic.Uint64
+	// want is the newest position a walsender asked a reply at, 0 once
+	// answered (pgshutdown.go): while it is past the record, the next
+	// attempt records even a position reached by this recorder's own
+	// write, and asks the server whether it shuts down when the stream
+	// still cannot report it.
+	want atomic.Uint64
+	// endSession is Stream.EndSession: a record that fails because the
+	// server shuts down ends the replication session (pgshutdown.go).
+	endSession func(error) bool
 
 	// io serializes the reads and writes of the record (raise, session)
 	// and owns conn. It is never taken by the stream's keepalive path
@@ -359,7 +368,14 @@ func (c *recorder) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := c.raise(ctx, false); err != nil && ctx.Err() == nil {
+		want := c.want.Load()
+		force := want > c.recorded.Load()
+		err := c.raise(ctx, force)
+		if err == nil && want != 0 {
+			err = c.answer(ctx, want) // pgshutdown.go
+		}
+		if err != nil && ctx.Err() == nil {
+			c.stopping(err)
 			c.mu.Lock()
 			if err.Error() != c.lastErr {
 				c.log.Warn("recording the slot's position before confirming it; the slot is not confirmed past the record until it works", "slot", c.slot, "err", err)

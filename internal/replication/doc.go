@@ -32,7 +32,11 @@
 // WAL stays in Postgres, not in walrelay's memory), and reconnects with
 // exponential backoff after a lost connection, resuming from the slot's
 // confirmed position; a Handler restarts the session the same way by
-// returning ErrRestartSession. A Handler that waits (for a schema registry
+// returning ErrRestartSession, and any goroutine by calling EndSession
+// (walrelay does when Postgres shuts down and the slot's position cannot
+// be recorded: a walsender at shutdown waits for its client's position, or
+// for its connection to close). A Handler that is a ReplyHandler hears of
+// the keepalives that ask for a reply. A Handler that waits (for a schema registry
 // that is down) keeps its session alive with KeepAlive, which sends status
 // updates from within the Handler call without reading. On shutdown it stops reading, waits (bounded) for the
 // Checkpointer to drain, reports the final confirmed position and closes.

@@ -179,6 +179,7 @@ type streamFixture struct {
 	rec   *recorder
 	start pglogrepl.LSN // the slot's confirmed_flush_lsn at creation
 	done  chan error
+	s     *Stream
 }
 
 func newStreamFixture(t *testing.T) *streamFixture {
@@ -212,6 +213,7 @@ func newStreamFixtureWith(t *testing.T, mutate func(*Config)) *streamFixture {
 		mutate(&cfg)
 	}
 	s := newStream(t, cfg, f.rec, f.cp, nil)
+	f.s = s
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { f.done <- s.Run(ctx) }()
 	t.Cleanup(func() {

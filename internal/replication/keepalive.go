@@ -44,6 +44,9 @@ func KeepAlive(ctx context.Context) error {
 	if k == nil {
 		return nil
 	}
+	if err := k.s.ended(); err != nil {
+		return err // EndSession: the Handler returns it, the stream reconnects
+	}
 	now := time.Now()
 	k.rep.plan(now, k.s.cp)
 	if now.Before(k.rep.due) {

@@ -70,6 +70,9 @@ func (s *Stream) loop(ctx context.Context, w *pgwire.Conn) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		if err := s.ended(); err != nil {
+			return err
+		}
 		if fresh--; fresh <= 0 || !w.Buffered() {
 			now, fresh = time.Now(), clockEvery
 			rep.plan(now, s.cp)
@@ -105,6 +108,9 @@ func (s *Stream) loop(ctx context.Context, w *pgwire.Conn) error {
 				if !s.inTx {
 					if err := s.observeWALEnd(ctx, ka.ServerWALEnd); err != nil {
 						return err
+					}
+					if ka.ReplyRequested && s.replies != nil {
+						s.replies.ReplyRequested(ka.ServerWALEnd)
 					}
 				}
 				s.markReceived(ka.ServerWALEnd)
@@ -143,6 +149,9 @@ func (s *Stream) admit(ctx context.Context, w *pgwire.Conn, rep *reporter, n int
 	for !s.cp.WaitRoomFor(ctx, rep.due, n) {
 		if ctx.Err() != nil {
 			return nil
+		}
+		if err := s.ended(); err != nil {
+			return err
 		}
 		now := time.Now()
 		rep.plan(now, s.cp)

@@ -55,6 +55,8 @@ func (s *Stream) session(ctx context.Context) (streamed bool, err error) {
 	s.log.Info("streaming from slot", "slot", s.cfg.Slot, "publications", s.cfg.Publications, "confirmed", s.cp.Confirmed().String())
 	s.streaming.Store(true)
 	defer s.streaming.Store(false)
+	s.streamingSession(true)
+	defer s.streamingSession(false)
 
 	err = s.loop(ctx, w)
 	if ctx.Err() != nil && err == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,6 +68,18 @@ type Handler interface {
 // as a Handler's does (ErrRestartSession restarts the session).
 type WALEndHandler interface {
 	WALEnd(ctx context.Context, lsn pglogrepl.LSN) (confirm bool, err error)
+}
+
+// ReplyHandler is a Handler told when the walsender asks for a reply (a
+// keepalive with ReplyRequested) outside a transaction. A walsender asks
+// when it waits for the client's position: after wal_sender_timeout/2
+// without a reply, and when the server shuts down (walsender.c's
+// WalSndDone), where it exits only once the reported flush position
+// equals walEnd, everything it sent, or once the client closes the
+// connection. The stream calls ReplyRequested on its goroutine, before it
+// replies; it must not block.
+type ReplyHandler interface {
+	ReplyRequested(walEnd pglogrepl.LSN)
 }
 
 // Session is what a session's connection says about the server and the
@@ -177,6 +190,7 @@ type Stream struct {
 	cfg     Config
 	handler Handler
 	walEnd  WALEndHandler // handler, when it is one; nil otherwise
+	replies ReplyHandler  // handler, when it is one; nil otherwise
 	cp      Checkpointer
 	log     *slog.Logger
 
@@ -190,6 +204,12 @@ type Stream struct {
 	received   atomic.Uint64
 	reconnects atomic.Uint64
 	lastErr    atomic.Pointer[sessionEnd]
+
+	// ending is EndSession's cause for the session streaming now; live
+	// (under endMu with it) is whether one streams.
+	endMu  sync.Mutex
+	live   bool
+	ending atomic.Pointer[error]
 }
 
 // sessionEnd is how the last session ended: its error, and when.
@@ -239,7 +259,50 @@ func New(cfg Config, h Handler, cp Checkpointer, log *slog.Logger) (*Stream, err
 		log = slog.New(slog.DiscardHandler)
 	}
 	walEnd, _ := h.(WALEndHandler)
-	return &Stream{cfg: cfg, handler: h, walEnd: walEnd, cp: cp, log: log, relations: make(map[uint32]*pglogrepl.RelationMessage)}, nil
+	replies, _ := h.(ReplyHandler)
+	return &Stream{cfg: cfg, handler: h, walEnd: walEnd, replies: replies, cp: cp, log: log, relations: make(map[uint32]*pglogrepl.RelationMessage)}, nil
+}
+
+// EndSession ends the session streaming now, if one does, as a lost
+// connection would: the stream stops reading, closes the replication
+// connection without a final status update (so that the walsender exits
+// and the slot keeps the last position reported), calls
+// Handler.SessionLost, and connects again after Config.MinBackoff, then
+// with backoff. The session's error wraps ErrRestartSession and cause.
+// walrelay calls it when Postgres is shutting down and the slot's
+// position cannot be recorded: a walsender at shutdown waits for its
+// client to confirm everything it sent (see ReplyHandler), and waits for
+// ever for one that may not. It is safe to call from any goroutine; a
+// call while no session streams is ignored. The stream notices it before
+// the next message, and at the latest by the next status update. It
+// reports whether a session was streaming and is now ending for cause.
+func (s *Stream) EndSession(cause error) bool {
+	s.endMu.Lock()
+	defer s.endMu.Unlock()
+	if !s.live || s.ending.Load() != nil {
+		return false
+	}
+	s.ending.Store(&cause)
+	return true
+}
+
+// streamingSession marks a session as streaming (live) or not, for
+// EndSession; each start forgets what ended the one before.
+func (s *Stream) streamingSession(live bool) {
+	s.endMu.Lock()
+	defer s.endMu.Unlock()
+	s.live = live
+	s.ending.Store(nil)
+}
+
+// ended returns the error that ends the session when EndSession was
+// called during it, nil otherwise.
+func (s *Stream) ended() error {
+	p := s.ending.Load()
+	if p == nil {
+		return nil
+	}
+	return fmt.Errorf("ending the session on slot %q: %w: %w", s.cfg.Slot, ErrRestartSession, *p)
 }
 
 // validate reports the first timing of c that is unset or out of range.
