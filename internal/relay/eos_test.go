@@ -66,6 +66,39 @@ func (f *fixture) waitOpenCheckpoint(t *testing.T, rows int) eoscheckpoint.Check
 	}
 }
 
+// resumeInsideTransaction runs stmt, one transaction of rows rows (more
+// than the exactly-once fixture's in-flight cap), with produce slowed;
+// stops the relay (its shutdown timeout too short to finish) once a Kafka
+// transaction checkpointed 300 of its rows, and checks that the slot
+// confirmed nothing of it. Then it starts a relay again at full speed and
+// waits until the slot confirms the transaction's end. It returns the
+// records of "outbox.event.order" a read_committed consumer reads (rows at
+// least), the checkpoint the stopped relay left, and the running relay.
+func (f *fixture) resumeInsideTransaction(t *testing.T, stmt string, rows int) (recs []*kgo.Record, stopped eoscheckpoint.Checkpoint, run *running) {
+	t.Helper()
+	f.createProbe(t)
+	x := execTx(t, f.dsn, stmt)
+	end := f.txEnd(t, x)
+	slow := f.slowProduce(20 * time.Millisecond)
+	run = f.start(t)
+	if cp := f.waitOpenCheckpoint(t, 300); cp.Open.Xid != x {
+		t.Fatalf("checkpoint open transaction xid %d, want %d", cp.Open.Xid, x)
+	}
+	if err := run.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if confirmed, _ := f.slot(t); confirmed >= end {
+		t.Fatalf("slot confirmed %s, at or past the unfinished transaction's end %s", confirmed, end)
+	}
+	stopped, _ = f.checkpoint(t)
+	t.Logf("stopped with %d of %d rows checkpointed", stopped.Open.Rows, rows)
+
+	slow.Store(false)
+	run = f.start(t)
+	testenv.WaitConfirmed(t, f.dsn, "walrelay", end, 60*time.Second)
+	return f.readCommitted(t, []string{"outbox.event.order"}, rows), stopped, run
+}
+
 // commitLSN is the commit LSN (the Begin message's FinalLSN) of
 // transaction xid, read from the probe slot.
 func (f *fixture) commitLSN(t *testing.T, xid uint32) pglogrepl.LSN {
@@ -250,30 +283,10 @@ func TestExactlyOnceResumesInsideALargeTransaction(t *testing.T) {
 		c.Relay.MaxInFlightRecords = 100
 		c.Relay.ShutdownTimeout = 0
 	})
-	f.createProbe(t)
-	x := execTx(t, f.dsn, fmt.Sprintf(`INSERT INTO outbox (aggregatetype, aggregateid, type, payload) SELECT 'order', 'o-' || (i %% 7), 'T', jsonb_build_object('i', i) FROM generate_series(1, %d) i`, rows))
-	end := f.txEnd(t, x)
-	slow := f.slowProduce(20 * time.Millisecond)
-	run := f.start(t)
-	if cp := f.waitOpenCheckpoint(t, 300); cp.Open.Xid != x {
-		t.Fatalf("checkpoint open transaction xid %d, want %d", cp.Open.Xid, x)
-	}
-	if err := run.stop(); err != nil {
-		t.Fatalf("stop: %v", err)
-	}
-	if confirmed, _ := f.slot(t); confirmed >= end {
-		t.Fatalf("slot confirmed %s, at or past the unfinished transaction's end %s", confirmed, end)
-	}
-	cp, _ := f.checkpoint(t)
-	t.Logf("stopped with %d of %d rows checkpointed", cp.Open.Rows, rows)
+	recs, cp, run := f.resumeInsideTransaction(t, fmt.Sprintf(`INSERT INTO outbox (aggregatetype, aggregateid, type, payload) SELECT 'order', 'o-' || (i %% 7), 'T', jsonb_build_object('i', i) FROM generate_series(1, %d) i`, rows), rows)
 	if cp.Open.CommitTime.IsZero() {
 		t.Errorf("the checkpoint's open transaction has no commit time to be proven by: %+v", cp.Open)
 	}
-
-	slow.Store(false)
-	run = f.start(t)
-	testenv.WaitConfirmed(t, f.dsn, "walrelay", end, 60*time.Second)
-	recs := f.readCommitted(t, []string{"outbox.event.order"}, rows)
 	all, dup := ids(recs)
 	if len(all) != rows || len(dup) > 0 {
 		t.Errorf("read_committed consumer got %d records with %d duplicates (first %v), want %d once each", len(all), len(dup), dup[:min(len(dup), 5)], rows)
