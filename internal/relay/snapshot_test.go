@@ -127,28 +127,41 @@ func checkExactlyOnce(t *testing.T, f *fixture, tables ...string) {
 	}
 }
 
+// snapshotWhileWriting runs an initial snapshot of f (before rows in its
+// tables) while writers insert into tables, from 200ms before the relay
+// starts to 500ms after the snapshot is done; it waits until the slot
+// caught up, stops the relay, and checks that the snapshot published the
+// rows inserted before it and some, not all, of those written meanwhile.
+// It returns the stopped relay, how many rows the snapshot published, how
+// many the writers wrote, and how long the snapshot took from the start.
+func (f *fixture) snapshotWhileWriting(t *testing.T, before int64, tables ...string) (run *running, snapRows, written int64, took time.Duration) {
+	t.Helper()
+	stopWriters := writers(t, f.dsn, tables...)
+	time.Sleep(200 * time.Millisecond) // writers run before, during and after the snapshot's start
+	began := time.Now()
+	run = f.start(t)
+	done := f.logs.waitLog(t, "initial snapshot done", nil, 3*time.Minute)
+	took = time.Since(began)
+	time.Sleep(500 * time.Millisecond)
+	written = stopWriters()
+	f.waitCaughtUp(t, time.Minute)
+	if err := run.stop(); err != nil {
+		t.Fatalf("relay: %v", err)
+	}
+	snapRows = int64(done["rows"].(float64))
+	if snapRows < before || snapRows >= before+written {
+		t.Fatalf("the snapshot published %d rows: want the %d inserted before it and some, not all, of the %d written meanwhile", snapRows, before, written)
+	}
+	return run, snapRows, written, took
+}
+
 // The initial snapshot publishes the rows already in the outbox, then the
 // stream the rows committed after it, while writers keep inserting: every
 // row is on Kafka exactly once (none missed at the boundary, none of the
 // snapshot sent again by the stream).
 func TestInitialSnapshotWhileWriting(t *testing.T) {
 	f := snapshotFixture(t, snapshotRows, func(c *config.Config) { c.Snapshot.ChunkRows = 500 })
-	stopWriters := writers(t, f.dsn, "outbox", "outbox")
-	time.Sleep(200 * time.Millisecond) // writers run before, during and after the snapshot's start
-	began := time.Now()
-	run := f.start(t)
-	done := f.logs.waitLog(t, "initial snapshot done", nil, 3*time.Minute)
-	took := time.Since(began)
-	time.Sleep(500 * time.Millisecond)
-	written := stopWriters()
-	f.waitCaughtUp(t, time.Minute)
-	if err := run.stop(); err != nil {
-		t.Fatalf("relay: %v", err)
-	}
-	snapRows := int64(done["rows"].(float64))
-	if snapRows < snapshotRows || snapRows >= snapshotRows+written {
-		t.Fatalf("the snapshot published %d rows: want the %d inserted before it and some, not all, of the %d written meanwhile", snapRows, snapshotRows, written)
-	}
+	run, snapRows, written, took := f.snapshotWhileWriting(t, snapshotRows, "outbox", "outbox")
 	st := run.relay.SnapshotStatus()
 	if st.Running || st.Done != snapRows || st.Total != snapRows {
 		t.Fatalf("snapshot status %+v, want done, %d of %d", st, snapRows, snapRows)
