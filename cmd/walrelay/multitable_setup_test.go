@@ -18,15 +18,29 @@ import (
 // slot commands: public.outbox and billing.outbox, two schemas, so that
 // the record's place (the first table's schema) is exercised.
 
-// insertInto inserts one outbox row into table with q (a connection: its
-// own transaction; or an open transaction) and returns its id.
-func insertInto(ctx context.Context, q interface {
+// rowQuerier is a connection (each statement its own transaction) or an
+// open transaction.
+type rowQuerier interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, table, aggregateid string) (string, error) {
+}
+
+// insertInto inserts one outbox row into table with q and returns its id.
+func insertInto(ctx context.Context, q rowQuerier, table, aggregateid string) (string, error) {
 	var id string
 	err := q.QueryRow(ctx, `INSERT INTO `+table+` (aggregatetype, aggregateid, type, payload)
 		VALUES ('order', $1, 'Happened', '{}') RETURNING id::text`, aggregateid).Scan(&id)
 	return id, err
+}
+
+// mustInsertInto is insertInto on the test's goroutine, failing the test
+// on an error.
+func mustInsertInto(t *testing.T, q rowQuerier, table, aggregateid string) string {
+	t.Helper()
+	id, err := insertInto(t.Context(), q, table, aggregateid)
+	if err != nil {
+		t.Fatalf("inserting into %s: %v", table, err)
+	}
+	return id
 }
 
 // recordIDs is the id header of each record, counted.
@@ -115,14 +129,8 @@ func TestSetupAddsTableWhileRunStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	a1, err := insertInto(ctx, tx, "public.outbox", "a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b0, err := insertInto(ctx, tx, "billing.outbox", "b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a1 := mustInsertInto(t, tx, "public.outbox", "a")
+	b0 := mustInsertInto(t, tx, "billing.outbox", "b")
 
 	// setup waits for the open transaction: blocked on a lock of
 	// billing.outbox, the publication without it.
@@ -133,14 +141,8 @@ func TestSetupAddsTableWhileRunStreams(t *testing.T) {
 	}
 
 	// More rows in the open transaction, then its commit: setup goes on.
-	b1, err := insertInto(ctx, tx, "billing.outbox", "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a2, err := insertInto(ctx, tx, "public.outbox", "a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b1 := mustInsertInto(t, tx, "billing.outbox", "b")
+	a2 := mustInsertInto(t, tx, "public.outbox", "a")
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -279,9 +281,7 @@ func TestSlotCreateAcceptGapCountsEveryTable(t *testing.T) {
 		if i >= 3 {
 			table = "billing.outbox"
 		}
-		if _, err := insertInto(t.Context(), conn, table, "k"); err != nil {
-			t.Fatal(err)
-		}
+		mustInsertInto(t, conn, table, "k")
 	}
 	testenv.Exec(t, dsn, `SELECT pg_drop_replication_slot('walrelay')`)
 

@@ -85,16 +85,8 @@ func confirmSoon(t *testing.T, dsn string) (wait func()) {
 func TestOutboxPruneEveryTable(t *testing.T) {
 	dsn := testenv.Postgres(t).NewDatabase(t)
 	setupOutbox(t, dsn)
-	testenv.Exec(t, dsn, `CREATE SCHEMA billing;
-		CREATE TABLE billing.outbox (
-			id uuid NOT NULL DEFAULT gen_random_uuid(), aggregatetype varchar(255) NOT NULL, aggregateid varchar(255) NOT NULL,
-			type varchar(255) NOT NULL, payload jsonb, created_at timestamptz NOT NULL DEFAULT now(),
-			PRIMARY KEY (id, created_at)) PARTITION BY RANGE (created_at);
-		CREATE TABLE billing.outbox_d1 PARTITION OF billing.outbox FOR VALUES FROM ('2020-01-01 00:00+00') TO ('2020-01-02 00:00+00');
-		CREATE TABLE billing.outbox_d2 PARTITION OF billing.outbox FOR VALUES FROM ('2020-01-02 00:00+00') TO ('2020-01-03 00:00+00');
-		CREATE TABLE billing.outbox_now PARTITION OF billing.outbox FOR VALUES FROM ('2020-01-03 00:00+00') TO ('2100-01-01 00:00+00');
-		ALTER PUBLICATION walrelay_outbox SET (publish_via_partition_root = true);
-		ALTER PUBLICATION walrelay_outbox ADD TABLE billing.outbox;
+	testenv.BillingOutboxByDay(t, dsn)
+	testenv.Exec(t, dsn, `
 		INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload, created_at)
 			SELECT 'order', 'old-' || g, 'T', '{}', now() - interval '2 hours' FROM generate_series(1, 5) g;
 		INSERT INTO public.outbox (aggregatetype, aggregateid, type, payload) VALUES ('order', 'young', 'T', '{}');

@@ -119,6 +119,13 @@ func waitHTTP(t *testing.T, c *child, listen, path string, timeout time.Duration
 // httpGet returns the body of GET path on listen.
 func httpGet(t *testing.T, listen, path string) string {
 	t.Helper()
+	_, body := httpGetStatus(t, listen, path)
+	return body
+}
+
+// httpGetStatus returns the status code and body of GET path on listen.
+func httpGetStatus(t *testing.T, listen, path string) (int, string) {
+	t.Helper()
 	resp, err := http.Get("http://" + listen + path)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
@@ -128,7 +135,7 @@ func httpGet(t *testing.T, listen, path string) string {
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
-	return string(b)
+	return resp.StatusCode, string(b)
 }
 
 // walrelayGoroutines counts the process's goroutines with a frame of

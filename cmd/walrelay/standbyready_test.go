@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -68,7 +66,7 @@ func testReadyzStandbyOK(t *testing.T, delivery string) {
 
 	want := func(addr, path string, code int, body string) {
 		t.Helper()
-		if c, b := readyz(t, addr, path); c != code || !strings.Contains(b, body) {
+		if c, b := httpGetStatus(t, addr, path); c != code || !strings.Contains(b, body) {
 			t.Errorf("GET %s on %s = %d %q, want %d containing %q", path, addr, c, b, code, body)
 		}
 	}
@@ -159,28 +157,13 @@ func testReadyzStandbyOK(t *testing.T, delivery string) {
 	stopRelay(t, active)
 }
 
-// readyz returns the status code and body of GET path on addr.
-func readyz(t *testing.T, addr, path string) (int, string) {
-	t.Helper()
-	resp, err := http.Get("http://" + addr + path)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	return resp.StatusCode, string(b)
-}
-
 // waitReadyz waits until GET path on addr answers code, and returns the
 // body.
 func waitReadyz(t *testing.T, addr, path string, code int, timeout time.Duration) string {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		c, b := readyz(t, addr, path)
+		c, b := httpGetStatus(t, addr, path)
 		if c == code {
 			return b
 		}

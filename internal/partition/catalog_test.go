@@ -22,12 +22,12 @@ func columnsOf(t *testing.T, dsn, table string) string {
 		WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, table)
 }
 
-// The partitioned root has sql/001's columns, a primary key of (id,
-// created_at), and is partitioned by range of created_at.
-func TestRootStatement(t *testing.T) {
-	dsn := testenv.Postgres(t).NewDatabase(t)
-	testenv.Exec(t, dsn, sqlfiles.OutboxTable) // public.outbox, plain
-	s, err := partition.NewScheme("public.outbox_parted", "created_at", 24*time.Hour)
+// createRoot creates the partitioned root of table (created_at, by
+// interval) on dsn with its scheme's RootStatement, and returns the
+// scheme.
+func createRoot(t *testing.T, dsn, table string, interval time.Duration) partition.Scheme {
+	t.Helper()
+	s, err := partition.NewScheme(table, "created_at", interval)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +36,15 @@ func TestRootStatement(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Exec(t, dsn, ddl)
+	return s
+}
+
+// The partitioned root has sql/001's columns, a primary key of (id,
+// created_at), and is partitioned by range of created_at.
+func TestRootStatement(t *testing.T) {
+	dsn := testenv.Postgres(t).NewDatabase(t)
+	testenv.Exec(t, dsn, sqlfiles.OutboxTable) // public.outbox, plain
+	createRoot(t, dsn, "public.outbox_parted", 24*time.Hour)
 	if plain, parted := columnsOf(t, dsn, "public.outbox"), columnsOf(t, dsn, "public.outbox_parted"); plain != parted {
 		t.Errorf("partitioned root's columns differ from sql/001's:\n%s\nwant\n%s", parted, plain)
 	}
@@ -63,13 +72,8 @@ func TestRootStatement(t *testing.T) {
 // land in the partition of their created_at.
 func TestEnsureAheadAndList(t *testing.T) {
 	dsn := testenv.Postgres(t).NewDatabase(t)
-	s, _ := partition.NewScheme(`Events.Out box`, "created_at", 6*time.Hour)
-	ddl, err := s.RootStatement()
-	if err != nil {
-		t.Fatal(err)
-	}
 	testenv.Exec(t, dsn, `CREATE SCHEMA "Events"`)
-	testenv.Exec(t, dsn, ddl)
+	createRoot(t, dsn, `Events.Out box`, 6*time.Hour)
 	conn := testenv.Connect(t, dsn)
 	// pg_get_expr prints bounds in the session's zone: List must not care.
 	if _, err := conn.Exec(t.Context(), `SET TimeZone = 'America/New_York'`); err != nil {

@@ -61,9 +61,7 @@ func startMaintainer(t *testing.T, cfg config.Config) *testenv.SyncBuffer {
 // after the lock is released creates them.
 func TestMaintainerRetriesAfterLockTimeout(t *testing.T) {
 	dsn := testenv.Postgres(t).NewDatabase(t)
-	s, _ := partition.NewScheme("public.outbox", "created_at", time.Hour)
-	ddl, _ := s.RootStatement()
-	testenv.Exec(t, dsn, ddl)
+	s := createRoot(t, dsn, "public.outbox", time.Hour)
 	cfg := config.Default()
 	cfg.Postgres.DSN = dsn
 	cfg.Outbox.PartitionInterval = time.Hour
@@ -154,15 +152,7 @@ func TestMaintainerEveryTable(t *testing.T) {
 		CREATE TABLE `+long+` (id int, created_at timestamptz NOT NULL) PARTITION BY RANGE (created_at)`)
 	roots := []string{"public.outbox", "billing.outbox"}
 	for _, table := range roots {
-		s, err := partition.NewScheme(table, "created_at", 24*time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ddl, err := s.RootStatement()
-		if err != nil {
-			t.Fatal(err)
-		}
-		testenv.Exec(t, dsn, ddl)
+		createRoot(t, dsn, table, 24*time.Hour)
 	}
 	cfg := config.Default()
 	cfg.Postgres.DSN = dsn

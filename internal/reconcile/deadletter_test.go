@@ -21,14 +21,7 @@ import (
 func TestVerifyDeadLetteredUnroutable(t *testing.T) {
 	f := newFixture(t)
 	f.cfg.Relay.OnError.RecordTooLarge = config.PolicyLog
-	testenv.Exec(t, f.dsn, `ALTER TABLE outbox ALTER COLUMN aggregatetype DROP NOT NULL`)
-	ids := f.insert(t, 4, time.Time{})
-	bad := testenv.QueryValue[string](t, f.dsn, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
-		VALUES (NULL, 'agg-x', 'Happened', '{}') RETURNING id::text`)
-	f.startRelay(t)
-	f.broker.ReadAll(t, topics, len(ids), 60*time.Second)
-	f.broker.ReadAll(t, []string{f.cfg.Relay.DeadLetterTopic}, 1, 60*time.Second)
-	testenv.WaitCaughtUp(t, f.dsn, f.cfg.Postgres.Slot, 30*time.Second)
+	_, bad := f.deadLetterOne(t, "outbox")
 
 	rep := f.verify(t, false)
 	want := []reconcile.DeadLettered{{ID: bad, Class: "routing_value_missing"}}

@@ -172,14 +172,7 @@ func TestVerifyTwoTablesUnknown(t *testing.T) {
 // class: not missing, not unroutable.
 func TestVerifyTwoTablesDeadLetteredInSecond(t *testing.T) {
 	f := newFixtureTables(t)
-	testenv.Exec(t, f.dsn, `ALTER TABLE billing.outbox ALTER COLUMN aggregatetype DROP NOT NULL`)
-	a := f.insert(t, 4, time.Time{})
-	bad := testenv.QueryValue[string](t, f.dsn, `INSERT INTO billing.outbox (aggregatetype, aggregateid, type, payload)
-		VALUES (NULL, 'agg-x', 'Happened', '{}') RETURNING id::text`)
-	f.startRelay(t)
-	f.broker.ReadAll(t, topics, len(a), 60*time.Second)
-	f.broker.ReadAll(t, []string{f.cfg.Relay.DeadLetterTopic}, 1, 60*time.Second)
-	testenv.WaitCaughtUp(t, f.dsn, f.cfg.Postgres.Slot, 30*time.Second)
+	a, bad := f.deadLetterOne(t, tableB)
 
 	rep := f.verify(t, false)
 	want := []reconcile.DeadLettered{{ID: bad, Class: "routing_value_missing"}}

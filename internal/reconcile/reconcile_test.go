@@ -124,6 +124,24 @@ func (f *fixture) relayAll(t *testing.T, want int) []*kgo.Record {
 	return recs
 }
 
+// deadLetterOne inserts 4 rows into public.outbox and a row into table
+// with no aggregatetype, which the router refuses (the column is made
+// nullable), runs the relay until the 4 are on their topics, the refused
+// row on the dead-letter topic and the slot caught up, and returns the 4
+// rows' ids and the refused row's.
+func (f *fixture) deadLetterOne(t *testing.T, table string) (ids []string, bad string) {
+	t.Helper()
+	testenv.Exec(t, f.dsn, `ALTER TABLE `+table+` ALTER COLUMN aggregatetype DROP NOT NULL`)
+	ids = f.insert(t, 4, time.Time{})
+	bad = testenv.QueryValue[string](t, f.dsn, `INSERT INTO `+table+` (aggregatetype, aggregateid, type, payload)
+		VALUES (NULL, 'agg-x', 'Happened', '{}') RETURNING id::text`)
+	f.startRelay(t)
+	f.broker.ReadAll(t, topics, len(ids), 60*time.Second)
+	f.broker.ReadAll(t, []string{f.cfg.Relay.DeadLetterTopic}, 1, 60*time.Second)
+	testenv.WaitCaughtUp(t, f.dsn, f.cfg.Postgres.Slot, 30*time.Second)
+	return ids, bad
+}
+
 // verify runs reconcile over the last hour up to a minute ahead, waiting
 // up to 30s for the slot to confirm its fence.
 func (f *fixture) verify(t *testing.T, republish bool) *reconcile.Report {

@@ -36,6 +36,18 @@ func (f *fixture) readCommitted(t *testing.T, topics []string, want int) []*kgo.
 	return append(recs, b.ReadAll(t, topics, 0, 300*time.Millisecond)[len(recs):]...)
 }
 
+// readCommittedOnce reads topic as readCommitted does and checks that it
+// holds rows records, each event id once; it returns the records.
+func (f *fixture) readCommittedOnce(t *testing.T, topic string, rows int) []*kgo.Record {
+	t.Helper()
+	recs := f.readCommitted(t, []string{topic}, rows)
+	all, dup := ids(recs)
+	if len(all) != rows || len(dup) > 0 {
+		t.Errorf("read_committed consumer got %d records with %d duplicates (first %v), want %d once each", len(all), len(dup), dup[:min(len(dup), 5)], rows)
+	}
+	return recs
+}
+
 // checkpoint reads the relay's last committed checkpoint.
 func (f *fixture) checkpoint(t *testing.T) (eoscheckpoint.Checkpoint, bool) {
 	t.Helper()
@@ -64,6 +76,40 @@ func (f *fixture) waitOpenCheckpoint(t *testing.T, rows int) eoscheckpoint.Check
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// resumeInsideTransaction runs stmt, one transaction of rows rows (more
+// than the exactly-once fixture's in-flight cap), with produce slowed;
+// stops the relay (its shutdown timeout too short to finish) once a Kafka
+// transaction checkpointed 300 of its rows, and checks that the slot
+// confirmed nothing of it. Then it starts a relay again at full speed,
+// waits until the slot confirms the transaction's end, and checks that a
+// read_committed consumer of "outbox.event.order" reads each of the rows
+// once. It returns those records, the checkpoint the stopped relay left,
+// and the running relay.
+func (f *fixture) resumeInsideTransaction(t *testing.T, stmt string, rows int) (recs []*kgo.Record, stopped eoscheckpoint.Checkpoint, run *running) {
+	t.Helper()
+	f.createProbe(t)
+	x := execTx(t, f.dsn, stmt)
+	end := f.txEnd(t, x)
+	slow := f.slowProduce(20 * time.Millisecond)
+	run = f.start(t)
+	if cp := f.waitOpenCheckpoint(t, 300); cp.Open.Xid != x {
+		t.Fatalf("checkpoint open transaction xid %d, want %d", cp.Open.Xid, x)
+	}
+	if err := run.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if confirmed, _ := f.slot(t); confirmed >= end {
+		t.Fatalf("slot confirmed %s, at or past the unfinished transaction's end %s", confirmed, end)
+	}
+	stopped, _ = f.checkpoint(t)
+	t.Logf("stopped with %d of %d rows checkpointed", stopped.Open.Rows, rows)
+
+	slow.Store(false)
+	run = f.start(t)
+	testenv.WaitConfirmed(t, f.dsn, "walrelay", end, 60*time.Second)
+	return f.readCommittedOnce(t, "outbox.event.order", rows), stopped, run
 }
 
 // commitLSN is the commit LSN (the Begin message's FinalLSN) of
@@ -250,33 +296,9 @@ func TestExactlyOnceResumesInsideALargeTransaction(t *testing.T) {
 		c.Relay.MaxInFlightRecords = 100
 		c.Relay.ShutdownTimeout = 0
 	})
-	f.createProbe(t)
-	x := execTx(t, f.dsn, fmt.Sprintf(`INSERT INTO outbox (aggregatetype, aggregateid, type, payload) SELECT 'order', 'o-' || (i %% 7), 'T', jsonb_build_object('i', i) FROM generate_series(1, %d) i`, rows))
-	end := f.txEnd(t, x)
-	slow := f.slowProduce(20 * time.Millisecond)
-	run := f.start(t)
-	if cp := f.waitOpenCheckpoint(t, 300); cp.Open.Xid != x {
-		t.Fatalf("checkpoint open transaction xid %d, want %d", cp.Open.Xid, x)
-	}
-	if err := run.stop(); err != nil {
-		t.Fatalf("stop: %v", err)
-	}
-	if confirmed, _ := f.slot(t); confirmed >= end {
-		t.Fatalf("slot confirmed %s, at or past the unfinished transaction's end %s", confirmed, end)
-	}
-	cp, _ := f.checkpoint(t)
-	t.Logf("stopped with %d of %d rows checkpointed", cp.Open.Rows, rows)
+	_, cp, run := f.resumeInsideTransaction(t, fmt.Sprintf(`INSERT INTO outbox (aggregatetype, aggregateid, type, payload) SELECT 'order', 'o-' || (i %% 7), 'T', jsonb_build_object('i', i) FROM generate_series(1, %d) i`, rows), rows)
 	if cp.Open.CommitTime.IsZero() {
 		t.Errorf("the checkpoint's open transaction has no commit time to be proven by: %+v", cp.Open)
-	}
-
-	slow.Store(false)
-	run = f.start(t)
-	testenv.WaitConfirmed(t, f.dsn, "walrelay", end, 60*time.Second)
-	recs := f.readCommitted(t, []string{"outbox.event.order"}, rows)
-	all, dup := ids(recs)
-	if len(all) != rows || len(dup) > 0 {
-		t.Errorf("read_committed consumer got %d records with %d duplicates (first %v), want %d once each", len(all), len(dup), dup[:min(len(dup), 5)], rows)
 	}
 	// Proven by the open transaction re-sent with its commit LSN, xid and
 	// commit time.

@@ -289,3 +289,31 @@ func (f *fixture) slowProduce(d time.Duration) *atomic.Bool {
 	})
 	return slow
 }
+
+// breakMidTransaction terminates the slot's walsender once 2000 records of
+// a transaction of rows rows are published to topic, and returns how many
+// were published at the break. It fails the test when the whole
+// transaction was published before the break (the test would prove
+// nothing).
+func (f *fixture) breakMidTransaction(t *testing.T, topic string, rows int) float64 {
+	t.Helper()
+	published := func() float64 {
+		v, _ := testenv.FindMetric(t, f.reg, "walrelay_events_published_total", map[string]string{"topic": topic})
+		return v
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for published() < 2000 {
+		if time.Now().After(deadline) {
+			t.Fatal("the transaction did not start publishing")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := testenv.QueryValue[int64](t, f.dsn, `SELECT count(pg_terminate_backend(active_pid)) FROM pg_replication_slots WHERE slot_name = 'walrelay' AND active_pid IS NOT NULL`); n != 1 {
+		t.Fatalf("terminated %d walsenders", n)
+	}
+	atBreak := published()
+	if atBreak >= float64(rows) {
+		t.Fatalf("the whole transaction (%v) was published before the break; the test proves nothing", atBreak)
+	}
+	return atBreak
+}

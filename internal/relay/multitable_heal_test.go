@@ -1,7 +1,6 @@
 package relay_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/localpg"
-	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/internal/testenv"
 )
 
@@ -148,17 +146,7 @@ func TestSlotHealTwoTablesCommitTimestampOrder(t *testing.T) {
 	execTx(t, f.dsn, seqRow(tableA, "k1", 7))
 	testenv.Exec(t, f.dsn, `SELECT pg_drop_replication_slot('walrelay')`)
 
-	r, err := relay.New(f.cfg, f.logs.logger(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	res, err := r.Heal(ctx)
-	if err != nil {
-		t.Fatalf("heal: %v", err)
-	}
-	if res.Rows != 7 || !res.Created {
+	if res := healNow(t, f); res.Rows != 7 || !res.Created {
 		t.Errorf("heal %+v, want 7 rows republished and the slot created", res)
 	}
 	checkSeqs(t, f, "k1", 7)

@@ -56,24 +56,7 @@ func TestTwoTablesResumeTransactionAfterReconnect(t *testing.T) {
 	f.broker.ReadAll(t, []string{"outbox.event.warmup"}, 1, 30*time.Second)
 
 	testenv.Exec(t, f.dsn, interleavedTx(rows))
-	published := func() float64 {
-		v, _ := testenv.FindMetric(t, f.reg, "walrelay_events_published_total", map[string]string{"topic": "outbox.event.order"})
-		return v
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for published() < 2000 {
-		if time.Now().After(deadline) {
-			t.Fatal("the transaction did not start publishing")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if n := testenv.QueryValue[int64](t, f.dsn, `SELECT count(pg_terminate_backend(active_pid)) FROM pg_replication_slots WHERE slot_name = 'walrelay' AND active_pid IS NOT NULL`); n != 1 {
-		t.Fatalf("terminated %d walsenders", n)
-	}
-	atBreak := published()
-	if atBreak >= rows {
-		t.Fatalf("the whole transaction (%v) was published before the break; the test proves nothing", atBreak)
-	}
+	atBreak := f.breakMidTransaction(t, "outbox.event.order", rows)
 	f.logs.waitLog(t, "resuming a transaction after reconnecting", nil, 30*time.Second)
 	recs := f.broker.ReadAll(t, []string{"outbox.event.order"}, rows, 60*time.Second)
 	all, dup := ids(recs)
@@ -100,31 +83,7 @@ func TestTwoTablesExactlyOnceResumesInsideATransaction(t *testing.T) {
 		c.Relay.MaxInFlightRecords = 100
 		c.Relay.ShutdownTimeout = 0
 	})
-	f.createProbe(t)
-	x := execTx(t, f.dsn, interleavedTx(rows))
-	end := f.txEnd(t, x)
-	slow := f.slowProduce(20 * time.Millisecond)
-	run := f.start(t)
-	if cp := f.waitOpenCheckpoint(t, 300); cp.Open.Xid != x {
-		t.Fatalf("checkpoint open transaction xid %d, want %d", cp.Open.Xid, x)
-	}
-	if err := run.stop(); err != nil {
-		t.Fatalf("stop: %v", err)
-	}
-	if confirmed, _ := f.slot(t); confirmed >= end {
-		t.Fatalf("slot confirmed %s, at or past the unfinished transaction's end %s", confirmed, end)
-	}
-	cp, _ := f.checkpoint(t)
-	t.Logf("stopped with %d of %d rows checkpointed", cp.Open.Rows, rows)
-
-	slow.Store(false)
-	run = f.start(t)
-	testenv.WaitConfirmed(t, f.dsn, "walrelay", end, 60*time.Second)
-	recs := f.readCommitted(t, []string{"outbox.event.order"}, rows)
-	all, dup := ids(recs)
-	if len(all) != rows || len(dup) > 0 {
-		t.Errorf("read_committed consumer got %d records with %d duplicates, want %d once each", len(all), len(dup), rows)
-	}
+	recs, _, run := f.resumeInsideTransaction(t, interleavedTx(rows), rows)
 	checkKeyOrder(t, recs)
 	if err := run.stop(); err != nil {
 		t.Fatalf("stop: %v", err)

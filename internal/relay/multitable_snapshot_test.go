@@ -1,12 +1,9 @@
 package relay_test
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,79 +11,6 @@ import (
 	"github.com/walrelay/walrelay/internal/relay"
 	"github.com/walrelay/walrelay/internal/testenv"
 )
-
-// fillTables inserts n rows (aggregatetype snap, 50 aggregates) into each
-// of tables.
-func fillTables(t *testing.T, dsn string, n int, tables ...string) {
-	t.Helper()
-	for _, table := range tables {
-		testenv.Exec(t, dsn, `INSERT INTO `+table+` (aggregatetype, aggregateid, type, payload)
-			SELECT 'snap', 'agg-' || (g % 50), 'T', jsonb_build_object('n', g) FROM generate_series(1, $1::int) g`, n)
-	}
-}
-
-// tableWriters inserts rows (aggregatetype snap), one per transaction,
-// from one connection per table until the returned stop is called, and
-// returns how many it inserted.
-func tableWriters(t *testing.T, dsn string, tables ...string) (stop func() int64) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var n atomic.Int64
-	for w, table := range tables {
-		conn := testenv.Connect(t, dsn)
-		wg.Go(func() {
-			defer conn.Close(context.Background())
-			for i := 0; ctx.Err() == nil; i++ {
-				_, err := conn.Exec(ctx, `INSERT INTO `+table+` (aggregatetype, aggregateid, type, payload) VALUES ('snap', $1, 'T', '{"w": true}')`,
-					"agg-"+string(rune('a'+w))+string(rune('0'+i%10)))
-				if err != nil {
-					if ctx.Err() == nil {
-						t.Errorf("writer of %s: %v", table, err)
-					}
-					return
-				}
-				n.Add(1)
-				time.Sleep(time.Millisecond)
-			}
-		})
-	}
-	stop = func() int64 {
-		cancel()
-		wg.Wait()
-		return n.Load()
-	}
-	t.Cleanup(func() { stop() })
-	return stop
-}
-
-// checkTablesOnce reads every record of outbox.event.snap and checks that
-// each row of both tables is there once (ids are the id header), and
-// nothing else.
-func checkTablesOnce(t *testing.T, f *fixture, where string) {
-	t.Helper()
-	ids := testenv.QueryValue[[]string](t, f.dsn, `SELECT coalesce(array_agg(id::text), '{}') FROM (
-		SELECT id FROM public.outbox WHERE `+where+` UNION ALL SELECT id FROM billing.outbox WHERE `+where+`) r`)
-	onTopic := topicRecords(t, f, "outbox.event.snap")
-	recs := f.broker.ReadAll(t, []string{"outbox.event.snap"}, int(onTopic), time.Minute)
-	seen := make(map[string]int, len(recs))
-	for _, r := range recs {
-		seen[testenv.Header(r, "id")]++
-	}
-	dups := 0
-	for _, c := range seen {
-		dups += c - 1
-	}
-	missing := 0
-	for _, id := range ids {
-		if seen[id] == 0 {
-			missing++
-		}
-	}
-	if missing != 0 || dups != 0 || onTopic != int64(len(ids)) {
-		t.Fatalf("%d rows in both tables; %d records on the topic, %d read: %d rows missing, %d duplicates", len(ids), onTopic, len(recs), missing, dups)
-	}
-}
 
 // snapshot.mode=initial with rows already in both tables and writers
 // inserting into both before, during and after the snapshot: every row of
@@ -102,25 +26,12 @@ func TestTwoTablesInitialSnapshotWhileWriting(t *testing.T) {
 	dropUnusedSlot(t, f.dsn)
 	const perTable = 3000
 	fillTables(t, f.dsn, perTable, tableA, tableB)
-	stopWriters := tableWriters(t, f.dsn, tableA, tableB)
-	time.Sleep(200 * time.Millisecond) // writers run before, during and after the snapshot's start
-	run := f.start(t)
-	done := f.logs.waitLog(t, "initial snapshot done", nil, 3*time.Minute)
-	time.Sleep(500 * time.Millisecond)
-	written := stopWriters()
-	f.waitCaughtUp(t, time.Minute)
-	if err := run.stop(); err != nil {
-		t.Fatalf("relay: %v", err)
-	}
-	snapRows := int64(done["rows"].(float64))
-	if snapRows < 2*perTable || snapRows >= 2*perTable+written {
-		t.Fatalf("the snapshot published %d rows: want the %d inserted before it and some, not all, of the %d written meanwhile", snapRows, 2*perTable, written)
-	}
+	_, snapRows, written, _ := f.snapshotWhileWriting(t, 2*perTable, tableA, tableB)
 	pub := f.logs.waitLog(t, "snapshot: publishing rows", nil, time.Second)
 	if n, _ := pub["tables"].(float64); n != 2 {
 		t.Errorf("the snapshot read %v tables, want 2", pub["tables"])
 	}
-	checkTablesOnce(t, f, "true")
+	checkExactlyOnce(t, f, tableA, tableB)
 	t.Logf("snapshot of %d rows in two tables; %d written by writers meanwhile", snapRows, written)
 }
 
@@ -144,7 +55,7 @@ func TestTwoTablesBackfill(t *testing.T) {
 	if want := []string{tableB, tableA}; !slices.Equal(res.Tables, want) || res.Rows != 400 {
 		t.Fatalf("Backfill: tables %v, %d rows; want %v (schema, name order), 400", res.Tables, res.Rows, want)
 	}
-	checkTablesOnce(t, f, "true")
+	checkExactlyOnce(t, f, tableA, tableB)
 
 	// --table billing.outbox: a table added later that already had rows.
 	res, err = backfill("", tableB)

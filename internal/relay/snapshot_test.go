@@ -32,29 +32,39 @@ func snapshotFixture(t *testing.T, rows int, mutate func(*config.Config)) *fixtu
 		}
 	})
 	dropUnusedSlot(t, f.dsn)
-	testenv.Exec(t, f.dsn, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload)
-		SELECT 'snap', 'agg-' || (g % 50), 'T', jsonb_build_object('n', g) FROM generate_series(1, $1::int) g`, rows)
+	fillTables(t, f.dsn, rows, "outbox")
 	return f
 }
 
-// writers inserts outbox rows (aggregatetype snap), one per transaction,
-// from two connections until the returned stop is called, and returns how
-// many it inserted.
-func writers(t *testing.T, dsn string) (stop func() int64) {
+// fillTables inserts n rows (aggregatetype snap, 50 aggregates) into each
+// of tables.
+func fillTables(t *testing.T, dsn string, n int, tables ...string) {
+	t.Helper()
+	for _, table := range tables {
+		testenv.Exec(t, dsn, `INSERT INTO `+table+` (aggregatetype, aggregateid, type, payload)
+			SELECT 'snap', 'agg-' || (g % 50), 'T', jsonb_build_object('n', g) FROM generate_series(1, $1::int) g`, n)
+	}
+}
+
+// writers inserts rows (aggregatetype snap), one per transaction, from
+// one connection per table of tables (a table named twice: two
+// connections) until the returned stop is called, and returns how many it
+// inserted.
+func writers(t *testing.T, dsn string, tables ...string) (stop func() int64) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var n atomic.Int64
-	for w := range 2 {
+	for w, table := range tables {
 		conn := testenv.Connect(t, dsn)
 		wg.Go(func() {
 			defer conn.Close(context.Background())
 			for i := 0; ctx.Err() == nil; i++ {
-				_, err := conn.Exec(ctx, `INSERT INTO outbox (aggregatetype, aggregateid, type, payload) VALUES ('snap', $1, 'T', '{"w": true}')`,
+				_, err := conn.Exec(ctx, `INSERT INTO `+table+` (aggregatetype, aggregateid, type, payload) VALUES ('snap', $1, 'T', '{"w": true}')`,
 					"agg-"+string(rune('a'+w))+string(rune('0'+i%10)))
 				if err != nil {
 					if ctx.Err() == nil {
-						t.Errorf("writer: %v", err)
+						t.Errorf("writer of %s: %v", table, err)
 					}
 					return
 				}
@@ -87,10 +97,15 @@ func topicRecords(t *testing.T, f *fixture, topic string) int64 {
 }
 
 // checkExactlyOnce reads every record of outbox.event.snap and checks
-// that each outbox row is there once, and nothing else.
-func checkExactlyOnce(t *testing.T, f *fixture) {
+// that each row of tables is there once (ids are the id header), and
+// nothing else.
+func checkExactlyOnce(t *testing.T, f *fixture, tables ...string) {
 	t.Helper()
-	rows := testenv.QueryValue[int64](t, f.dsn, `SELECT count(*) FROM outbox`)
+	var all []string
+	for _, table := range tables {
+		all = append(all, `SELECT id FROM `+table)
+	}
+	ids := testenv.QueryValue[[]string](t, f.dsn, `SELECT coalesce(array_agg(id::text), '{}') FROM (`+strings.Join(all, ` UNION ALL `)+`) r`)
 	onTopic := topicRecords(t, f, "outbox.event.snap")
 	recs := f.broker.ReadAll(t, []string{"outbox.event.snap"}, int(onTopic), time.Minute)
 	seen := make(map[string]int, len(recs))
@@ -101,16 +116,43 @@ func checkExactlyOnce(t *testing.T, f *fixture) {
 	for _, c := range seen {
 		dups += c - 1
 	}
-	ids := testenv.QueryValue[[]string](t, f.dsn, `SELECT coalesce(array_agg(id::text), '{}') FROM outbox`)
 	missing := 0
 	for _, id := range ids {
 		if seen[id] == 0 {
 			missing++
 		}
 	}
-	if missing != 0 || dups != 0 || onTopic != rows {
-		t.Fatalf("%d outbox rows; %d records on the topic, %d read: %d rows missing, %d duplicates", rows, onTopic, len(recs), missing, dups)
+	if missing != 0 || dups != 0 || onTopic != int64(len(ids)) {
+		t.Fatalf("%d rows in %s; %d records on the topic, %d read: %d rows missing, %d duplicates", len(ids), strings.Join(tables, " and "), onTopic, len(recs), missing, dups)
 	}
+}
+
+// snapshotWhileWriting runs an initial snapshot of f (before rows in its
+// tables) while writers insert into tables, from 200ms before the relay
+// starts to 500ms after the snapshot is done; it waits until the slot
+// caught up, stops the relay, and checks that the snapshot published the
+// rows inserted before it and some, not all, of those written meanwhile.
+// It returns the stopped relay, how many rows the snapshot published, how
+// many the writers wrote, and how long the snapshot took from the start.
+func (f *fixture) snapshotWhileWriting(t *testing.T, before int64, tables ...string) (run *running, snapRows, written int64, took time.Duration) {
+	t.Helper()
+	stopWriters := writers(t, f.dsn, tables...)
+	time.Sleep(200 * time.Millisecond) // writers run before, during and after the snapshot's start
+	began := time.Now()
+	run = f.start(t)
+	done := f.logs.waitLog(t, "initial snapshot done", nil, 3*time.Minute)
+	took = time.Since(began)
+	time.Sleep(500 * time.Millisecond)
+	written = stopWriters()
+	f.waitCaughtUp(t, time.Minute)
+	if err := run.stop(); err != nil {
+		t.Fatalf("relay: %v", err)
+	}
+	snapRows = int64(done["rows"].(float64))
+	if snapRows < before || snapRows >= before+written {
+		t.Fatalf("the snapshot published %d rows: want the %d inserted before it and some, not all, of the %d written meanwhile", snapRows, before, written)
+	}
+	return run, snapRows, written, took
 }
 
 // The initial snapshot publishes the rows already in the outbox, then the
@@ -119,22 +161,7 @@ func checkExactlyOnce(t *testing.T, f *fixture) {
 // snapshot sent again by the stream).
 func TestInitialSnapshotWhileWriting(t *testing.T) {
 	f := snapshotFixture(t, snapshotRows, func(c *config.Config) { c.Snapshot.ChunkRows = 500 })
-	stopWriters := writers(t, f.dsn)
-	time.Sleep(200 * time.Millisecond) // writers run before, during and after the snapshot's start
-	began := time.Now()
-	run := f.start(t)
-	done := f.logs.waitLog(t, "initial snapshot done", nil, 3*time.Minute)
-	took := time.Since(began)
-	time.Sleep(500 * time.Millisecond)
-	written := stopWriters()
-	f.waitCaughtUp(t, time.Minute)
-	if err := run.stop(); err != nil {
-		t.Fatalf("relay: %v", err)
-	}
-	snapRows := int64(done["rows"].(float64))
-	if snapRows < snapshotRows || snapRows >= snapshotRows+written {
-		t.Fatalf("the snapshot published %d rows: want the %d inserted before it and some, not all, of the %d written meanwhile", snapRows, snapshotRows, written)
-	}
+	run, snapRows, written, took := f.snapshotWhileWriting(t, snapshotRows, "outbox", "outbox")
 	st := run.relay.SnapshotStatus()
 	if st.Running || st.Done != snapRows || st.Total != snapRows {
 		t.Fatalf("snapshot status %+v, want done, %d of %d", st, snapRows, snapRows)
@@ -151,7 +178,7 @@ func TestInitialSnapshotWhileWriting(t *testing.T) {
 	if len(last) == 0 || int64(last[len(last)-1]["rows_done"].(float64)) != snapRows {
 		t.Errorf("no final progress line with rows_done %d: %v", snapRows, last)
 	}
-	checkExactlyOnce(t, f)
+	checkExactlyOnce(t, f, "outbox")
 	checkSnapshotOrder(t, f)
 	t.Logf("snapshot of %d rows (%d written by writers meanwhile, %d streamed) in %s", snapRows, written, snapshotRows+written-snapRows, took.Round(time.Millisecond))
 	if !strings.Contains(testenv.QueryValue[string](t, f.dsn, `SELECT string_agg(slot_name || ':' || temporary::text, ',') FROM pg_replication_slots`), "walrelay:false") {
@@ -223,7 +250,7 @@ func TestInitialSnapshotTwoProcesses(t *testing.T) {
 	if done != 1 || skipped != 1 {
 		t.Fatalf("%d processes snapshotted and %d found the slot created, want 1 and 1\nA:\n%s\nB:\n%s", done, skipped, logsA.String(), logsB.String())
 	}
-	checkExactlyOnce(t, f)
+	checkExactlyOnce(t, f, "outbox")
 }
 
 // poll is one round of a classic polling publisher: it locks up to n
@@ -283,7 +310,7 @@ func TestCutOverFromPollingPublisher(t *testing.T) {
 	if pub := testenv.QueryValue[bool](t, f.dsn, `SELECT pubinsert AND NOT pubupdate FROM pg_publication WHERE pubname = 'walrelay_outbox'`); !pub {
 		t.Fatal("the publication publishes more than INSERTs")
 	}
-	stopWriters := writers(t, f.dsn)
+	stopWriters := writers(t, f.dsn, "outbox", "outbox")
 	conn := testenv.Connect(t, f.dsn)
 	f.broker.CreateTopic(t, "outbox.event.snap", 4)
 	cl := f.broker.Client(t)
@@ -302,7 +329,7 @@ func TestCutOverFromPollingPublisher(t *testing.T) {
 	}
 	unpublished := testenv.QueryValue[int64](t, f.dsn, `SELECT count(*) FROM outbox WHERE published_at IS NULL`)
 	t.Logf("poller published %d rows; writers inserted %d; the snapshot published %v, the stream the rest of %d unpublished", polled, written, done["rows"], unpublished)
-	checkExactlyOnce(t, f)
+	checkExactlyOnce(t, f, "outbox")
 	if polled != 1500 || int64(done["rows"].(float64)) >= unpublished {
 		t.Fatalf("poller published %d rows (want 1500); snapshot %v of %d unpublished rows (want fewer: some streamed)", polled, done["rows"], unpublished)
 	}

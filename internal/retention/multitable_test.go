@@ -25,27 +25,17 @@ var bothTables = config.StringList{"public.outbox", "billing.outbox"}
 
 // twoOutboxes creates walrelay's outbox (walrelay setup: public.outbox, the
 // publication, the slot and its record table in public) and a second
-// outbox billing.outbox in the publication: plain like the first, or with
-// partitioned partitioned by day of created_at (two days in 2020, then one
-// partition to 2100).
+// outbox billing.outbox in the publication: plain like the first, or
+// partitioned by day of created_at (testenv.BillingOutboxByDay).
 func twoOutboxes(t *testing.T, partitioned bool) db {
 	t.Helper()
 	d := plainOutbox(t)
-	testenv.Exec(t, d.dsn, `CREATE SCHEMA billing`)
-	if !partitioned {
-		testenv.Exec(t, d.dsn, `CREATE TABLE billing.outbox (LIKE public.outbox INCLUDING ALL);
-			ALTER PUBLICATION walrelay_outbox ADD TABLE billing.outbox`)
+	if partitioned {
+		testenv.BillingOutboxByDay(t, d.dsn)
 		return d
 	}
-	testenv.Exec(t, d.dsn, `
-		CREATE TABLE billing.outbox (
-			id uuid NOT NULL DEFAULT gen_random_uuid(), aggregatetype varchar(255) NOT NULL, aggregateid varchar(255) NOT NULL,
-			type varchar(255) NOT NULL, payload jsonb, created_at timestamptz NOT NULL DEFAULT now(),
-			PRIMARY KEY (id, created_at)) PARTITION BY RANGE (created_at);
-		CREATE TABLE billing.outbox_d1 PARTITION OF billing.outbox FOR VALUES FROM ('2020-01-01 00:00+00') TO ('2020-01-02 00:00+00');
-		CREATE TABLE billing.outbox_d2 PARTITION OF billing.outbox FOR VALUES FROM ('2020-01-02 00:00+00') TO ('2020-01-03 00:00+00');
-		CREATE TABLE billing.outbox_now PARTITION OF billing.outbox FOR VALUES FROM ('2020-01-03 00:00+00') TO ('2100-01-01 00:00+00');
-		ALTER PUBLICATION walrelay_outbox SET (publish_via_partition_root = true);
+	testenv.Exec(t, d.dsn, `CREATE SCHEMA billing;
+		CREATE TABLE billing.outbox (LIKE public.outbox INCLUDING ALL);
 		ALTER PUBLICATION walrelay_outbox ADD TABLE billing.outbox`)
 	return d
 }

@@ -17,16 +17,10 @@ func TestLocate(t *testing.T) {
 	dsn := testenv.Postgres(t).NewDatabase(t)
 	conn := testenv.Connect(t, dsn)
 	ctx := t.Context()
-	if _, err := conn.Exec(ctx, `CREATE SCHEMA billing`); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Exec(t, dsn, `CREATE SCHEMA billing`)
 	// Nothing recorded anywhere, and no record tables at all: fine.
 	if err := slotrecord.Locate(ctx, conn, "public", []string{"public", "billing"}, "s"); err != nil {
 		t.Fatalf("no record tables: %v", err)
-	}
-	billing := slotrecord.Table{Schema: "billing"}
-	if _, err := billing.Ensure(ctx, conn); err != nil {
-		t.Fatal(err)
 	}
 	record(t, conn, "billing", "s")
 	err := slotrecord.Locate(ctx, conn, "public", []string{"public", "billing"}, "s")
@@ -44,19 +38,19 @@ func TestLocate(t *testing.T) {
 		t.Errorf("record in the first table's schema: %v", err)
 	}
 	// Once public holds a record too (walrelay ran with public first), public's counts.
-	public := slotrecord.Table{Schema: "public"}
-	if _, err := public.Ensure(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
 	record(t, conn, "public", "s")
 	if err := slotrecord.Locate(ctx, conn, "public", []string{"public", "billing"}, "s"); err != nil {
 		t.Errorf("record in both schemas, the first's found: %v", err)
 	}
 }
 
-// record writes a record row of slot in schema's record table.
+// record writes a record row of slot in schema's record table,
+// creating the table first (Ensure) if needed.
 func record(t *testing.T, conn *pgx.Conn, schema, slot string) {
 	t.Helper()
+	if _, err := (slotrecord.Table{Schema: schema}).Ensure(t.Context(), conn); err != nil {
+		t.Fatal(err)
+	}
 	_, err := conn.Exec(t.Context(), `INSERT INTO `+pgx.Identifier{schema, slotrecord.TableName}.Sanitize()+`
 		(slot_name, system_identifier, confirmed_lsn) VALUES ($1, (SELECT system_identifier::text FROM pg_control_system()), '0/1')`, slot)
 	if err != nil {

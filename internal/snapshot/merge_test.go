@@ -51,28 +51,37 @@ func tx(t *testing.T, conn *pgx.Conn, stmts ...string) {
 	}
 }
 
-// merged reads tables with MergeOrdered in a snapshot of its own and
-// returns each row as "<table index>:<tag>" (tag NULL: "<null>").
-func merged(t *testing.T, dsn string, tables []snapshot.Table, where string, order []snapshot.OrderKey, chunk int) ([]string, error) {
+// openReader opens a snapshot reader in a snapshot of its own on a
+// connection to dsn; both are closed at cleanup.
+func openReader(t *testing.T, dsn string) *snapshot.Reader {
 	t.Helper()
 	conn, err := snapshot.Connect(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(context.Background())
+	t.Cleanup(func() { conn.Close(context.Background()) })
 	rd, err := snapshot.Open(t.Context(), conn, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = rd.Close(context.Background()) }()
+	t.Cleanup(func() { _ = rd.Close(context.Background()) })
+	return rd
+}
+
+// merged reads tables with MergeOrdered in a snapshot of its own and
+// returns each row as "<table index>:<tag>" (tag NULL: "<null>").
+func merged(t *testing.T, dsn string, tables []snapshot.Table, where string, order []snapshot.OrderKey, chunk int) ([]string, error) {
+	t.Helper()
+	rd := openReader(t, dsn)
 	pks := make([][]string, len(tables))
 	for i, tb := range tables {
+		var err error
 		if pks[i], err = rd.Check(t.Context(), tb, where); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var got []string
-	err = rd.MergeOrdered(t.Context(), tables, where, order, pks, chunk, func(i int, cols []*pglogrepl.TupleDataColumn) error {
+	err := rd.MergeOrdered(t.Context(), tables, where, order, pks, chunk, func(i int, cols []*pglogrepl.TupleDataColumn) error {
 		tag := "<null>"
 		if cols[1].DataType == pglogrepl.TupleDataTypeText {
 			tag = string(cols[1].Data)
@@ -167,19 +176,10 @@ func TestMergeOrderedErrors(t *testing.T) {
 	if _, err := merged(t, dsn, tables, "", []snapshot.OrderKey{{Expr: "v"}}, 10); err == nil || !strings.Contains(err.Error(), "order key 1 is NULL") {
 		t.Errorf("a NULL key: %v, want an error naming it", err)
 	}
-	conn, err := snapshot.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	rd, err := snapshot.Open(t.Context(), conn, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = rd.Close(context.Background()) }()
+	rd := openReader(t, dsn)
 	stop := errors.New("stop")
 	n := 0
-	err = rd.MergeOrdered(t.Context(), tables, "", []snapshot.OrderKey{{Expr: "id"}}, [][]string{{"id"}, {"id"}}, 10, func(int, []*pglogrepl.TupleDataColumn) error {
+	err := rd.MergeOrdered(t.Context(), tables, "", []snapshot.OrderKey{{Expr: "id"}}, [][]string{{"id"}, {"id"}}, 10, func(int, []*pglogrepl.TupleDataColumn) error {
 		n++
 		return stop
 	})
