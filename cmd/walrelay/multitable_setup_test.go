@@ -343,5 +343,5 @@ func TestSetupAddTableNeedsOwnership(t *testing.T) {
 	testenv.Exec(t, dsn, `GRANT SELECT ON billing.outbox TO `+quoted)
 
 	stdout, stderr, code := walrelay(t, append(append([]string(nil), env...), "WALRELAY_POSTGRES_TABLE=public.outbox,billing.outbox"), "setup")
-	wantFailure(t, stdout, stderr, code, 1, "adding table billing.outbox to publication", "the role must own the table to add it to the publication", `ALTER PUBLICATION "walrelay_outbox" ADD TABLE billing.outbox`)
+	wantFailure(t, stdout, stderr, code, 1, "adding table billing.outbox to publication", "the role must own the table to add it to the publication", `LOCK TABLE "billing"."outbox" IN SHARE MODE; ALTER PUBLICATION "walrelay_outbox" ADD TABLE "billing"."outbox"`)
 }

@@ -112,7 +112,7 @@ server that cannot have one, false leaves failover alone.`,
 			var addErr *setup.AddTableError
 			if errors.As(err, &addErr) && errors.As(err, &pgErr) && pgErr.Code == "42501" {
 				return fmt.Errorf("%w (the role must own the table to add it to the publication, and the publication: run walrelay setup as their owner, or have it run BEGIN; LOCK TABLE %s IN SHARE MODE; ALTER PUBLICATION %s ADD TABLE %s; COMMIT: the lock waits for the transactions writing the table, whose earlier rows would not be streamed)",
-					err, addErr.Table, pgx.Identifier{addErr.Publication}.Sanitize(), addErr.Table)
+					err, addErr.Quoted, pgx.Identifier{addErr.Publication}.Sanitize(), addErr.Quoted)
 			}
 			if errors.As(err, &pgErr) && pgErr.Code == "55000" {
 				// wal_level below logical: check's cause and fix.

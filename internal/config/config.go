@@ -364,9 +364,12 @@ func (p Postgres) Tables() []TableName {
 // Schemas is the schemas of the listed tables, each once, in list order
 // (the first is RecordSchema): where slotrecord.Locate looks for a record
 // left behind by a reordered list.
-func (p Postgres) Schemas() []string {
+func (p Postgres) Schemas() []string { return SchemasOf(p.Tables()) }
+
+// SchemasOf is the schemas of tables, each once, in their order.
+func SchemasOf(tables []TableName) []string {
 	var out []string
-	for _, t := range p.Tables() {
+	for _, t := range tables {
 		if !slices.Contains(out, t.Schema) {
 			out = append(out, t.Schema)
 		}

@@ -112,7 +112,7 @@ func TestRunAddsTablesToPublication(t *testing.T) {
 		"table shipping.outbox already exists",
 		"publication walrelay_outbox publish_via_partition_root switched on",
 		"publication walrelay_outbox billing.outbox added",
-		"warning billing.outbox holds 1 row committed before it was added (created_at 2026-01-02T03:04:05.5Z to 2026-01-02T03:04:05.5Z): not streamed; publish them with walrelay verify --republish --since 2026-01-02T03:04:05Z --until 2026-01-02T03:04:06Z, or walrelay snapshot (every published table's rows matching --where)",
+		"warning billing.outbox holds 1 row committed before it was added (created_at 2026-01-02T03:04:05.5Z to 2026-01-02T03:04:05.5Z): not streamed; publish them with walrelay verify --republish --since 2026-01-02T03:04:05Z --until 2026-01-02T03:04:06Z, or walrelay snapshot --table billing.outbox",
 		"publication walrelay_outbox shipping.outbox added",
 		"slot " + names.Slot + " already exists",
 	} {

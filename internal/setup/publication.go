@@ -21,6 +21,7 @@ import (
 type AddTableError struct {
 	Publication string
 	Table       string // as postgres.table writes it: schema.name
+	Quoted      string // as SQL names it: "schema"."name"
 	Err         error
 }
 
@@ -143,14 +144,14 @@ func addTable(ctx context.Context, conn *pgx.Conn, pub string, t config.TableNam
 		}
 		if _, err := tx.Exec(ctx, `LOCK TABLE `+table+` IN SHARE MODE`); err != nil {
 			lockFail = err
-			return &AddTableError{Publication: pub, Table: t.String(), Err: err}
+			return &AddTableError{Publication: pub, Table: t.String(), Quoted: t.Quoted(), Err: err}
 		}
 		var err error
 		if held, err = readHeld(ctx, tx, t, timeColumn); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `ALTER PUBLICATION `+pgx.Identifier{pub}.Sanitize()+` ADD TABLE `+table); err != nil {
-			return &AddTableError{Publication: pub, Table: t.String(), Err: err}
+			return &AddTableError{Publication: pub, Table: t.String(), Quoted: t.Quoted(), Err: err}
 		}
 		return nil
 	})
@@ -159,7 +160,7 @@ func addTable(ctx context.Context, conn *pgx.Conn, pub string, t config.TableNam
 		busy := &BusyTableError{Table: t.String(), Timeout: lockTimeout, Err: lockFail}
 		// Best effort: the writers as they are now, for the message.
 		busy.PIDs, _ = writers(ctx, conn, table)
-		return nil, &AddTableError{Publication: pub, Table: t.String(), Err: busy}
+		return nil, &AddTableError{Publication: pub, Table: t.String(), Quoted: t.Quoted(), Err: busy}
 	}
 	if err != nil {
 		return nil, err
@@ -217,6 +218,7 @@ const lockNotAvailable = "55P03"
 
 // heldRows is what a table held when it was added to the publication.
 type heldRows struct {
+	table    string // as postgres.table writes it: schema.name
 	n        int64
 	column   string     // the time column, when the table has it
 	from, to *time.Time // its smallest and largest value (nil: no column, or all NULL)
@@ -225,7 +227,7 @@ type heldRows struct {
 // readHeld counts the rows of t, and the window of timeColumn they span
 // when t has that column as a timestamp.
 func readHeld(ctx context.Context, tx pgx.Tx, t config.TableName, timeColumn string) (heldRows, error) {
-	var h heldRows
+	h := heldRows{table: t.String()}
 	table := pgx.Identifier{t.Schema, t.Name}.Sanitize()
 	if timeColumn != "" {
 		var has bool
@@ -251,7 +253,7 @@ func readHeld(ctx context.Context, tx pgx.Tx, t config.TableName, timeColumn str
 
 // note is the warning's text: the count, the window and the fix.
 func (h heldRows) note() string {
-	const snapshot = "walrelay snapshot (every published table's rows matching --where)"
+	snapshot := "walrelay snapshot --table " + h.table
 	rows := "rows"
 	if h.n == 1 {
 		rows = "row"

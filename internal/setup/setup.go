@@ -30,7 +30,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -151,7 +150,7 @@ func Run(ctx context.Context, conn *pgx.Conn, n Names) ([]Step, error) {
 	// A record of the slot in another listed table's schema (the list was
 	// reordered) would read as missing below, and the slot be created
 	// afresh without the proof it holds: refuse before creating anything.
-	if err := slotrecord.Locate(ctx, conn, tables[0].Schema, schemas(tables), n.Slot); err != nil {
+	if err := slotrecord.Locate(ctx, conn, tables[0].Schema, config.SchemasOf(tables), n.Slot); err != nil {
 		return steps, fmt.Errorf("setup: %w (nothing was created)", err)
 	}
 
@@ -328,17 +327,6 @@ func (n Names) tables() []config.TableName {
 		schema = "public"
 	}
 	return []config.TableName{{Schema: schema, Name: n.Table}}
-}
-
-// schemas is the schemas of tables, each once, in list order.
-func schemas(tables []config.TableName) []string {
-	var out []string
-	for _, t := range tables {
-		if !slices.Contains(out, t.Schema) {
-			out = append(out, t.Schema)
-		}
-	}
-	return out
 }
 
 // ensureTable creates table t when it is missing and, with n.Partitions,
