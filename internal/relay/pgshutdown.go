@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -41,6 +42,48 @@ import (
 // nothing to record (records in flight that Kafka has not acknowledged:
 // a broker outage during the restart), it asks the server instead
 // (probe), which refuses a server shutting down as well.
+
+// A relay at its in-flight cap (Kafka not acknowledging) reads nothing
+// from the stream, so it never sees a walsender's request for a reply:
+// while records are in flight and the confirmed position has not moved for
+// stuckProbeEvery, the recorder asks the server every stuckProbeEvery
+// (stuckProbe), one trivial query a second while Kafka is stuck.
+
+// stuckProbeEvery is how long the confirmed position may stay still with
+// records in flight before the recorder asks the server whether it shuts
+// down, and how often it asks again.
+const stuckProbeEvery = time.Second
+
+// stuckWatch is the recorder's view of a confirmed position that does not
+// move while records are in flight (stuckProbe).
+type stuckWatch struct {
+	confirmed pglogrepl.LSN
+	since     time.Time // when confirmed was last seen to move (zero: nothing in flight)
+	probed    time.Time
+}
+
+// stuckProbe reports whether the recorder should ask the server whether it
+// shuts down now: records in flight, the confirmed position still for
+// stuckProbeEvery, and no probe for as long. Decoding from a standby the
+// record's server is not the one streaming (see stopping).
+func (c *recorder) stuckProbe(w *stuckWatch, now time.Time) bool {
+	if c.endSession == nil || c.slots != nil {
+		return false
+	}
+	if n, _ := c.tracker.InFlight(); n == 0 {
+		w.since = time.Time{}
+		return false
+	}
+	if conf := c.tracker.Confirmed(); w.since.IsZero() || conf != w.confirmed {
+		w.confirmed, w.since = conf, now
+		return false
+	}
+	if now.Sub(w.since) < stuckProbeEvery || now.Sub(w.probed) < stuckProbeEvery {
+		return false
+	}
+	w.probed = now
+	return true
+}
 
 // serverStopping reports whether err is Postgres ending or refusing a
 // session because the server is shutting down (or not up yet):

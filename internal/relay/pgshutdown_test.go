@@ -313,3 +313,68 @@ func committedKeys(t *testing.T, dsn string) []string {
 	}
 	return keys
 }
+
+// At its in-flight cap (Kafka refusing) the relay reads nothing from the
+// stream, so it never sees the walsender's requests for a reply at
+// shutdown: the recorder must ask the server itself (stuckProbe), or a
+// fast shutdown waits until Kafka answers again.
+func TestFastShutdownAtInFlightCap(t *testing.T) {
+	c := testenv.PrivateCluster(t, localpg.Options{})
+	const maxInFlight = 5
+	f := newFixtureOn(t, c.DSN("postgres"), nil, func(cfg *config.Config) {
+		cfg.Relay.MaxInFlightRecords = maxInFlight
+	})
+	if f.broker.Cluster == nil {
+		t.Skip("needs kfake for fault injection (external brokers configured)")
+	}
+	run := f.start(t)
+	topics := []string{"outbox.event.refused"}
+	execTx(t, f.dsn, insertEvent("refused", "warmup"))
+	waitKeys(t, f, topics, []string{"warmup"}, 30*time.Second)
+	f.waitCaughtUp(t, 30*time.Second)
+
+	fault := f.broker.Cluster.Fault(kfake.Fault{
+		Keys:  []kmsg.Key{kmsg.Produce},
+		Topic: topics[0],
+		Err:   kerr.NotEnoughReplicas, // retriable: the records stay in flight
+		Count: -1,
+	})
+	keys := []string{"warmup"}
+	for i := range 4 * maxInFlight {
+		k := fmt.Sprintf("capped-%d", i)
+		execTx(t, f.dsn, insertEvent("refused", k))
+		keys = append(keys, k)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for n, _ := run.relay.Tracker().InFlight(); n < maxInFlight; n, _ = run.relay.Tracker().InFlight() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d records in flight after 30s, want the cap %d: the test proves nothing", n, maxInFlight)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	fastRestart(t, c, run, "at the in-flight cap")
+	requireEnded(t, f, 1)
+	fault.Remove()
+	execTx(t, f.dsn, insertEvent("refused", "after"))
+	keys = append(keys, "after")
+	got := readKeys(t, f, topics, keys, 60*time.Second)
+	for _, k := range keys {
+		if got[k] == 0 {
+			t.Errorf("%s is not on Kafka (read %v)", k, got)
+		}
+	}
+	if run.exited() {
+		t.Fatalf("the relay stopped: %v", run.err)
+	}
+	f.waitCaughtUp(t, 30*time.Second)
+	s, err := slotrecord.Read(t.Context(), testenv.Connect(t, f.dsn), slotrecord.Table{Schema: "public"}, "walrelay")
+	if err != nil || s.Record == nil {
+		t.Fatalf("reading the slot record: %v (record %v)", err, s.Record)
+	}
+	if s.Record.JumpedAt != nil || s.Jumped() != "" {
+		t.Errorf("the slot record is marked jumped: %q (found now: %q)", s.Record.Jump, s.Jumped())
+	}
+	if err := run.stop(); err != nil {
+		t.Fatalf("stopping the relay: %v", err)
+	}
+}

@@ -362,6 +362,7 @@ func (c *recorder) run(ctx context.Context) {
 	defer c.close()
 	t := time.NewTicker(recordEvery)
 	defer t.Stop()
+	var stuck stuckWatch
 	for {
 		select {
 		case <-ctx.Done():
@@ -373,6 +374,9 @@ func (c *recorder) run(ctx context.Context) {
 		err := c.raise(ctx, force)
 		if err == nil && want != 0 {
 			err = c.answer(ctx, want) // pgshutdown.go
+		}
+		if err == nil && c.stuckProbe(&stuck, time.Now()) {
+			err = c.probe(ctx) // pgshutdown.go
 		}
 		if err != nil && ctx.Err() == nil {
 			c.stopping(err)
