@@ -86,8 +86,11 @@
 // lost its record cannot be told: every row of the id is missing, and
 // each is republished through its own table's plan (a duplicate of a row
 // whose record was there, never a loss). Records as many as the rows: all
-// seen; more: the id is a duplicate too. Counting cannot notice one row's
-// record lost while another's was published twice.
+// seen; more: the id is a duplicate too. A row of a short id whose
+// transaction the slot has not confirmed is unconfirmed, and when the
+// confirmed rows are no more than the records, they are seen (the record
+// may be theirs; a later verify counts again). Counting cannot notice one
+// row's record lost while another's was published twice.
 //
 // What it does not do: commit consumer offsets.
 package reconcile

@@ -238,3 +238,48 @@ func TestVerifyTwoTablesSameID(t *testing.T) {
 }
 
 func sameHeader(a, b kgo.RecordHeader) bool { return a.Key == b.Key && bytes.Equal(a.Value, b.Value) }
+
+// TestVerifyTwoTablesSameIDUnconfirmed: an id shared by a row whose
+// transaction the slot confirmed and one it cannot have confirmed yet
+// (committed while an older transaction is open), with one record left:
+// the record may be the confirmed row's, so nothing is missing and the
+// unconfirmed row is unconfirmed; once the old transaction ends, both
+// rows are confirmed, fewer records than rows, and both are missing.
+func TestVerifyTwoTablesSameIDUnconfirmed(t *testing.T) {
+	f := newFixtureTables(t)
+	const id = "6f1c1b4e-0000-4000-8000-000000000005"
+	insert := func(table string) {
+		testenv.Exec(t, f.dsn, `INSERT INTO `+table+` (id, aggregatetype, aggregateid, type, payload)
+			VALUES ($1, 'order', 'agg-shared', 'Happened', jsonb_build_object('table', $2::text))`, id, table)
+	}
+	insert(tableA)
+	open, err := testenv.Connect(t, f.dsn).Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = open.Rollback(t.Context()) }()
+	if _, err := open.Exec(t.Context(), `SELECT pg_current_xact_id()`); err != nil {
+		t.Fatal(err)
+	}
+	insert(tableB)
+	recs := f.relayAll(t, 2)
+	if recs[0].Partition != recs[1].Partition || recs[0].Offset != 0 || recs[1].Offset != 1 {
+		t.Fatalf("records at %d/%d and %d/%d, want offsets 0 and 1 of one partition", recs[0].Partition, recs[0].Offset, recs[1].Partition, recs[1].Offset)
+	}
+	f.deleteRecords(t, topics[0], recs[0].Partition, 1)
+
+	rep := f.verify(t, true)
+	if !rep.FenceConfirmed || rep.Records != 1 || !slices.Equal(rep.Unconfirmed, []string{id}) || len(rep.Missing)+len(rep.Duplicates) != 0 || rep.Republished != nil && rep.Republished.Sent != 0 {
+		t.Fatalf("one record, one row unconfirmed: fence confirmed %t records %d unconfirmed %v missing %v duplicates %v republished %+v; want 1 record, unconfirmed [%s], nothing missing or republished",
+			rep.FenceConfirmed, rep.Records, rep.Unconfirmed, rep.Missing, rep.Duplicates, rep.Republished, id)
+	}
+
+	if err := open.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	rep = f.verify(t, false)
+	if !rep.FenceConfirmed || !slices.Equal(rep.Missing, []string{id, id}) || len(rep.Unconfirmed)+len(rep.Duplicates) != 0 {
+		t.Fatalf("after the transaction ended: fence confirmed %t missing %v unconfirmed %v duplicates %v; want missing [%s %s]",
+			rep.FenceConfirmed, rep.Missing, rep.Unconfirmed, rep.Duplicates, id, id)
+	}
+}
