@@ -78,12 +78,19 @@
 // Relation message), pass 0 and every pass read every table in the one
 // REPEATABLE READ transaction, topics are the union of their rows'
 // topics, a missing row is republished through its own table's plan, and
-// a record is unknown only when its id is in none of the tables. Records
-// are matched by event id alone, so when rows of two tables share an id
-// (two modules reusing ids), one record counts as seen for both: the id
-// is listed under duplicates and neither row is called missing (a record
-// of one of them lost is not noticed). With no record at all, each row is
-// missing, and republished through its own plan.
+// a record is unknown only when its id is in none of the tables.
+//
+// Records are matched by event id alone, each row counting one record of
+// its id as its own. When rows share an id (two modules reusing ids, in
+// two tables or in one) and its records are fewer than its rows, which row
+// lost its record cannot be told: every row of the id is missing, and
+// each is republished through its own table's plan (a duplicate of a row
+// whose record was there, never a loss). Records as many as the rows: all
+// seen; more: the id is a duplicate too. A row of a short id whose
+// transaction the slot has not confirmed is unconfirmed, and when the
+// confirmed rows are no more than the records, they are seen (the record
+// may be theirs; a later verify counts again). Counting cannot notice one
+// row's record lost while another's was published twice.
 //
 // What it does not do: commit consumer offsets.
 package reconcile

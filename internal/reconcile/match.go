@@ -150,9 +150,15 @@ func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error
 		v.rep.MaxHeld = max(v.rep.MaxHeld, len(held))
 		sort.Slice(held, func(i, j int) bool { return bytes.Compare(held[i].k[:], held[j].k[:]) < 0 })
 
-		// The rows of this share, looked up.
+		// The rows of this share, looked up. Records are matched by
+		// event id alone: each row takes one record of its id not
+		// taken yet. An id whose records are fewer than its rows (rows
+		// of two tables, or of one, sharing it) is short: which row
+		// lost its record cannot be told, so none is reported yet, and
+		// every row of it is reported below.
 		var rows int64
-		err = v.scanAll(ctx, tx, func(ti int, t *outbox, r *row) error {
+		short := map[key]*shortage{}
+		err = v.scanAll(ctx, tx, func(_ int, t *outbox, r *row) error {
 			rows++
 			if rows%o.ProgressEvery == 0 {
 				v.log.Info("verify: checking rows", "pass", pass+1, "passes", passes, "rows", rows, "of", v.rep.Rows)
@@ -166,40 +172,73 @@ func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error
 				return nil
 			}
 			i := sort.Search(len(held), func(i int) bool { return bytes.Compare(held[i].k[:], k[:]) >= 0 })
-			n, by, shared := 0, int16(ti+1), false
+			n, took := 0, false
 			for j := i; j < len(held) && held[j].k == k; j++ {
-				// A row of another table had this id: records are
-				// matched by id alone, so the records count as seen
-				// for both rows, and the id is listed under
-				// duplicates.
-				shared = shared || (held[j].seenBy != 0 && held[j].seenBy != by)
-				held[j].seenBy = by
+				if !took && !held[j].matched {
+					held[j].matched, took = true, true
+				}
 				n++
 			}
-			class, dead := v.dead[string(id)]
 			switch {
-			case n == 0 && dead:
-				// Not published by design: the dead letter holds it
-				// (and its broker ack is what confirmed it).
-				v.rep.DeadLettered = append(v.rep.DeadLettered, DeadLettered{ID: string(id), Class: class})
-			case n == 0 && v.skippedTooLarge(msg):
-				// Skipped by the relay's policy before it was produced.
-				v.rep.Skipped = append(v.rep.Skipped, DeadLettered{ID: string(id), Class: router.ClassRecordTooLarge.String()})
-			case n == 0 && !r.confirmed:
-				// Its transaction may not be on Kafka yet.
-				v.rep.Unconfirmed = append(v.rep.Unconfirmed, string(id))
 			case n == 0:
-				v.rep.Missing = append(v.rep.Missing, string(id))
-				if o.Republish {
-					return v.republish(ctx, msg, r.at)
-				}
-			case n > 1 || shared:
-				v.rep.Duplicates = append(v.rep.Duplicates, string(id))
+				return v.unmatched(ctx, msg, id, r)
+			case !took:
+				short[k] = &shortage{records: n}
 			}
 			return nil
 		})
 		if err != nil {
 			return nil, err
+		}
+		// A seen id with records left over has more records than rows:
+		// duplicates.
+		for i := 0; i < len(held); {
+			j, extra := i, false
+			for ; j < len(held) && held[j].k == held[i].k; j++ {
+				extra = extra || !held[j].matched
+			}
+			if held[i].matched && extra {
+				v.rep.Duplicates = append(v.rep.Duplicates, v.idOf(held[i], texts))
+			}
+			i = j
+		}
+		// Every row of a short id, as if it had no record: republishing
+		// all of them gives duplicates (fine under at-least-once) where
+		// republishing only the rows beyond the records' number could
+		// send a row whose record is there while the lost one stays
+		// lost. A row not confirmed yet may not be on Kafka yet: when
+		// the confirmed rows are no more than the records, they are
+		// seen (a later verify, once every row is confirmed, counts
+		// again). The rows are read twice more, to count and to report,
+		// only when an id is short.
+		if len(short) > 0 {
+			each := func(report bool) func(int, *outbox, *row) error {
+				return func(_ int, t *outbox, r *row) error {
+					msg, id, why := v.route(t, r)
+					if why != "" {
+						return nil
+					}
+					k, _ := keyOf(id)
+					s := short[k]
+					switch {
+					case s == nil:
+					case !report:
+						if r.confirmed {
+							s.confirmed++
+						}
+					case !r.confirmed:
+						v.rep.Unconfirmed = append(v.rep.Unconfirmed, string(id))
+					case s.confirmed > s.records:
+						return v.unmatched(ctx, msg, id, r)
+					}
+					return nil
+				}
+			}
+			for _, report := range []bool{false, true} {
+				if err := v.scanAll(ctx, tx, each(report)); err != nil {
+					return nil, err
+				}
+			}
 		}
 		// Records no row of the window has, with a timestamp in the window
 		// itself (the margins hold records of rows outside it).
@@ -210,17 +249,51 @@ func (v *verifier) verify(ctx context.Context, tx pgx.Tx) (map[string]int, error
 			for ; j < len(held) && held[j].k == held[i].k; j++ {
 				inWindow = inWindow || (held[j].ms >= since && held[j].ms < until)
 			}
-			if held[i].seenBy == 0 && inWindow {
-				id := held[i].k.uuid()
-				if t := held[i].text; t > 0 {
-					id = texts[t-1]
-				}
-				candidates[id] = j - i
+			if !held[i].matched && inWindow {
+				candidates[v.idOf(held[i], texts)] = j - i
 			}
 			i = j
 		}
 	}
 	return candidates, nil
+}
+
+// shortage counts an event id's records (fewer than its rows) and its
+// rows whose transactions the slot has confirmed.
+type shortage struct{ records, confirmed int }
+
+// unmatched reports row r, routed to msg with event id id, which no
+// record of the topics is counted for: dead-lettered, skipped, not
+// confirmed yet, or missing (and republished under Options.Republish).
+func (v *verifier) unmatched(ctx context.Context, msg *router.Message, id []byte, r *row) error {
+	class, dead := v.dead[string(id)]
+	switch {
+	case dead:
+		// Not published by design: the dead letter holds it (and its
+		// broker ack is what confirmed it).
+		v.rep.DeadLettered = append(v.rep.DeadLettered, DeadLettered{ID: string(id), Class: class})
+	case v.skippedTooLarge(msg):
+		// Skipped by the relay's policy before it was produced.
+		v.rep.Skipped = append(v.rep.Skipped, DeadLettered{ID: string(id), Class: router.ClassRecordTooLarge.String()})
+	case !r.confirmed:
+		// Its transaction may not be on Kafka yet.
+		v.rep.Unconfirmed = append(v.rep.Unconfirmed, string(id))
+	default:
+		v.rep.Missing = append(v.rep.Missing, string(id))
+		if v.opts.Republish {
+			return v.republish(ctx, msg, r.at)
+		}
+	}
+	return nil
+}
+
+// idOf is the event id of held record e, whose text, when it is not a
+// UUID, is in texts.
+func (v *verifier) idOf(e entry, texts []string) string {
+	if e.text > 0 {
+		return texts[e.text-1]
+	}
+	return e.k.uuid()
 }
 
 // unknown looks the candidates up in every table (whole, not the window),

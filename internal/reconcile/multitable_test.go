@@ -182,11 +182,13 @@ func TestVerifyTwoTablesDeadLetteredInSecond(t *testing.T) {
 }
 
 // TestVerifyTwoTablesSameID: one event id in both tables (two modules
-// reusing ids). With the relay's two records, and with one of them
-// deleted, the id is listed once under duplicates and neither row is
-// missing (records are matched by id: one record is seen by both rows);
-// with both deleted, each row is missing and --republish sends each
-// through its own table's plan.
+// reusing ids). Records are matched by id alone, each row taking one:
+// with the relay's two records both rows are seen, nothing else; with one
+// of them deleted the records are fewer than the rows and which row lost
+// its record cannot be told, so both rows are missing and --republish
+// sends each through its own table's plan (a duplicate of the row whose
+// record was there, never a loss); with no record at all, both are
+// missing again.
 func TestVerifyTwoTablesSameID(t *testing.T) {
 	f := newFixtureTables(t)
 	const id = "6f1c1b4e-0000-4000-8000-000000000004"
@@ -201,32 +203,83 @@ func TestVerifyTwoTablesSameID(t *testing.T) {
 	p := recs[0].Partition
 
 	rep := f.verify(t, false)
-	if rep.Rows != 2 || !slices.Equal(rep.Duplicates, []string{id}) || len(rep.Missing)+len(rep.Unknown) != 0 {
-		t.Errorf("two records: rows %d duplicates %v missing %v unknown %v; want 2 rows, duplicates [%s] once, nothing else", rep.Rows, rep.Duplicates, rep.Missing, rep.Unknown, id)
+	if rep.Rows != 2 || rep.Records != 2 || len(rep.Duplicates)+len(rep.Missing)+len(rep.Unknown) != 0 {
+		t.Errorf("two records: rows %d records %d duplicates %v missing %v unknown %v; want 2 rows, 2 records, nothing else", rep.Rows, rep.Records, rep.Duplicates, rep.Missing, rep.Unknown)
 	}
 
-	f.deleteRecords(t, topics[0], p, 1) // public.outbox's record
-	rep = f.verify(t, false)
-	if rep.Records != 1 || !slices.Equal(rep.Duplicates, []string{id}) || len(rep.Missing)+len(rep.Unknown) != 0 {
-		t.Errorf("one record left: records %d duplicates %v missing %v unknown %v; want 1 record, duplicates [%s], nothing missing", rep.Records, rep.Duplicates, rep.Missing, rep.Unknown, id)
-	}
-
-	f.deleteRecords(t, topics[0], p, 2)
+	f.deleteRecords(t, topics[0], p, 1) // one row's record (which one, verify cannot tell)
 	rep = f.verify(t, true)
-	if !slices.Equal(rep.Missing, []string{id, id}) || len(rep.Duplicates)+len(rep.Unknown) != 0 {
-		t.Fatalf("no record left: missing %v duplicates %v unknown %v; want missing [%s %s] (one per row)", rep.Missing, rep.Duplicates, rep.Unknown, id, id)
+	if rep.Records != 1 || !slices.Equal(rep.Missing, []string{id, id}) || len(rep.Duplicates)+len(rep.Unknown) != 0 {
+		t.Fatalf("one record left: records %d missing %v duplicates %v unknown %v; want 1 record, missing [%s %s] (every row of the id)", rep.Records, rep.Missing, rep.Duplicates, rep.Unknown, id, id)
 	}
-	if r := rep.Republished; r == nil || r.Sent != 2 || r.Acknowledged != 2 {
+	if r := rep.Republished; r == nil || r.Sent != 2 || r.Acknowledged != 2 || len(r.Failed) != 0 {
 		t.Fatalf("republished %+v, want 2 sent and acknowledged", rep.Republished)
 	}
 	var values []string
-	for _, r := range f.broker.ReadAll(t, topics[:1], 2, 30*time.Second) {
-		values = append(values, string(r.Value))
+	for _, r := range f.broker.ReadAll(t, topics[:1], 3, 30*time.Second) {
+		if testenv.Header(r, reconcile.HeaderRepublished) == "true" {
+			values = append(values, string(r.Value))
+		}
 	}
 	slices.Sort(values)
 	if want := []string{`{"table": "billing.outbox"}`, `{"table": "public.outbox"}`}; !slices.Equal(values, want) {
 		t.Errorf("republished values %q, want %q", values, want)
 	}
+	rep = f.verify(t, false)
+	if rep.Records != 3 || !slices.Equal(rep.Duplicates, []string{id}) || len(rep.Missing)+len(rep.Unknown) != 0 {
+		t.Errorf("after republishing: records %d duplicates %v missing %v unknown %v; want 3 records, duplicates [%s], nothing missing", rep.Records, rep.Duplicates, rep.Missing, rep.Unknown, id)
+	}
+
+	f.deleteRecords(t, topics[0], p, 4)
+	rep = f.verify(t, false)
+	if !slices.Equal(rep.Missing, []string{id, id}) || len(rep.Duplicates)+len(rep.Unknown) != 0 {
+		t.Errorf("no record left: missing %v duplicates %v unknown %v; want missing [%s %s] (one per row)", rep.Missing, rep.Duplicates, rep.Unknown, id, id)
+	}
 }
 
 func sameHeader(a, b kgo.RecordHeader) bool { return a.Key == b.Key && bytes.Equal(a.Value, b.Value) }
+
+// TestVerifyTwoTablesSameIDUnconfirmed: an id shared by a row whose
+// transaction the slot confirmed and one it cannot have confirmed yet
+// (committed while an older transaction is open), with one record left:
+// the record may be the confirmed row's, so nothing is missing and the
+// unconfirmed row is unconfirmed; once the old transaction ends, both
+// rows are confirmed, fewer records than rows, and both are missing.
+func TestVerifyTwoTablesSameIDUnconfirmed(t *testing.T) {
+	f := newFixtureTables(t)
+	const id = "6f1c1b4e-0000-4000-8000-000000000005"
+	insert := func(table string) {
+		testenv.Exec(t, f.dsn, `INSERT INTO `+table+` (id, aggregatetype, aggregateid, type, payload)
+			VALUES ($1, 'order', 'agg-shared', 'Happened', jsonb_build_object('table', $2::text))`, id, table)
+	}
+	insert(tableA)
+	open, err := testenv.Connect(t, f.dsn).Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = open.Rollback(t.Context()) }()
+	if _, err := open.Exec(t.Context(), `SELECT pg_current_xact_id()`); err != nil {
+		t.Fatal(err)
+	}
+	insert(tableB)
+	recs := f.relayAll(t, 2)
+	if recs[0].Partition != recs[1].Partition || recs[0].Offset != 0 || recs[1].Offset != 1 {
+		t.Fatalf("records at %d/%d and %d/%d, want offsets 0 and 1 of one partition", recs[0].Partition, recs[0].Offset, recs[1].Partition, recs[1].Offset)
+	}
+	f.deleteRecords(t, topics[0], recs[0].Partition, 1)
+
+	rep := f.verify(t, true)
+	if !rep.FenceConfirmed || rep.Records != 1 || !slices.Equal(rep.Unconfirmed, []string{id}) || len(rep.Missing)+len(rep.Duplicates) != 0 || rep.Republished != nil && rep.Republished.Sent != 0 {
+		t.Fatalf("one record, one row unconfirmed: fence confirmed %t records %d unconfirmed %v missing %v duplicates %v republished %+v; want 1 record, unconfirmed [%s], nothing missing or republished",
+			rep.FenceConfirmed, rep.Records, rep.Unconfirmed, rep.Missing, rep.Duplicates, rep.Republished, id)
+	}
+
+	if err := open.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	rep = f.verify(t, false)
+	if !rep.FenceConfirmed || !slices.Equal(rep.Missing, []string{id, id}) || len(rep.Unconfirmed)+len(rep.Duplicates) != 0 {
+		t.Fatalf("after the transaction ended: fence confirmed %t missing %v unconfirmed %v duplicates %v; want missing [%s %s]",
+			rep.FenceConfirmed, rep.Missing, rep.Unconfirmed, rep.Duplicates, id, id)
+	}
+}

@@ -176,9 +176,10 @@ type entry struct {
 	k    key
 	ms   int64 // record timestamp, Unix milliseconds
 	text int32 // 1 + index of the id's text when it is not a UUID; 0 for a UUID
-	// seenBy is 1 + the index in verifier.tables of the last table a
-	// row of the window with this id was read from; 0: no row has it.
-	seenBy int16
+	// matched: a row of the window with this id has counted this
+	// record as its own. Rows take a group's records in order, so the
+	// group's first record is matched when any row has the id.
+	matched bool
 }
 
 // verifier holds one run's state.
