@@ -53,8 +53,9 @@ func (p *Pruner) Run(ctx context.Context) {
 // Cycle is one pass of Run: it removes what the newest fence of an earlier
 // pass that the slot has confirmed allows, then takes a new fence for the
 // passes after it. The first pass only takes a fence. A table that
-// cannot be pruned (missing, a statement timeout) is left for the next
-// pass and its error joined to the others'; the other tables are pruned.
+// cannot be pruned (missing, a statement timeout, not published:
+// ErrNotPublished) is left for the next pass and its error joined to the
+// others'; the other tables are pruned.
 func (p *Pruner) Cycle(ctx context.Context) (Result, error) {
 	start := time.Now()
 	res, err := p.cycle(ctx)

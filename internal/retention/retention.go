@@ -24,8 +24,9 @@
 // the whole server's, not a table's, so a pass takes one fence and reads
 // the slot and walrelay's record of it (in the first table's schema,
 // config.Postgres.RecordSchema) once, then removes from every table by it;
-// one table's failure (missing, a statement timeout) does not stop the
-// others, and the pass returns every table's error.
+// one table's failure (missing, a statement timeout, published by none of
+// the publications) does not stop the others, and the pass returns every
+// table's error.
 // Pruner.Run uses the newest fence an earlier pass took that the slot has
 // confirmed since, so it never waits; Pruner.Once (walrelay outbox prune)
 // takes a fence and waits, bounded, for the slot to pass it.
