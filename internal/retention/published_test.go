@@ -1,11 +1,13 @@
 package retention_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/walrelay/walrelay/internal/config"
 	"github.com/walrelay/walrelay/internal/retention"
 	"github.com/walrelay/walrelay/internal/testenv"
 )
@@ -119,5 +121,57 @@ func TestTableDroppedFromPublicationLeftAlone(t *testing.T) {
 	}
 	if got := idsIn(t, d, "public.outbox"); len(got) != 0 {
 		t.Errorf("public.outbox left %q, want none", got)
+	}
+}
+
+// A table published by another of postgres.publications, FOR TABLES IN
+// SCHEMA (Postgres 15+), counts as published: membership is what
+// pg_publication_tables lists for any of them, so both tables are pruned.
+//
+// Not parallel: see TestEveryTablePrunedByOneFence.
+func TestTablePublishedBySchemaIsPruned(t *testing.T) {
+	d := unpublishedBilling(t)
+	if major := testenv.ServerMajor(t, d.dsn); major < 15 {
+		t.Skipf("FOR TABLES IN SCHEMA needs Postgres 15+, the server is %d", major)
+	}
+	testenv.Exec(t, d.dsn, `CREATE PUBLICATION billing_pub FOR TABLES IN SCHEMA billing`)
+	insertOldInto(t, d, "public.outbox", "pub", 3)
+	insertOldInto(t, d, "billing.outbox", "bill", 2)
+	cfg := config.Default()
+	cfg.Postgres.DSN, cfg.Postgres.Slot, cfg.Postgres.Table = d.dsn, d.slot, bothTables
+	cfg.Postgres.Publications = config.StringList{"walrelay_outbox", "billing_pub"}
+	cfg.Outbox.Retention, cfg.Outbox.PruneBatch = time.Hour, 100
+	cfg.Outbox.PruneStatementTimeout = 5 * time.Second
+	p := retention.New(retention.FromConfig(cfg), nil, retention.Metrics{})
+	t.Cleanup(func() { p.Close(context.Background()) })
+	cycle(t, p)
+	advance(t, d)
+	if res := cycle(t, p); res.Rows != 5 {
+		t.Errorf("pass removed %d rows, want both tables' 5", res.Rows)
+	}
+}
+
+// A partitioned table whose publication publishes its partitions under
+// their own names (publish_via_partition_root off) is not published as
+// the relay decides it (it refuses to start so, relay.ErrPublicationLeaves):
+// retention leaves it alone, no partition detached or dropped, and says so.
+//
+// Not parallel: see TestEveryTablePrunedByOneFence.
+func TestPartitionsPublishedAsLeavesLeftAlone(t *testing.T) {
+	d := twoOutboxes(t, true)
+	testenv.Exec(t, d.dsn, `ALTER PUBLICATION walrelay_outbox SET (publish_via_partition_root = false);
+		INSERT INTO billing.outbox (aggregatetype, aggregateid, type, created_at) VALUES
+		('order', 'd1', 'T', '2020-01-01 12:00+00'), ('order', 'd2', 'T', '2020-01-02 12:00+00')`)
+	p, _ := multiPruner(t, d, 100, nil)
+	for pass := 1; pass <= 3; pass++ {
+		res, err := p.Cycle(t.Context())
+		wantNotPublished(t, "Cycle", err)
+		if _, byTable := parts(t, res); len(byTable["billing.outbox"].Detached) != 0 || len(byTable["billing.outbox"].Dropped) != 0 {
+			t.Fatalf("pass %d: billing.outbox %+v; want no partition detached or dropped", pass, byTable["billing.outbox"])
+		}
+		advance(t, d)
+	}
+	if got := idsIn(t, d, "billing.outbox"); len(got) != 2 {
+		t.Errorf("billing.outbox left %q, want its 2 rows", got)
 	}
 }
