@@ -37,4 +37,9 @@ var (
 	// ErrTable: the outbox table is missing, or partitioned in a way
 	// retention cannot drop partitions of.
 	ErrTable = errors.New("outbox table")
+	// ErrNotPublished: postgres.table lists a table that none of
+	// postgres.publications publishes. The relay never streams its rows,
+	// so the slot's position proves none of them delivered: the table is
+	// left alone (nothing removed) until it is published again.
+	ErrNotPublished = errors.New("outbox table not published")
 )

@@ -53,8 +53,9 @@ func (p *Pruner) Run(ctx context.Context) {
 // Cycle is one pass of Run: it removes what the newest fence of an earlier
 // pass that the slot has confirmed allows, then takes a new fence for the
 // passes after it. The first pass only takes a fence. A table that
-// cannot be pruned (missing, a statement timeout) is left for the next
-// pass and its error joined to the others'; the other tables are pruned.
+// cannot be pruned (missing, a statement timeout, not published:
+// ErrNotPublished) is left for the next pass and its error joined to the
+// others'; the other tables are pruned.
 func (p *Pruner) Cycle(ctx context.Context) (Result, error) {
 	start := time.Now()
 	res, err := p.cycle(ctx)
@@ -188,10 +189,13 @@ func (p *Pruner) once(ctx context.Context, wait time.Duration) (Result, error) {
 	deadline := time.Now().Add(wait)
 	partitioned := func(i int) bool { return live[i] && res.Tables[i].Partitioned }
 	for i, t := range p.tables {
-		// Detached partitions seen now are covered by the fence taken next.
+		// Detached partitions seen now are covered by the fence taken
+		// next. A table whose detached partitions cannot be read is left out
+		// of the pass, its error joined.
 		if partitioned(i) {
 			if err := p.observeDetached(ctx, conn, t); err != nil {
-				return res, joined(err)
+				errs = append(errs, fmt.Errorf("reading the partitions detached from %s: %w", t.name, err))
+				live[i] = false
 			}
 		}
 	}
@@ -202,6 +206,9 @@ func (p *Pruner) once(ctx context.Context, wait time.Duration) (Result, error) {
 		return res, joined(err)
 	}
 	res.Fence, res.FenceLSN = &f, f.LSN.String()
+	// A table dropped from the publications while the fence was awaited
+	// is left out too: its rows committed since are not streamed.
+	errs = append(errs, p.unpublished(ctx, conn, live)...)
 	detachedAny := false
 	for i, t := range p.tables {
 		if !live[i] || ctx.Err() != nil {
@@ -222,7 +229,9 @@ func (p *Pruner) once(ctx context.Context, wait time.Duration) (Result, error) {
 	for i, t := range p.tables {
 		if partitioned(i) && len(res.Tables[i].Detached) > 0 {
 			if err := p.observeDetached(ctx, conn, t); err != nil {
-				return res, joined(err)
+				// Not observed, its new detaches are not dropped by the
+				// next fence; the next pass observes them.
+				errs = append(errs, fmt.Errorf("reading the partitions detached from %s: %w", t.name, err))
 			}
 		}
 	}

@@ -24,8 +24,9 @@
 // the whole server's, not a table's, so a pass takes one fence and reads
 // the slot and walrelay's record of it (in the first table's schema,
 // config.Postgres.RecordSchema) once, then removes from every table by it;
-// one table's failure (missing, a statement timeout) does not stop the
-// others, and the pass returns every table's error.
+// one table's failure (missing, a statement timeout, published by none of
+// the publications) does not stop the others, and the pass returns every
+// table's error.
 // Pruner.Run uses the newest fence an earlier pass took that the slot has
 // confirmed since, so it never waits; Pruner.Once (walrelay outbox prune)
 // takes a fence and waits, bounded, for the slot to pass it.
@@ -68,6 +69,11 @@ type Config struct {
 	TimeColumn string
 	// Slot is postgres.slot, whose confirmed_flush_lsn decides.
 	Slot string
+	// Publications are postgres.publications, the ones the relay streams
+	// (empty: walrelay_outbox, the default). Each pass removes only from
+	// the tables they publish: the slot's position says nothing about the
+	// rows of a table the relay does not stream.
+	Publications []string
 	// SlotDSN, when set, is the hot standby that holds the slot (decoding
 	// from a standby: postgres.dsn, with DSN postgres.primary_dsn): the
 	// slot is read there, everything else (fences, the record, the
@@ -91,7 +97,7 @@ type Config struct {
 func FromConfig(c config.Config) Config {
 	out := Config{
 		DSN: c.Postgres.Primary(), Tables: c.Postgres.Tables(), RecordSchema: c.Postgres.RecordSchema(), TimeColumn: c.Outbox.TimeColumn, Slot: c.Postgres.Slot,
-		Retention: c.Outbox.Retention, Batch: c.Outbox.PruneBatch, StatementTimeout: c.Outbox.PruneStatementTimeout,
+		Publications: c.Postgres.Publications, Retention: c.Outbox.Retention, Batch: c.Outbox.PruneBatch, StatementTimeout: c.Outbox.PruneStatementTimeout,
 		Interval: c.Outbox.PruneInterval,
 	}
 	if c.Postgres.PrimaryDSN != "" {
@@ -275,8 +281,9 @@ func (p *Pruner) newResult() Result {
 
 // kinds reads whether each table is partitioned into res.Tables and
 // returns which tables can be pruned (ok[i]) and the errors of those that
-// cannot (missing, or partitioned otherwise than by range of the time
-// column): those are left alone this pass, the others pruned.
+// cannot (missing, partitioned otherwise than by range of the time
+// column, or published by none of the publications: ErrNotPublished):
+// those are left alone this pass, the others pruned.
 func (p *Pruner) kinds(ctx context.Context, conn *pgx.Conn, res *Result) (ok []bool, errs []error) {
 	ok = make([]bool, len(p.tables))
 	for i, t := range p.tables {
@@ -288,7 +295,57 @@ func (p *Pruner) kinds(ctx context.Context, conn *pgx.Conn, res *Result) (ok []b
 		}
 		ok[i] = true
 	}
-	return ok, errs
+	return ok, append(errs, p.unpublished(ctx, conn, ok)...)
+}
+
+// publications is Config.Publications, or walrelay's default one.
+func (c Config) publications() []string {
+	if len(c.Publications) > 0 {
+		return c.Publications
+	}
+	return []string{"walrelay_outbox"}
+}
+
+// unpublished reads, on every pass, the tables the publications publish
+// and clears live[i] for each live table none of them publishes, with an
+// ErrNotPublished error naming it. The relay streams only published
+// tables, so the slot's confirmed position proves nothing about the rows
+// of another (never streamed, or not since an ALTER PUBLICATION … DROP
+// TABLE): pruning them would lose events. Membership is decided as the
+// relay decides it (relay.checkPublications): a table is published when
+// pg_publication_tables lists it by its own name, which covers FOR TABLE,
+// FOR TABLES IN SCHEMA and FOR ALL TABLES; a partitioned table counts
+// only when published via its root (publish_via_partition_root), which
+// the relay requires. When the publications cannot be read, every table
+// is left out.
+func (p *Pruner) unpublished(ctx context.Context, conn *pgx.Conn, live []bool) []error {
+	pubs := p.cfg.publications()
+	rows, err := conn.Query(ctx, `
+		SELECT DISTINCT schemaname::text, tablename::text FROM pg_publication_tables WHERE pubname = ANY($1)`, pubs)
+	if err != nil {
+		clear(live)
+		return []error{fmt.Errorf("reading the tables of publications %q: %w", pubs, explainTimeout(err))}
+	}
+	published := map[config.TableName]bool{}
+	var t config.TableName
+	_, err = pgx.ForEachRow(rows, []any{&t.Schema, &t.Name}, func() error {
+		published[t] = true
+		return nil
+	})
+	if err != nil {
+		clear(live)
+		return []error{fmt.Errorf("reading the tables of publications %q: %w", pubs, explainTimeout(err))}
+	}
+	var errs []error
+	for i, name := range p.cfg.tables() {
+		if !live[i] || published[name] {
+			continue
+		}
+		live[i] = false
+		errs = append(errs, fmt.Errorf("%w: %s is in none of the publications %q, so the relay does not stream its rows and the slot proves none delivered; left alone (nothing removed from it): ALTER PUBLICATION %s ADD TABLE %s; (or run `walrelay setup`), or remove it from postgres.table",
+			ErrNotPublished, name, pubs, pgx.Identifier{pubs[0]}.Sanitize(), pgx.Identifier{name.Schema, name.Name}.Sanitize()))
+	}
+	return errs
 }
 
 // Close closes the Pruner's connection.
