@@ -129,22 +129,7 @@ func TestFastShutdownWhileStreaming(t *testing.T) {
 // the row committed after the restart follows.
 func TestFastShutdownWhileKafkaRefuses(t *testing.T) {
 	c := testenv.PrivateCluster(t, localpg.Options{})
-	f := newFixtureOn(t, c.DSN("postgres"), nil, nil)
-	if f.broker.Cluster == nil {
-		t.Skip("needs kfake for fault injection (external brokers configured)")
-	}
-	run := f.start(t)
-	topics := []string{"outbox.event.refused"}
-	execTx(t, f.dsn, insertEvent("refused", "warmup"))
-	waitKeys(t, f, topics, []string{"warmup"}, 30*time.Second)
-	f.waitCaughtUp(t, 30*time.Second)
-
-	fault := f.broker.Cluster.Fault(kfake.Fault{
-		Keys:  []kmsg.Key{kmsg.Produce},
-		Topic: topics[0],
-		Err:   kerr.NotEnoughReplicas, // retriable: the record stays in flight
-		Count: -1,
-	})
+	f, run, fault := refusingFixture(t, c, nil)
 	// A transaction Kafka takes, then at once one it refuses: the tracker
 	// stops at the first one's end, which is recorded (transactions moved
 	// it), and keepalives do not move it while the second is in flight.
@@ -161,28 +146,7 @@ func TestFastShutdownWhileKafkaRefuses(t *testing.T) {
 	}
 	fastRestart(t, c, run, "with a record Kafka refuses")
 	requireEnded(t, f, 1)
-	fault.Remove()
-	execTx(t, f.dsn, insertEvent("refused", "after"))
-	got := readKeys(t, f, topics, []string{"warmup", "in-flight", "after"}, 60*time.Second)
-	for _, k := range []string{"warmup", "in-flight", "after"} {
-		if got[k] == 0 {
-			t.Errorf("%s is not on Kafka (read %v)", k, got)
-		}
-	}
-	if run.exited() {
-		t.Fatalf("the relay stopped: %v", run.err)
-	}
-	f.waitCaughtUp(t, 30*time.Second)
-	s, err := slotrecord.Read(t.Context(), testenv.Connect(t, f.dsn), slotrecord.Table{Schema: "public"}, "walrelay")
-	if err != nil || s.Record == nil {
-		t.Fatalf("reading the slot record: %v (record %v)", err, s.Record)
-	}
-	if s.Record.JumpedAt != nil || s.Jumped() != "" {
-		t.Errorf("the slot record is marked jumped: %q (found now: %q)", s.Record.Jump, s.Jumped())
-	}
-	if err := run.stop(); err != nil {
-		t.Fatalf("stopping the relay: %v", err)
-	}
+	afterRefusal(t, f, run, fault, []string{"warmup", "in-flight"})
 }
 
 // fastRestart stops c with `pg_ctl stop -m fast`, failing the test when
@@ -321,23 +285,8 @@ func committedKeys(t *testing.T, dsn string) []string {
 func TestFastShutdownAtInFlightCap(t *testing.T) {
 	c := testenv.PrivateCluster(t, localpg.Options{})
 	const maxInFlight = 5
-	f := newFixtureOn(t, c.DSN("postgres"), nil, func(cfg *config.Config) {
+	f, run, fault := refusingFixture(t, c, func(cfg *config.Config) {
 		cfg.Relay.MaxInFlightRecords = maxInFlight
-	})
-	if f.broker.Cluster == nil {
-		t.Skip("needs kfake for fault injection (external brokers configured)")
-	}
-	run := f.start(t)
-	topics := []string{"outbox.event.refused"}
-	execTx(t, f.dsn, insertEvent("refused", "warmup"))
-	waitKeys(t, f, topics, []string{"warmup"}, 30*time.Second)
-	f.waitCaughtUp(t, 30*time.Second)
-
-	fault := f.broker.Cluster.Fault(kfake.Fault{
-		Keys:  []kmsg.Key{kmsg.Produce},
-		Topic: topics[0],
-		Err:   kerr.NotEnoughReplicas, // retriable: the records stay in flight
-		Count: -1,
 	})
 	keys := []string{"warmup"}
 	for i := range 4 * maxInFlight {
@@ -354,10 +303,45 @@ func TestFastShutdownAtInFlightCap(t *testing.T) {
 	}
 	fastRestart(t, c, run, "at the in-flight cap")
 	requireEnded(t, f, 1)
+	afterRefusal(t, f, run, fault, keys)
+}
+
+// refusedTopic is the topic refusingFixture's broker refuses.
+const refusedTopic = "outbox.event.refused"
+
+// refusingFixture starts a relay on cluster c (mutate applied to its
+// configuration), relays a first event of type refused ("warmup") and then
+// makes the broker refuse every produce to refusedTopic with a retriable
+// error, so that its records stay in flight.
+func refusingFixture(t *testing.T, c *localpg.Cluster, mutate func(*config.Config)) (*fixture, *running, *kfake.FaultHandle) {
+	t.Helper()
+	f := newFixtureOn(t, c.DSN("postgres"), nil, mutate)
+	if f.broker.Cluster == nil {
+		t.Skip("needs kfake for fault injection (external brokers configured)")
+	}
+	run := f.start(t)
+	execTx(t, f.dsn, insertEvent("refused", "warmup"))
+	waitKeys(t, f, []string{refusedTopic}, []string{"warmup"}, 30*time.Second)
+	f.waitCaughtUp(t, 30*time.Second)
+	fault := f.broker.Cluster.Fault(kfake.Fault{
+		Keys:  []kmsg.Key{kmsg.Produce},
+		Topic: refusedTopic,
+		Err:   kerr.NotEnoughReplicas, // retriable: the records stay in flight
+		Count: -1,
+	})
+	return f, run, fault
+}
+
+// afterRefusal lifts the fault after a fast restart and checks what must
+// hold then: the keys refused before the restart and one written after it
+// are on Kafka, the same relay carries on and catches up, and the slot
+// record is not marked jumped (nothing was confirmed past it).
+func afterRefusal(t *testing.T, f *fixture, run *running, fault *kfake.FaultHandle, keys []string) {
+	t.Helper()
 	fault.Remove()
 	execTx(t, f.dsn, insertEvent("refused", "after"))
 	keys = append(keys, "after")
-	got := readKeys(t, f, topics, keys, 60*time.Second)
+	got := readKeys(t, f, []string{refusedTopic}, keys, 60*time.Second)
 	for _, k := range keys {
 		if got[k] == 0 {
 			t.Errorf("%s is not on Kafka (read %v)", k, got)
